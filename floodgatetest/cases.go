@@ -1,0 +1,278 @@
+package floodgatetest
+
+import (
+	"strings"
+	"time"
+
+	fg "github.com/floodgate-go/floodgate"
+)
+
+const (
+	us = time.Microsecond
+	ms = time.Millisecond
+	s  = time.Second
+)
+
+func one(name string, limits ...fg.Limit) []fg.Policy {
+	return []fg.Policy{{Name: name, Limits: limits}}
+}
+
+func allow(remaining int64, reset time.Duration) Want {
+	return Want{Allowed: true, Remaining: remaining, ResetAfter: reset}
+}
+
+func deny(remaining int64, reset, retry time.Duration) Want {
+	return Want{Remaining: remaining, ResetAfter: reset, RetryAfter: retry}
+}
+
+// Cases returns the conformance table. Each case starts at Start on fresh
+// state.
+func Cases() []Case {
+	longA := strings.Repeat("a", 300) + "1"
+	longB := strings.Repeat("a", 300) + "2"
+	tierOf := func(key string) string {
+		if strings.HasPrefix(key, "pro:") {
+			return "pro"
+		}
+		return ""
+	}
+	ist := time.FixedZone("IST", 5*3600+1800) // UTC+5:30: hours and days start at :30 UTC
+
+	return []Case{
+		{
+			Name:     "gcra/exact remaining and retry",
+			Policies: one("gcra", fg.PerSecond(10)),
+			Steps: []Step{
+				{Cost: 1, Want: allow(9, 100*ms)},
+				{Cost: 1, Want: allow(8, 200*ms)},
+				{Cost: 1, Want: allow(7, 300*ms)},
+				{Cost: 7, Want: allow(0, s)},
+				{Cost: 1, Want: deny(0, s, 100*ms)},
+				{Advance: 99 * ms, Cost: 1, Want: deny(0, 901*ms, ms)},
+				{Advance: 999 * us, Cost: 1, Want: deny(0, 900*ms+1*us, 1*us)},
+				{Advance: 1 * us, Cost: 1, Want: allow(0, s)},
+				{Advance: 550 * ms, Cost: 0, Want: allow(5, 450*ms)},
+			},
+		},
+		{
+			Name:     "gcra/burst above rate",
+			Policies: one("burst", fg.PerSecond(1).WithBurst(3)),
+			Steps: []Step{
+				{Cost: 3, Want: allow(0, 3*s)},
+				{Cost: 1, Want: deny(0, 3*s, s)},
+				{Advance: 2 * s, Cost: 2, Want: allow(0, 3*s)},
+				{Advance: 10 * s, Cost: 0, Want: allow(3, 0)},
+			},
+		},
+		{
+			Name:     "gcra/denied requests consume nothing",
+			Policies: one("nothing", fg.PerSecond(2)),
+			Steps: []Step{
+				{Cost: 2, Want: allow(0, s)},
+				{Cost: 1, Want: deny(0, s, 500*ms)},
+				{Cost: 1, Want: deny(0, s, 500*ms)},
+				{Advance: 100 * ms, Cost: 1, Want: deny(0, 900*ms, 400*ms)},
+				{Advance: 400 * ms, Cost: 1, Want: allow(0, s)},
+			},
+		},
+		{
+			Name:     "gcra/cost zero peeks",
+			Policies: one("peek", fg.PerMinute(60)),
+			Steps: []Step{
+				{Cost: 5, Want: allow(55, 5*s)},
+				{Cost: 0, Want: allow(55, 5*s)},
+				{Cost: 0, Want: allow(55, 5*s)},
+				{Advance: 2 * s, Cost: 0, Want: allow(57, 3*s)},
+			},
+		},
+		{
+			Name:     "gcra/cost above burst never passes",
+			Policies: one("huge", fg.PerSecond(10)),
+			Steps: []Step{
+				{Cost: 11, Want: Want{RetryAfter: fg.RetryNever, Source: fg.SourcePolicy}},
+				{Cost: 10, Want: allow(0, s)},
+				{Cost: 11, Want: Want{RetryAfter: fg.RetryNever, Source: fg.SourcePolicy}},
+			},
+		},
+		{
+			Name:     "gcra/negative cost is an error",
+			Policies: one("neg", fg.PerSecond(10)),
+			Steps: []Step{
+				{Cost: -1, Want: Want{Err: fg.ErrInvalidCost}},
+				{Cost: 1, Want: allow(9, 100*ms)},
+			},
+		},
+		{
+			Name:     "token bucket",
+			Policies: one("tb", fg.Limit{Rate: 5, Period: s, Burst: 10, Algorithm: fg.TokenBucket}),
+			Steps: []Step{
+				{Cost: 10, Want: allow(0, 2*s)},
+				{Cost: 1, Want: deny(0, 2*s, 200*ms)},
+				{Advance: s, Cost: 5, Want: allow(0, 2*s)},
+				{Advance: 400 * ms, Cost: 0, Want: allow(2, 1600*ms)},
+			},
+		},
+		{
+			Name:     "keys are independent",
+			Policies: one("keys", fg.PerMinute(1)),
+			Steps: []Step{
+				{Key: "alice", Cost: 1, Want: allow(0, time.Minute)},
+				{Key: "bob", Cost: 1, Want: allow(0, time.Minute)},
+				{Key: "alice", Cost: 1, Want: deny(0, time.Minute, time.Minute)},
+			},
+		},
+		{
+			Name:     "long keys stay distinct",
+			Policies: one("long", fg.PerMinute(1)),
+			Steps: []Step{
+				{Key: longA, Cost: 1, Want: allow(0, time.Minute)},
+				{Key: longB, Cost: 1, Want: allow(0, time.Minute)},
+				{Key: longA, Cost: 1, Want: deny(0, time.Minute, time.Minute)},
+				{Key: longB, Cost: 1, Want: deny(0, time.Minute, time.Minute)},
+			},
+		},
+		{
+			Name: "multi-limit is all or nothing",
+			Policies: []fg.Policy{
+				{Name: "multi", Limits: []fg.Limit{fg.PerMinute(100), fg.PerSecond(2)}},
+				{Name: "multi", Limits: []fg.Limit{fg.PerMinute(100)}}, // the first limit on its own
+			},
+			Steps: []Step{
+				{Cost: 2, Want: Want{Allowed: true, Remaining: 0, ResetAfter: 1200 * ms, Limit: 1}},
+				{Cost: 1, Want: Want{Remaining: 0, ResetAfter: 1200 * ms, RetryAfter: 500 * ms, Limit: 1}},
+				// The denied request charged neither limit: 98 of 100 are left.
+				{Policy: 1, Cost: 0, Want: allow(98, 1200*ms)},
+				{Advance: 500 * ms, Cost: 1, Want: Want{Allowed: true, Remaining: 0, ResetAfter: 1300 * ms, Limit: 1}},
+				{Policy: 1, Cost: 0, Want: allow(97, 1300*ms)},
+			},
+		},
+		{
+			Name:     "multi-limit: longest wait drives",
+			Policies: one("wait", fg.PerSecond(10), fg.PerMinute(12)),
+			Steps: []Step{
+				{Cost: 10, Want: Want{Allowed: true, Remaining: 0, ResetAfter: 50 * s, Limit: 0}},
+				{Advance: s, Cost: 3, Want: Want{Remaining: 2, ResetAfter: 49 * s, RetryAfter: 4 * s, Limit: 1}},
+				{Cost: 2, Want: Want{Allowed: true, Remaining: 0, ResetAfter: 59 * s, Limit: 1}},
+				{Cost: 1, Want: Want{Remaining: 0, ResetAfter: 59 * s, RetryAfter: 4 * s, Limit: 1}},
+			},
+		},
+		{
+			Name: "overrides",
+			Policies: []fg.Policy{{Name: "ov", Limits: []fg.Limit{fg.PerMinute(1)},
+				Overrides: map[string][]fg.Limit{"vip": {fg.PerMinute(3)}}}},
+			Steps: []Step{
+				{Cost: 1, Want: allow(0, time.Minute)},
+				{Cost: 1, Want: deny(0, time.Minute, time.Minute)},
+				{Key: "vip", Cost: 1, Want: allow(2, 20*s)},
+				{Key: "vip", Cost: 1, Want: allow(1, 40*s)},
+				{Key: "vip", Cost: 1, Want: allow(0, time.Minute)},
+				{Key: "vip", Cost: 1, Want: deny(0, time.Minute, 20*s)},
+			},
+		},
+		{
+			Name: "tiers",
+			Policies: []fg.Policy{{Name: "tiers", Limits: []fg.Limit{fg.PerMinute(1)},
+				Tiers: map[string][]fg.Limit{"pro": {fg.PerMinute(5)}}, TierOf: tierOf}},
+			Steps: []Step{
+				{Key: "free:1", Cost: 1, Want: allow(0, time.Minute)},
+				{Key: "free:1", Cost: 1, Want: deny(0, time.Minute, time.Minute)},
+				{Key: "pro:1", Cost: 1, Want: allow(4, 12*s)},
+				{Key: "pro:1", Cost: 4, Want: allow(0, time.Minute)},
+				{Key: "pro:1", Cost: 1, Want: deny(0, time.Minute, 12*s)},
+			},
+		},
+		{
+			Name:     "refund and reset",
+			Policies: one("refund", fg.PerMinute(10)),
+			Steps: []Step{
+				{Cost: 5, Want: allow(5, 30*s)},
+				{Op: OpRefund, Cost: 3},
+				{Cost: 0, Want: allow(8, 12*s)},
+				{Op: OpRefund, Cost: 100},
+				{Cost: 0, Want: allow(10, 0)},
+				{Cost: 10, Want: allow(0, time.Minute)},
+				{Op: OpReset},
+				{Cost: 1, Want: allow(9, 6*s)},
+			},
+		},
+		{
+			Name:     "fixed window",
+			Policies: one("fixed", fg.PerMinute(3).WithAlgorithm(fg.FixedWindow)),
+			Steps: []Step{
+				{Advance: 20 * s, Cost: 1, Want: allow(2, 40*s)},
+				{Cost: 2, Want: allow(0, 40*s)},
+				{Cost: 1, Want: deny(0, 40*s, 40*s)},
+				{Advance: 40*s - us, Cost: 1, Want: deny(0, us, us)},
+				{Advance: us, Cost: 1, Want: allow(2, time.Minute)},
+				{Advance: time.Minute, Cost: 0, Want: allow(3, 0)},
+				{Cost: 3, Want: allow(0, time.Minute)},
+				{Op: OpRefund, Cost: 1},
+				{Cost: 0, Want: allow(1, time.Minute)},
+			},
+		},
+		{
+			Name:     "fixed window aligned to a zone's days",
+			Policies: one("daily", fg.PerDay(2).AlignedTo(ist)),
+			Steps: []Step{
+				// Start is 05:30 in IST: the IST day ends 18h30m later.
+				{Cost: 1, Want: allow(1, 18*time.Hour+30*time.Minute)},
+				{Cost: 1, Want: allow(0, 18*time.Hour+30*time.Minute)},
+				{Cost: 1, Want: deny(0, 18*time.Hour+30*time.Minute, 18*time.Hour+30*time.Minute)},
+				{Advance: 18*time.Hour + 30*time.Minute, Cost: 1, Want: allow(1, 24*time.Hour)},
+			},
+		},
+		{
+			Name:     "fixed window aligned to a zone's hours",
+			Policies: one("hourly", fg.PerHour(1).AlignedTo(ist)),
+			Steps: []Step{
+				{Cost: 1, Want: allow(0, 30*time.Minute)},
+				{Advance: 30 * time.Minute, Cost: 1, Want: allow(0, time.Hour)},
+			},
+		},
+		{
+			Name:     "sliding window",
+			Policies: one("sliding", fg.PerMinute(10).WithAlgorithm(fg.SlidingWindow)),
+			Steps: []Step{
+				{Advance: 30 * s, Cost: 10, Want: allow(0, 90*s)},
+				// 11 > 10 in this window; in the next, 10 × (60−e)/60 + 1 ≤ 10 from e = 6 s.
+				{Cost: 1, Want: deny(0, 90*s, 36*s)},
+				{Advance: 36*s - us, Cost: 1, Want: deny(0, 54*s+us, us)},
+				{Advance: us, Cost: 1, Want: allow(0, 114*s)},
+				{Cost: 1, Want: deny(0, 114*s, 6*s)},
+				{Advance: 6 * s, Cost: 0, Want: allow(1, 108*s)},
+				{Op: OpRefund, Cost: 1},
+				{Cost: 0, Want: allow(2, 48*s)},
+				{Advance: 48 * s, Cost: 0, Want: allow(10, 0)},
+			},
+		},
+		{
+			Name:     "sliding log",
+			Policies: one("log", fg.PerMinute(3).WithAlgorithm(fg.SlidingLog)),
+			Steps: []Step{
+				{Cost: 1, Want: allow(2, time.Minute)},
+				{Advance: 10 * s, Cost: 1, Want: allow(1, time.Minute)},
+				{Advance: 10 * s, Cost: 1, Want: allow(0, time.Minute)},
+				{Cost: 1, Want: deny(0, time.Minute, 40*s)},
+				{Cost: 2, Want: deny(0, time.Minute, 50*s)},
+				{Advance: 40*s - us, Cost: 1, Want: deny(0, 20*s+us, us)},
+				{Advance: us, Cost: 1, Want: allow(0, time.Minute)},
+				{Op: OpRefund, Cost: 1}, // drops the admission just made: the newest left is from +20s
+				{Cost: 0, Want: allow(1, 20*s)},
+				{Advance: 2 * time.Minute, Cost: 0, Want: allow(3, 0)},
+			},
+		},
+		{
+			Name: "mixed algorithms in one policy",
+			Policies: []fg.Policy{
+				{Name: "mixed", Limits: []fg.Limit{fg.PerSecond(5), fg.PerMinute(6).WithAlgorithm(fg.FixedWindow), fg.PerMinute(7).WithAlgorithm(fg.SlidingLog)}},
+				{Name: "mixed", Limits: []fg.Limit{fg.PerSecond(5)}},
+			},
+			Steps: []Step{
+				{Cost: 5, Want: Want{Allowed: true, Remaining: 0, ResetAfter: time.Minute, Limit: 0}},
+				{Advance: s, Cost: 2, Want: Want{Remaining: 1, ResetAfter: 59 * s, RetryAfter: 59 * s, Limit: 1}},
+				{Policy: 1, Cost: 0, Want: allow(5, 0)},
+				{Cost: 1, Want: Want{Allowed: true, Remaining: 0, ResetAfter: time.Minute, Limit: 1}},
+			},
+		},
+	}
+}

@@ -1,0 +1,319 @@
+// Package memstore is floodgate's in-memory engine: the state of every key
+// in this process, decided in about the time of one cache miss.
+//
+// Keys are spread over shards, each with its own mutex and its own hash
+// table, so there is no global lock. A key's state is kept under a 64-bit
+// keyed hash of (limit set, key): 16 bytes per GCRA key, 24 per window key.
+// State that carries no information (a full bucket) is deleted by an
+// incremental janitor that holds one shard at a time, and MaxKeys bounds
+// memory: when a shard is full, the sampled entry that carries the least
+// debt is evicted, so a flood of unique keys cannot exhaust memory.
+//
+// Hash collisions: two distinct keys share state only if their 64-bit hashes
+// collide, about one chance in 10^7 at a million live keys per limit set. The
+// hash is seeded randomly per Store, so clients cannot aim for a collision.
+package memstore
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+)
+
+// Options configures a Store. The zero value is a good default.
+type Options struct {
+	// MaxKeys bounds the number of entries kept (one per key and limit of its
+	// policy). When a shard reaches its share, inserting a new entry evicts
+	// the sampled entry carrying the least debt: an evicted key restarts with
+	// full capacity, so the bound errs lenient for that key and only when
+	// the store is full. 0 means DefaultMaxKeys; -1 means no bound.
+	MaxKeys int
+
+	// Shards is the number of independently locked shards, rounded up to a
+	// power of two. 0 means DefaultShards.
+	Shards int
+
+	// Clock tells the time. Nil means a floodgate.CoarseClock refreshed every
+	// millisecond, owned by the Store and stopped by Close.
+	Clock floodgate.Clock
+
+	// SweepInterval is how often the janitor walks every shard to drop
+	// expired state. 0 means DefaultSweepInterval; negative disables the
+	// janitor (call Sweep yourself).
+	SweepInterval time.Duration
+}
+
+// Defaults for Options' zero values.
+const (
+	DefaultMaxKeys       = 1 << 21
+	DefaultShards        = 256
+	DefaultSweepInterval = time.Second
+)
+
+// evictSamples is how many entries an eviction compares.
+const evictSamples = 8
+
+// A Store keeps limit state in memory. It is safe for concurrent use.
+type Store struct {
+	shards   []shard
+	shift    uint
+	perShard int // entries a shard may hold; 0 means no bound
+	seed     maphash.Seed
+	clock    floodgate.Clock
+	ownClock *floodgate.CoarseClock
+
+	evictions atomic.Uint64
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+type shard struct {
+	mu   sync.Mutex
+	tats table[int64]           // GCRA and TokenBucket: the TAT
+	wins table[floodgate.State] // window algorithms
+	logs map[uint64]*floodgate.Log
+	// scratch stands in for the log of a key that has none, so checking it
+	// allocates nothing. Only used under mu.
+	scratch floodgate.Log
+	_       [48]byte // keep neighbouring shards' locks on separate cache lines
+}
+
+func (sh *shard) len() int { return sh.tats.n + sh.wins.n + len(sh.logs) }
+
+var _ floodgate.Store = (*Store)(nil)
+
+// New returns a Store. Call Close when done with it to stop its goroutines.
+func New(o Options) *Store {
+	n := o.Shards
+	if n <= 0 {
+		n = DefaultShards
+	}
+	size, shift := 1, uint(64)
+	for size < n {
+		size *= 2
+		shift--
+	}
+	s := &Store{shards: make([]shard, size), shift: shift, seed: maphash.MakeSeed(), clock: o.Clock}
+	if size == 1 {
+		s.shift = 63 // h>>63 is 0 or 1; keep one shard by masking below
+	}
+	switch {
+	case o.MaxKeys == 0:
+		s.perShard = (DefaultMaxKeys + size - 1) / size
+	case o.MaxKeys > 0:
+		s.perShard = (o.MaxKeys + size - 1) / size
+	}
+	if s.clock == nil {
+		s.ownClock = floodgate.NewCoarseClock(floodgate.DefaultTick)
+		s.clock = s.ownClock
+	}
+	interval := o.SweepInterval
+	if interval == 0 {
+		interval = DefaultSweepInterval
+	}
+	if interval > 0 {
+		s.stop, s.done = make(chan struct{}), make(chan struct{})
+		go s.janitor(interval)
+	}
+	return s
+}
+
+// Close stops the janitor and the Store's own clock. The Store keeps
+// working afterwards, without expiry sweeps and with a clock that stands
+// still, so Close it only when done.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if s.stop != nil {
+			close(s.stop)
+			<-s.done
+		}
+		if s.ownClock != nil {
+			s.ownClock.Stop()
+		}
+	})
+	return nil
+}
+
+// hash is the keyed hash of (limit set, key). Every limit of the set adds its
+// index (ruleKey), so all of a key's entries live in one shard and one
+// decision takes one lock.
+func (s *Store) hash(set *floodgate.LimitSet, key string) uint64 {
+	return mix(maphash.String(s.seed, key) ^ set.ID)
+}
+
+func (s *Store) shardOf(h uint64) *shard {
+	if len(s.shards) == 1 {
+		return &s.shards[0]
+	}
+	return &s.shards[h>>s.shift]
+}
+
+// ruleKey is the table key of rule i of the key hashed to h: never 0, which
+// marks empty slots.
+func ruleKey(h uint64, i int) uint64 {
+	k := mix(h + uint64(i)*0x9e3779b97f4a7c15)
+	if k == 0 {
+		k = 0x9e3779b97f4a7c15
+	}
+	return k
+}
+
+// mix is a 64-bit finaliser (splitmix64): every input bit affects every
+// output bit, so the table's low bits and the shard's high bits are both
+// uniform.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// Decide implements floodgate.Store.
+func (s *Store) Decide(_ context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+	var ds [floodgate.MaxLimits]floodgate.Decision
+	n := s.decide(set, s.hash(set, key), cost, &ds)
+	return set.Combine(ds[:n], floodgate.SourceMemory), nil
+}
+
+func (s *Store) decide(set *floodgate.LimitSet, h uint64, cost int64, ds *[floodgate.MaxLimits]floodgate.Decision) int {
+	sh := s.shardOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.clock.UnixNano()
+	rules := set.Rules
+	if len(rules) == 1 && rules[0].Algorithm <= floodgate.TokenBucket {
+		s.decideGCRA(sh, &rules[0], ruleKey(h, 0), now, cost, &ds[0])
+		return 1
+	}
+
+	var next [floodgate.MaxLimits]floodgate.State
+	allowed := true
+	for i := range rules {
+		r := &rules[i]
+		k := ruleKey(h, i)
+		switch r.Algorithm {
+		case floodgate.GCRA, floodgate.TokenBucket:
+			tat, _ := sh.tats.get(k)
+			next[i], ds[i] = r.Step(floodgate.State{A: tat}, now, cost)
+		case floodgate.SlidingLog:
+			ds[i] = r.CheckLog(sh.log(k, false), now, cost)
+		default:
+			st, _ := sh.wins.get(k)
+			next[i], ds[i] = r.Step(st, now, cost)
+		}
+		allowed = allowed && ds[i].Allowed
+	}
+	if !allowed {
+		// Nothing is charged; the limits that would have admitted report
+		// their uncharged state.
+		for i := range rules {
+			if ds[i].Allowed && cost > 0 {
+				ds[i] = s.peek(sh, &rules[i], ruleKey(h, i), now)
+			}
+		}
+		return len(rules)
+	}
+	if cost == 0 {
+		return len(rules)
+	}
+	for i := range rules {
+		r := &rules[i]
+		k := ruleKey(h, i)
+		switch r.Algorithm {
+		case floodgate.GCRA, floodgate.TokenBucket:
+			s.makeRoom(sh, k)
+			sh.tats.put(k, next[i].A)
+		case floodgate.SlidingLog:
+			s.makeRoom(sh, k)
+			r.ChargeLog(sh.log(k, true), now, cost)
+		default:
+			s.makeRoom(sh, k)
+			sh.wins.put(k, next[i])
+		}
+	}
+	return len(rules)
+}
+
+// decideGCRA is the path of a single GCRA limit: one probe, updated in
+// place.
+func (s *Store) decideGCRA(sh *shard, r *floodgate.Rule, k uint64, now, cost int64, d *floodgate.Decision) {
+	var st floodgate.State
+	var i uint64
+	found := false
+	if sh.tats.n > 0 {
+		i, found = sh.tats.lookup(k)
+		if found {
+			st.A = sh.tats.slots[i].val
+		}
+	}
+	var next floodgate.State
+	next, *d = r.Step(st, now, cost)
+	if !d.Allowed || cost == 0 {
+		return
+	}
+	if found {
+		sh.tats.slots[i].val = next.A
+		return
+	}
+	s.makeRoom(sh, k)
+	sh.tats.put(k, next.A)
+}
+
+func (s *Store) peek(sh *shard, r *floodgate.Rule, k uint64, now int64) floodgate.Decision {
+	switch r.Algorithm {
+	case floodgate.GCRA, floodgate.TokenBucket:
+		tat, _ := sh.tats.get(k)
+		_, d := r.Step(floodgate.State{A: tat}, now, 0)
+		return d
+	case floodgate.SlidingLog:
+		return r.CheckLog(sh.log(k, false), now, 0)
+	default:
+		st, _ := sh.wins.get(k)
+		_, d := r.Step(st, now, 0)
+		return d
+	}
+}
+
+// log returns the Log of k, creating it when create is set. Without create,
+// a missing log is an empty one that must not be written.
+func (sh *shard) log(k uint64, create bool) *floodgate.Log {
+	if l, ok := sh.logs[k]; ok {
+		return l
+	}
+	if !create {
+		sh.scratch = floodgate.Log{}
+		return &sh.scratch
+	}
+	if sh.logs == nil {
+		sh.logs = make(map[uint64]*floodgate.Log)
+	}
+	l := new(floodgate.Log)
+	sh.logs[k] = l
+	return l
+}
+
+// makeRoom evicts an entry when the shard is full and k is new to it.
+func (s *Store) makeRoom(sh *shard, k uint64) {
+	if s.perShard == 0 || sh.len() < s.perShard || sh.has(k) {
+		return
+	}
+	s.evict(sh, k)
+}
+
+func (sh *shard) has(k uint64) bool {
+	if _, ok := sh.tats.get(k); ok {
+		return true
+	}
+	if _, ok := sh.wins.get(k); ok {
+		return true
+	}
+	_, ok := sh.logs[k]
+	return ok
+}
