@@ -102,6 +102,13 @@ func (r *Rule) RefundLog(l *Log, now, cost int64) {
 	}
 }
 
+// Clone returns a copy of l that shares nothing with it.
+func (l *Log) Clone() *Log {
+	c := *l
+	c.entries = append([]logEntry(nil), l.entries...)
+	return &c
+}
+
 // Expiry is the instant (Unix ns) from which l carries no information: when
 // its newest admission stops counting, or 0 for an empty log.
 func (l *Log) Expiry() int64 { return l.expiry }
