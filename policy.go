@@ -116,6 +116,11 @@ func (s *LimitSet) Impossible() Result {
 // be the uncharged ones (cost 0), because a denied request is charged to none
 // of its limits.
 func (s *LimitSet) Combine(ds []Decision, src Source) Result {
+	if len(ds) == 1 {
+		d := &ds[0]
+		return Result{Allowed: d.Allowed, Limit: s.Rules[0].Limit, Remaining: d.Remaining,
+			ResetAfter: d.ResetAfter, RetryAfter: d.RetryAfter, Source: src, Policy: s.Policy}
+	}
 	r := Result{Allowed: true, Source: src, Policy: s.Policy}
 	drive := -1
 	for i, d := range ds {

@@ -177,8 +177,14 @@ func mix(x uint64) uint64 {
 
 // Decide implements floodgate.Store.
 func (s *Store) Decide(_ context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+	h := s.hash(set, key)
+	if r := &set.Rules[0]; len(set.Rules) == 1 && r.Algorithm <= floodgate.TokenBucket {
+		var d [1]floodgate.Decision
+		s.decideGCRA(s.shardOf(h), r, ruleKey(h, 0), cost, &d[0])
+		return set.Combine(d[:], floodgate.SourceMemory), nil
+	}
 	var ds [floodgate.MaxLimits]floodgate.Decision
-	n := s.decide(set, s.hash(set, key), cost, &ds)
+	n := s.decide(set, h, cost, &ds)
 	return set.Combine(ds[:n], floodgate.SourceMemory), nil
 }
 
@@ -188,10 +194,6 @@ func (s *Store) decide(set *floodgate.LimitSet, h uint64, cost int64, ds *[flood
 	defer sh.mu.Unlock()
 	now := s.clock.UnixNano()
 	rules := set.Rules
-	if len(rules) == 1 && rules[0].Algorithm <= floodgate.TokenBucket {
-		s.decideGCRA(sh, &rules[0], ruleKey(h, 0), now, cost, &ds[0])
-		return 1
-	}
 
 	var next [floodgate.MaxLimits]floodgate.State
 	allowed := true
@@ -241,9 +243,12 @@ func (s *Store) decide(set *floodgate.LimitSet, h uint64, cost int64, ds *[flood
 	return len(rules)
 }
 
-// decideGCRA is the path of a single GCRA limit: one probe, updated in
-// place.
-func (s *Store) decideGCRA(sh *shard, r *floodgate.Rule, k uint64, now, cost int64, d *floodgate.Decision) {
+// decideGCRA is the path of a policy of one GCRA limit, the most common:
+// one probe, updated in place.
+func (s *Store) decideGCRA(sh *shard, r *floodgate.Rule, k uint64, cost int64, d *floodgate.Decision) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.clock.UnixNano()
 	var st floodgate.State
 	var i uint64
 	found := false
