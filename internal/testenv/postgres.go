@@ -1,0 +1,488 @@
+package testenv
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Roles every PostgresServer has. The superuser and PostgresTrustUser log in
+// without a password over TCP; the others must authenticate with
+// PostgresPassword by the method in their name, so a proxy's handling of each
+// authentication flow can be tested.
+const (
+	PostgresSuperuser     = "postgres"
+	PostgresTrustUser     = "floodgate_trust"
+	PostgresSCRAMUser     = "floodgate_scram"     // scram-sha-256
+	PostgresMD5User       = "floodgate_md5"       // md5, with an md5-hashed password
+	PostgresCleartextUser = "floodgate_cleartext" // password (sent in clear)
+	PostgresPassword      = "floodgate-test-password"
+)
+
+// pgHBA: the password users must authenticate; everyone else is trusted, as
+// befits a throwaway server reachable only from loopback.
+const pgHBA = `# written by floodgate internal/testenv
+local all all                                  trust
+host  all ` + PostgresSCRAMUser + `     127.0.0.1/32 scram-sha-256
+host  all ` + PostgresMD5User + `       127.0.0.1/32 md5
+host  all ` + PostgresCleartextUser + ` 127.0.0.1/32 password
+host  all all                   127.0.0.1/32 trust
+`
+
+// pgSetup creates the roles above. The md5 role's password is stored as an
+// md5 hash, because an md5 pg_hba line silently switches to SCRAM for a role
+// whose password is stored as SCRAM.
+const pgSetup = `
+CREATE ROLE ` + PostgresTrustUser + ` LOGIN;
+SET password_encryption = 'scram-sha-256';
+CREATE ROLE ` + PostgresSCRAMUser + ` LOGIN PASSWORD '` + PostgresPassword + `';
+CREATE ROLE ` + PostgresCleartextUser + ` LOGIN PASSWORD '` + PostgresPassword + `';
+SET password_encryption = 'md5';
+CREATE ROLE ` + PostgresMD5User + ` LOGIN PASSWORD '` + PostgresPassword + `';
+`
+
+// PostgresServer is a PostgreSQL server started for one test, with its own
+// data directory. It is stopped and its files removed when the test ends.
+type PostgresServer struct {
+	// Addr is "127.0.0.1:port". It stays the same across Kill and Restart.
+	Addr string
+	// Port is the port of Addr.
+	Port int
+	// Dir holds the data directory (Dir/data), the socket directory and the
+	// log, postgres.log.
+	Dir string
+
+	t      testing.TB
+	binDir string
+	cred   *syscall.Credential
+	name   string
+
+	mu   sync.Mutex
+	proc *process
+}
+
+// Postgres initializes a fresh PostgreSQL cluster (initdb, UTF8, C locale)
+// and starts it on a free 127.0.0.1 port, waiting until it accepts
+// connections. Durability is off (fsync, synchronous_commit,
+// full_page_writes) because test data need not survive a power cut, and
+// this makes writes fast. See the package doc for running as root.
+func Postgres(t testing.TB) *PostgresServer {
+	t.Helper()
+	binDir := postgresBinDir(t)
+	cred, err := postgresCredential()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Not t.TempDir: when running as root, the postgres user needs to reach
+	// the directory, and t.TempDir's parent is private to root.
+	sweepPostgresDirs()
+	dir, err := os.MkdirTemp("", pgDirPrefix+strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		t.Fatalf("testenv: create a directory for PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("testenv: remove PostgreSQL directory: %v", err)
+		}
+	})
+	if err := os.Mkdir(filepath.Join(dir, "sock"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if cred != nil {
+		for _, d := range []string{dir, filepath.Join(dir, "sock")} {
+			if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
+				t.Fatalf("testenv: chown %s to the user postgres runs as: %v", d, err)
+			}
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	initdb := exec.CommandContext(ctx, filepath.Join(binDir, "initdb"),
+		"-D", filepath.Join(dir, "data"),
+		"-U", PostgresSuperuser,
+		"--auth=trust",
+		"--encoding=UTF8",
+		"--locale=C",
+		"--no-sync", // the directory is deleted after the test
+		"--no-instructions",
+	)
+	initdb.Dir = dir
+	initdb.Env = append(os.Environ(), "TZ=UTC")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		t.Fatalf("testenv: initdb: %v\n%s", err, tail(string(out), 30))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data", "pg_hba.conf"), []byte(pgHBA), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cred != nil {
+		if err := os.Chown(filepath.Join(dir, "data", "pg_hba.conf"), int(cred.Uid), int(cred.Gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var s *PostgresServer
+	for attempt := 1; ; attempt++ {
+		ports, err := freePorts(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s = &PostgresServer{
+			Addr:   "127.0.0.1:" + strconv.Itoa(ports[0]),
+			Port:   ports[0],
+			Dir:    dir,
+			t:      t,
+			binDir: binDir,
+			cred:   cred,
+			name:   fmt.Sprintf("postgres on %d", ports[0]),
+		}
+		err = s.start()
+		if err == nil {
+			break
+		}
+		if errors.Is(err, errPortInUse) && attempt < startAttempts {
+			t.Logf("testenv: %s lost a race for its port, retrying with a new port", s.name)
+			continue
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(s.kill)
+
+	if _, err := s.Psql(s.DSN(PostgresSuperuser, "postgres"), pgSetup); err != nil {
+		t.Fatalf("testenv: create test roles: %v", err)
+	}
+	return s
+}
+
+// pgDirPrefix starts the name of each server's directory, followed by the
+// pid of the test binary that owns it.
+const pgDirPrefix = "floodgate-pg-"
+
+// sweepPostgresDirs removes the directories of test binaries that died
+// without running their cleanups (interrupted with ^C, killed on timeout):
+// each holds a ~40 MB data directory. A directory whose owner still runs, or
+// whose pid was reused, is left alone.
+func sweepPostgresDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), pgDirPrefix+"*"))
+	for _, d := range dirs {
+		pidStr, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(d), pgDirPrefix), "-")
+		pid, err := strconv.Atoi(pidStr)
+		if !ok || err != nil || pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
+
+// postgresBinDir finds the directory holding initdb, postgres and psql.
+func postgresBinDir(t testing.TB) string {
+	t.Helper()
+	has := func(dir string) bool {
+		for _, b := range []string{"initdb", "postgres", "psql"} {
+			if st, err := os.Stat(filepath.Join(dir, b)); err != nil || st.IsDir() {
+				return false
+			}
+		}
+		return true
+	}
+	if d := os.Getenv("FLOODGATE_PG_BINDIR"); d != "" {
+		if !has(d) {
+			t.Fatalf("testenv: FLOODGATE_PG_BINDIR=%s does not contain initdb, postgres and psql", d)
+		}
+		return d
+	}
+	if d := "/usr/lib/postgresql/15/bin"; has(d) {
+		return d
+	}
+	// Debian installs each major version side by side; take the newest.
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	slices.SortFunc(dirs, func(a, b string) int {
+		va, _ := strconv.Atoi(filepath.Base(filepath.Dir(a)))
+		vb, _ := strconv.Atoi(filepath.Base(filepath.Dir(b)))
+		return vb - va
+	})
+	for _, d := range dirs {
+		if has(d) {
+			return d
+		}
+	}
+	if p, err := exec.LookPath("initdb"); err == nil && has(filepath.Dir(p)) {
+		return filepath.Dir(p)
+	}
+	missing(t, "PostgreSQL server binaries (initdb, postgres, psql in /usr/lib/postgresql/*/bin, on PATH, or in $FLOODGATE_PG_BINDIR)", "postgresql")
+	return ""
+}
+
+// postgresCredential returns whom to run initdb and postgres as: nil (the
+// caller) unless the caller is root, which they refuse; then the "postgres"
+// user, or "nobody" where there is none.
+func postgresCredential() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	for _, name := range []string{"postgres", "nobody"} {
+		u, err := user.Lookup(name)
+		if err != nil {
+			continue
+		}
+		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	}
+	return nil, errors.New(`testenv: running as root, and PostgreSQL refuses to run as root, but there is no "postgres" or "nobody" user to run it as: create one (the Debian package postgresql does) or run the tests as a normal user`)
+}
+
+func (s *PostgresServer) start() error {
+	args := []string{
+		"-D", filepath.Join(s.Dir, "data"),
+		"-p", strconv.Itoa(s.Port),
+		"-k", filepath.Join(s.Dir, "sock"),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "fsync=off",
+		"-c", "synchronous_commit=off",
+		"-c", "full_page_writes=off",
+		"-c", "logging_collector=off",
+	}
+	p, err := startProcess(s.name, filepath.Join(s.binDir, "postgres"), args, s.Dir, filepath.Join(s.Dir, "postgres.log"), s.cred)
+	if err != nil {
+		return err
+	}
+	s.proc = p
+	pidFile := filepath.Join(s.Dir, "data", "postmaster.pid")
+	return p.waitReady(func() error {
+		// postmaster.pid says "ready" once the server accepts connections
+		// (pg_ctl waits for the same line); checking the pid in it makes
+		// sure it is our server answering, not another one that grabbed the
+		// port while ours was failing to bind it.
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return err
+		}
+		lines := strings.Split(string(b), "\n")
+		if len(lines) < 8 || strings.TrimSpace(lines[0]) != strconv.Itoa(p.cmd.Process.Pid) || strings.TrimSpace(lines[7]) != "ready" {
+			return fmt.Errorf("postmaster.pid does not say pid %d is ready yet", p.cmd.Process.Pid)
+		}
+		return pgPing(s.Addr)
+	})
+}
+
+// kill stops the server with SIGQUIT, PostgreSQL's immediate shutdown (what
+// pg_ctl stop -m immediate sends): no checkpoint, backends end at once. The
+// postmaster is a direct child, so the signal is sent to it rather than
+// through pg_ctl, which would have to run as the postgres user.
+func (s *PostgresServer) kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		s.proc.stop(syscall.SIGQUIT, 5*time.Second)
+	}
+}
+
+// Kill shuts the server down immediately (SIGQUIT, as pg_ctl stop -m
+// immediate): clients lose their sessions, and the next start runs crash
+// recovery.
+func (s *PostgresServer) Kill() {
+	s.kill()
+}
+
+// Stop shuts the server down in fast mode (SIGINT, as pg_ctl stop -m fast):
+// sessions are ended cleanly and a checkpoint is written.
+func (s *PostgresServer) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		s.proc.stop(syscall.SIGINT, 30*time.Second)
+	}
+}
+
+// Running reports whether the postmaster is alive.
+func (s *PostgresServer) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil && !s.proc.exited()
+}
+
+// Restart starts the server again on the same port with the same data,
+// stopping it immediately first if it is running, and waits until it accepts
+// connections. Call it from the test goroutine.
+func (s *PostgresServer) Restart() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		s.proc.stop(syscall.SIGQUIT, 5*time.Second)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		err := s.start()
+		if err == nil {
+			return
+		}
+		if errors.Is(err, errPortInUse) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		s.t.Fatalf("testenv: restart %s on the same port: %v", s.name, err)
+		return
+	}
+}
+
+// DSN returns a postgres:// URL for user and database db over TCP, without
+// TLS (the server has none). For the password roles use DSNWithPassword.
+func (s *PostgresServer) DSN(user, db string) string {
+	return s.dsn(url.User(user), db)
+}
+
+// DSNWithPassword is DSN with a password, for PostgresSCRAMUser,
+// PostgresMD5User and PostgresCleartextUser (password PostgresPassword).
+func (s *PostgresServer) DSNWithPassword(user, password, db string) string {
+	return s.dsn(url.UserPassword(user, password), db)
+}
+
+func (s *PostgresServer) dsn(u *url.Userinfo, db string) string {
+	return (&url.URL{
+		Scheme:   "postgres",
+		User:     u,
+		Host:     s.Addr,
+		Path:     "/" + db,
+		RawQuery: "sslmode=disable",
+	}).String()
+}
+
+// Exec runs sql as the superuser in database "postgres" and returns the
+// output rows, one per line with columns separated by "|". It fails the test
+// on any error. Call it from the test goroutine.
+func (s *PostgresServer) Exec(sql string) string {
+	s.t.Helper()
+	out, err := s.Psql(s.DSN(PostgresSuperuser, "postgres"), sql)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return out
+}
+
+// Psql runs sql with psql against dsn (any server, not only this one),
+// stopping at the first error, and returns the output rows, one per line
+// with columns separated by "|", without headers or a trailing newline. The
+// error includes psql's message, such as the SQLSTATE-bearing ERROR line. It
+// is safe from any goroutine.
+func (s *PostgresServer) Psql(dsn, sql string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(s.binDir, "psql"),
+		"-X", // ignore ~/.psqlrc
+		"--no-align", "--tuples-only", "--quiet",
+		"--set", "ON_ERROR_STOP=1",
+		"--file", "-",
+		dsn,
+	)
+	cmd.Stdin = strings.NewReader(sql)
+	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=5", "PGAPPNAME=floodgate-testenv")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("testenv: psql %s: %v: %s", redactDSN(dsn), err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimRight(stdout.String(), "\n"), nil
+}
+
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unparsable DSN)"
+	}
+	return u.Redacted()
+}
+
+// pgPing succeeds once the server completes a startup handshake as the
+// superuser. "The database system is starting up" (SQLSTATE 57P03) and
+// refused connections count as not ready.
+func pgPing(addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+
+	var params []byte
+	for _, kv := range []string{"user", PostgresSuperuser, "database", "postgres"} {
+		params = append(append(params, kv...), 0)
+	}
+	params = append(params, 0)
+	msg := binary.BigEndian.AppendUint32(nil, uint32(8+len(params)))
+	msg = binary.BigEndian.AppendUint32(msg, 3<<16) // protocol 3.0
+	msg = append(msg, params...)
+	if _, err := conn.Write(msg); err != nil {
+		return err
+	}
+
+	r := bufio.NewReader(conn)
+	for {
+		var hdr [5]byte
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return fmt.Errorf("read startup reply: %w", err)
+		}
+		n := int(binary.BigEndian.Uint32(hdr[1:])) - 4
+		if n < 0 || n > 1<<20 {
+			return fmt.Errorf("bad message length %d", n)
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return fmt.Errorf("read startup reply: %w", err)
+		}
+		switch hdr[0] {
+		case 'R': // authentication request: 0 means done
+			if len(body) < 4 || binary.BigEndian.Uint32(body) != 0 {
+				return errors.New("server asks the superuser for a password; pg_hba.conf should trust it")
+			}
+		case 'E':
+			return fmt.Errorf("server error: %s", pgErrorText(body))
+		case 'Z': // ReadyForQuery
+			_, _ = conn.Write([]byte{'X', 0, 0, 0, 4}) // Terminate
+			return nil
+		}
+	}
+}
+
+// pgErrorText renders an ErrorResponse's SQLSTATE and message.
+func pgErrorText(body []byte) string {
+	var code, msg string
+	for len(body) > 0 && body[0] != 0 {
+		field := body[0]
+		v, rest, _ := bytes.Cut(body[1:], []byte{0})
+		body = rest
+		switch field {
+		case 'C':
+			code = string(v)
+		case 'M':
+			msg = string(v)
+		}
+	}
+	return code + " " + msg
+}

@@ -1,0 +1,241 @@
+package testenv
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// RedisServer is a redis-server process started for one test. It is killed
+// when the test ends.
+type RedisServer struct {
+	// Addr is "127.0.0.1:port". It stays the same across Kill and Restart,
+	// so clients configured with it reconnect to the restarted server.
+	Addr string
+	// Port is the port of Addr.
+	Port int
+	// Dir holds the server's working files and its log, redis.log.
+	Dir string
+
+	t    testing.TB
+	name string
+	bin  string
+	args []string
+
+	mu   sync.Mutex
+	proc *process
+}
+
+// Redis starts a standalone redis-server on a free loopback port and waits
+// until it answers PING. It has no persistence (restarting it empties it) and
+// allows DEBUG, so tests can stall it with DEBUG SLEEP.
+func Redis(t testing.TB) *RedisServer {
+	t.Helper()
+	return startRedis(t, "redis-server", 1, func(ports []int, dir string) ([]string, error) {
+		return redisArgs(ports[0], dir), nil
+	})
+}
+
+// redisArgs is the command line shared by every server this package starts:
+// loopback only, no persistence, logs on stdout (captured to redis.log), fast
+// replica sync (no 5 s diskless-sync delay), DEBUG allowed.
+func redisArgs(port int, dir string) []string {
+	return []string{
+		"--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1",
+		"--dir", dir,
+		"--save", "",
+		"--appendonly", "no",
+		"--daemonize", "no",
+		"--logfile", "",
+		"--enable-debug-command", "yes",
+		"--repl-diskless-sync-delay", "0",
+	}
+}
+
+// startRedis starts a redis-server whose arguments build makes from nports
+// fresh ports (ports[0] is the client port) and a fresh directory, retrying
+// with new ports when it loses a race for one.
+func startRedis(t testing.TB, name string, nports int, build func(ports []int, dir string) ([]string, error)) *RedisServer {
+	t.Helper()
+	bin := lookBinary(t, "redis-server", "redis-server")
+	for attempt := 1; ; attempt++ {
+		ports, err := freePorts(nports)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		args, err := build(ports, dir)
+		if err != nil {
+			t.Fatalf("testenv: prepare %s: %v", name, err)
+		}
+		s := &RedisServer{
+			Addr: "127.0.0.1:" + strconv.Itoa(ports[0]),
+			Port: ports[0],
+			Dir:  dir,
+			t:    t,
+			name: fmt.Sprintf("%s on %d", name, ports[0]),
+			bin:  bin,
+			args: args,
+		}
+		err = s.start()
+		if err == nil {
+			t.Cleanup(s.kill)
+			return s
+		}
+		if errors.Is(err, errPortInUse) && attempt < startAttempts {
+			t.Logf("testenv: %s lost a race for its port, retrying with new ports", s.name)
+			continue
+		}
+		if strings.Contains(err.Error(), "Bad directive") {
+			t.Fatalf("%v\n(testenv needs Redis 7.0 or newer: check redis-server --version)", err)
+		}
+		t.Fatal(err)
+	}
+}
+
+// start runs the process and waits for PING. The caller holds mu or owns s
+// exclusively.
+func (s *RedisServer) start() error {
+	p, err := startProcess(s.name, s.bin, s.args, s.Dir, filepath.Join(s.Dir, "redis.log"), nil)
+	if err != nil {
+		return err
+	}
+	s.proc = p
+	return p.waitReady(func() error { return redisReady(s.Addr, p.cmd.Process.Pid) })
+}
+
+// redisReady succeeds once the server at addr answers PING and is the
+// process with the given pid, not another server that grabbed the port
+// while ours was failing to bind it. A server loading its data replies
+// -LOADING, which counts as not ready.
+func redisReady(addr string, pid int) error {
+	r, err := redisSession(addr, 500*time.Millisecond, []string{"PING"}, []string{"INFO", "server"})
+	if err != nil {
+		return err
+	}
+	if r[0] != "PONG" {
+		return fmt.Errorf("PING replied %v", r[0])
+	}
+	info, _ := r[1].(string)
+	if got := infoField(info, "process_id"); got != strconv.Itoa(pid) {
+		return fmt.Errorf("%s is served by process %s, not ours (%d)", addr, got, pid)
+	}
+	return nil
+}
+
+func (s *RedisServer) kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		s.proc.kill()
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to exit: a crash, with no
+// chance to reply to clients or close connections cleanly.
+func (s *RedisServer) Kill() {
+	s.kill()
+}
+
+// Stop shuts the server down gracefully (SIGTERM), falling back to SIGKILL
+// after 10 s. Clients see their connections closed.
+func (s *RedisServer) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		s.proc.stop(syscall.SIGTERM, 10*time.Second)
+	}
+}
+
+// Running reports whether the server process is alive.
+func (s *RedisServer) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil && !s.proc.exited()
+}
+
+// Restart starts the server again on the same port and directory, killing
+// it first if it is still running, and waits until it answers PING. Data is
+// lost (there is no persistence); a cluster node keeps its nodes.conf and so
+// rejoins its cluster. Call it from the test goroutine.
+func (s *RedisServer) Restart() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		s.proc.kill()
+	}
+	// The port may be held for a moment by a connection that used it as its
+	// local port; keep trying briefly rather than fail on a transient race.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		err := s.start()
+		if err == nil {
+			return
+		}
+		if errors.Is(err, errPortInUse) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		s.t.Fatalf("testenv: restart %s on the same port: %v", s.name, err)
+		return
+	}
+}
+
+// Do sends one command to the server; see RedisDo for the reply types.
+func (s *RedisServer) Do(args ...string) (any, error) {
+	return RedisDo(s.Addr, args...)
+}
+
+// Pause makes the server hold every client command (reads and writes) for d
+// with CLIENT PAUSE ... ALL, as during a failover or a slow fork. The server
+// stays connected, so clients see latency, not errors. It returns at once.
+func (s *RedisServer) Pause(d time.Duration) {
+	s.t.Helper()
+	ms := strconv.FormatInt(d.Milliseconds(), 10)
+	if _, err := s.Do("CLIENT", "PAUSE", ms, "ALL"); err != nil {
+		s.t.Fatalf("testenv: CLIENT PAUSE %s ALL on %s: %v", ms, s.name, err)
+	}
+}
+
+// DebugSleep blocks the whole server for d with DEBUG SLEEP, as a long Lua
+// script or a stuck disk would: it answers nothing, not even PING, though the
+// kernel still accepts connections. It returns once the command is sent; the
+// channel receives the command's result (nil, or why it failed) when the
+// sleep ends, and is then closed. Call it from the test goroutine.
+func (s *RedisServer) DebugSleep(d time.Duration) <-chan error {
+	s.t.Helper()
+	secs := strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
+	conn, err := net.DialTimeout("tcp", s.Addr, redisTimeout)
+	if err != nil {
+		s.t.Fatalf("testenv: DEBUG SLEEP on %s: %v", s.name, err)
+	}
+	_ = conn.SetDeadline(time.Now().Add(d + redisTimeout))
+	if err := writeCommand(conn, []string{"DEBUG", "SLEEP", secs}); err != nil {
+		conn.Close()
+		s.t.Fatalf("testenv: DEBUG SLEEP on %s: %v", s.name, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer close(done)
+		defer conn.Close()
+		_, err := readReply(bufio.NewReader(conn))
+		done <- err
+	}()
+	return done
+}
+
+// writeFile writes a config file for a server.
+func writeFile(path, content string) error {
+	return os.WriteFile(path, []byte(content), 0o644)
+}
