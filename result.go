@@ -24,8 +24,9 @@ const (
 	// SourceHybridGlobal: the local filter passed the request and Redis
 	// decided it.
 	SourceHybridGlobal Source = "hybrid:global"
-	// SourceHybridFallback: Redis failed or was too slow, and the local
-	// filter's verdict stands.
+	// SourceHybridFallback: the remote engine failed, was too slow, or was
+	// skipped because its circuit breaker is open, and a local store
+	// decided (a hybrid's local filter, or failover's FallbackLocal store).
 	SourceHybridFallback Source = "hybrid:local-fallback"
 	// SourceFailOpen: the engine failed and the failure policy allowed the
 	// request.
