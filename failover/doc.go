@@ -1,0 +1,34 @@
+// Package failover decides what a rate limiter does when its remote engine
+// (Redis) fails or is slow, and keeps an outage from costing a timeout on
+// every request.
+//
+// A Store wraps a remote floodgate.Store with an explicit failure policy:
+//
+//   - FailOpen: allow the request (Source "fail-open"). Availability first:
+//     a dead Redis must not take the service down with it.
+//   - FailClosed: deny the request (Source "fail-closed"). Protection
+//     first: the limit guards money or a fragile backend. A front end answers
+//     503 Service Unavailable, not 429: the client did nothing wrong.
+//   - FallbackLocal: decide on a local store in this process (Source
+//     "hybrid:local-fallback"). The limit holds per instance instead of
+//     across instances until Redis is back.
+//
+// None of them returns an error for a failed decision: the failure is the
+// policy's to absorb, and it is reported through GuardOptions.OnError and
+// Guard.Stats instead.
+//
+// Every call to the remote store goes through a Guard, which bounds it with a
+// per-call timeout (DefaultTimeout, 100 ms) and a circuit breaker. After
+// DefaultFailures consecutive failures the breaker opens: decisions then go
+// straight to the policy, with neither a round trip nor a timeout, so an
+// outage costs each caller at most one timeout instead of one per request.
+// After a back-off (DefaultBackoff, doubling up to DefaultMaxBackoff while
+// Redis stays down) the breaker lets one probe through; the probe's success
+// closes it again. The caller's own context ending is never counted as a
+// failure of the remote store.
+//
+// The hybrid package builds on Guard: a local filter in front of Redis whose
+// verdict stands whenever the Guard reports a failure.
+//
+// docs/failure.md explains how to choose a policy and tune the breaker.
+package failover

@@ -1,0 +1,704 @@
+package failover_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/floodgatetest"
+)
+
+// A healthy remote's decisions pass through unchanged: the wrapper keeps
+// every semantic of the engine under it.
+func TestConformance(t *testing.T) {
+	for _, p := range []failover.Policy{failover.FailOpen, failover.FailClosed, failover.FallbackLocal} {
+		t.Run(p.String(), func(t *testing.T) {
+			floodgatetest.Run(t, floodgatetest.Harness{
+				NewStore: func(t *testing.T, clock floodgate.Clock) floodgate.Store {
+					o := failover.Options{Policy: p}
+					if p == failover.FallbackLocal {
+						o.Local = newMem(t, clock)
+					}
+					s, err := failover.New(newMem(t, clock), o)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return s
+				},
+				Source: floodgate.SourceMemory,
+			})
+		})
+	}
+}
+
+func TestPolicies(t *testing.T) {
+	limit := floodgate.PerSecond(10)
+	for _, tc := range []struct {
+		policy failover.Policy
+		want   floodgate.Result
+	}{
+		{failover.FailOpen, floodgate.Result{Allowed: true, Limit: limit, Source: floodgate.SourceFailOpen, Policy: "api"}},
+		{failover.FailClosed, floodgate.Result{Limit: limit, RetryAfter: failover.DefaultBackoff, Source: floodgate.SourceFailClosed, Policy: "api"}},
+		{failover.FallbackLocal, floodgate.Result{Allowed: true, Limit: limit, Remaining: 9, ResetAfter: 100 * time.Millisecond, Source: floodgate.SourceHybridFallback, Policy: "api"}},
+	} {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			clock := newClock()
+			remote := newFakeRemote(t, clock)
+			remote.set(failing)
+			o := failover.Options{Policy: tc.policy, Guard: failover.GuardOptions{Clock: clock}}
+			if tc.policy == failover.FallbackLocal {
+				o.Local = newMem(t, clock)
+			}
+			s, err := failover.New(remote, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lim := newLimiter(t, s, limit)
+			if got := mustAllow(t, lim, "k"); got != tc.want {
+				t.Errorf("failed remote: got %+v\nwant %+v", got, tc.want)
+			}
+
+			remote.set(healthy)
+			got := mustAllow(t, lim, "k")
+			if got.Source != floodgate.SourceRedis || !got.Allowed || got.Remaining != 9 {
+				t.Errorf("healthy remote: got %+v, want its own decision passed through", got)
+			}
+		})
+	}
+}
+
+func TestFailClosedRetryAfterFollowsBreaker(t *testing.T) {
+	clock := newClock()
+	remote := newFakeRemote(t, clock)
+	remote.set(failing)
+	s, err := failover.New(remote, failover.Options{Policy: failover.FailClosed,
+		Guard: failover.GuardOptions{Clock: clock, Failures: 1, Backoff: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := newLimiter(t, s, floodgate.PerSecond(10))
+	res := mustAllow(t, lim, "k") // opens the breaker
+	if s.Guard().State() != failover.Open {
+		t.Fatalf("state %s after a failure with Failures 1, want open", s.Guard().State())
+	}
+	if res.RetryAfter <= 1600*time.Millisecond || res.RetryAfter > 2*time.Second {
+		t.Errorf("RetryAfter = %s, want the back-off (1.6 s, 2 s]", res.RetryAfter)
+	}
+	clock.Advance(time.Second)
+	if res := mustAllow(t, lim, "k"); res.RetryAfter <= 600*time.Millisecond || res.RetryAfter > time.Second {
+		t.Errorf("RetryAfter 1 s later = %s, want the rest of the back-off (0.6 s, 1 s]", res.RetryAfter)
+	}
+}
+
+// The Guard cuts a call off at its timeout even when the remote store
+// ignores its context, as a go-redis client without ContextTimeoutEnabled
+// does.
+func TestTimeoutBoundsCall(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	remote := newFakeRemote(t, nil)
+	remote.set(hanging)
+	var reported atomic.Pointer[failover.Error]
+	s, err := failover.New(remote, failover.Options{Policy: failover.FailOpen, Guard: failover.GuardOptions{
+		Timeout: timeout,
+		OnError: func(e *failover.Error) { reported.Store(e) },
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := newLimiter(t, s, floodgate.PerSecond(10))
+	start := time.Now()
+	res := mustAllow(t, lim, "k")
+	took := time.Since(start)
+	if res.Source != floodgate.SourceFailOpen {
+		t.Errorf("Source = %q, want fail-open", res.Source)
+	}
+	if took < timeout || took > timeout+time.Second {
+		t.Errorf("a hanging remote held the call for %s, want the %s timeout", took, timeout)
+	}
+	st := s.Guard().Stats()
+	if st.Timeouts != 1 || st.Failures.Decide != 1 {
+		t.Errorf("stats %+v, want one decide failure, a timeout", st)
+	}
+	e := reported.Load()
+	if e == nil || !errors.Is(e, failover.ErrTimeout) || e.Op != failover.OpDecide || e.Policy != "api" {
+		t.Errorf("OnError got %v, want a decide timeout of policy api", e)
+	}
+	remote.release() // the abandoned call ends; its answer is dropped
+}
+
+// A store that honours its context and returns its error when the Guard's
+// deadline passes has timed out, not failed for another reason.
+func TestTimeoutOfContextHonouringStore(t *testing.T) {
+	remote := newFakeRemote(t, nil)
+	remote.set(stalling)
+	g, err := failover.NewGuard(remote, failover.GuardOptions{Timeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := mustSet(t, floodgate.PerSecond(1))
+	if _, err := g.Decide(context.Background(), set, "k", 1); !errors.Is(err, failover.ErrTimeout) {
+		t.Fatalf("Decide error = %v, want ErrTimeout", err)
+	}
+	if st := g.Stats(); st.Timeouts != 1 {
+		t.Errorf("Timeouts = %d, want 1", st.Timeouts)
+	}
+}
+
+func mustSet(t *testing.T, limits ...floodgate.Limit) *floodgate.LimitSet {
+	t.Helper()
+	set, err := floodgate.NewLimitSet("api", "", limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+func TestBreaker(t *testing.T) {
+	clock := newClock()
+	remote := newFakeRemote(t, clock)
+	var changes []string
+	var mu sync.Mutex
+	g, err := failover.NewGuard(remote, failover.GuardOptions{
+		Clock: clock, Failures: 3, Backoff: time.Second, MaxBackoff: 3 * time.Second,
+		OnStateChange: func(from, to failover.State) {
+			mu.Lock()
+			defer mu.Unlock()
+			changes = append(changes, from.String()+">"+to.String())
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := failover.New(g, failover.Options{Policy: failover.FailOpen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := newLimiter(t, s, floodgate.PerSecond(1000))
+	decide := func(want floodgate.Source) {
+		t.Helper()
+		if res := mustAllow(t, lim, "k"); res.Source != want {
+			t.Fatalf("Source = %q, want %q (state %s)", res.Source, want, g.State())
+		}
+	}
+	calls := func() int64 { return remote.calls.Load() }
+
+	// Failures must be consecutive: a success in between starts over.
+	remote.set(failing)
+	decide(floodgate.SourceFailOpen)
+	decide(floodgate.SourceFailOpen)
+	remote.set(healthy)
+	decide(floodgate.SourceRedis)
+	remote.set(failing)
+	decide(floodgate.SourceFailOpen)
+	decide(floodgate.SourceFailOpen)
+	if g.State() != failover.Closed {
+		t.Fatalf("state %s after 2 consecutive failures, want closed", g.State())
+	}
+	decide(floodgate.SourceFailOpen)
+	if g.State() != failover.Open {
+		t.Fatalf("state %s after 3 consecutive failures, want open", g.State())
+	}
+
+	// While open, no call reaches the remote store.
+	before := calls()
+	for range 100 {
+		decide(floodgate.SourceFailOpen)
+	}
+	clock.Advance(799 * time.Millisecond) // the back-off is at least 0.8 s
+	decide(floodgate.SourceFailOpen)
+	if calls() != before {
+		t.Fatalf("%d calls reached the remote store while the breaker was open", calls()-before)
+	}
+
+	// After the back-off one probe goes; it fails, and the back-off doubles.
+	clock.Advance(201 * time.Millisecond)
+	decide(floodgate.SourceFailOpen)
+	if calls() != before+1 || g.State() != failover.Open {
+		t.Fatalf("after the back-off: %d calls, state %s; want 1 probe that reopens", calls()-before, g.State())
+	}
+	if r := g.RetryIn(); r <= 1600*time.Millisecond || r > 2*time.Second {
+		t.Fatalf("RetryIn after a failed probe = %s, want the doubled back-off (1.6 s, 2 s]", r)
+	}
+	clock.Advance(2 * time.Second)
+	decide(floodgate.SourceFailOpen) // second failed probe: back-off capped at 3 s
+	if r := g.RetryIn(); r <= 2400*time.Millisecond || r > 3*time.Second {
+		t.Fatalf("RetryIn after two failed probes = %s, want MaxBackoff (2.4 s, 3 s]", r)
+	}
+
+	// Once the remote store answers, the next probe closes the breaker.
+	remote.set(healthy)
+	decide(floodgate.SourceFailOpen)
+	clock.Advance(3 * time.Second)
+	decide(floodgate.SourceRedis)
+	if g.State() != failover.Closed {
+		t.Fatalf("state %s after a successful probe, want closed", g.State())
+	}
+	decide(floodgate.SourceRedis)
+
+	// The back-off starts from Backoff again.
+	remote.set(failing)
+	for range 3 {
+		decide(floodgate.SourceFailOpen)
+	}
+	if r := g.RetryIn(); r <= 800*time.Millisecond || r > time.Second {
+		t.Fatalf("RetryIn after reopening = %s, want Backoff again", r)
+	}
+
+	st := g.Stats()
+	want := failover.Stats{State: failover.Open, Opened: 2, Probes: 3, Calls: 13, Skipped: 102,
+		Failures: failover.OpCounts{Decide: 10}}
+	if st != want {
+		t.Errorf("Stats = %+v\nwant    %+v", st, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	wantChanges := []string{"closed>open", "open>half_open", "half_open>open", "open>half_open", "half_open>open",
+		"open>half_open", "half_open>closed", "closed>open"}
+	if len(changes) != len(wantChanges) {
+		t.Fatalf("state changes %v, want %v", changes, wantChanges)
+	}
+	for i := range changes {
+		if changes[i] != wantChanges[i] {
+			t.Fatalf("state changes %v, want %v", changes, wantChanges)
+		}
+	}
+}
+
+// A half-open breaker lets exactly one probe through, however many callers
+// arrive while it is in flight, and they do not wait for it.
+func TestBreakerSingleProbe(t *testing.T) {
+	clock := newClock()
+	remote := newFakeRemote(t, clock)
+	remote.set(failing)
+	s, err := failover.New(remote, failover.Options{Policy: failover.FailClosed,
+		Guard: failover.GuardOptions{Clock: clock, Failures: 1, Timeout: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := newLimiter(t, s, floodgate.PerSecond(1000))
+	mustAllow(t, lim, "k")
+	clock.Advance(time.Second)
+	remote.set(hanging)
+	probeDone := make(chan floodgate.Result)
+	go func() {
+		res, _ := lim.Allow(context.Background(), "k")
+		probeDone <- res
+	}()
+	waitFor(t, "the probe to reach the remote store", func() bool { return remote.calls.Load() == 2 })
+
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				res, err := lim.Allow(context.Background(), "k")
+				if err != nil || res.Source != floodgate.SourceFailClosed {
+					t.Errorf("during the probe: %+v, %v; want fail-closed at once", res, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := remote.calls.Load(); n != 2 {
+		t.Errorf("%d calls reached the remote store, want the failure and one probe", n)
+	}
+	if st := s.Guard().State(); st != failover.HalfOpen {
+		t.Errorf("state %s with the probe in flight, want half_open", st)
+	}
+	remote.set(healthy)
+	remote.release()
+	if res := <-probeDone; res.Source != floodgate.SourceFailClosed {
+		t.Errorf("probe that failed: Source %q, want fail-closed", res.Source)
+	}
+}
+
+// waitFor polls cond until it holds, failing after a generous deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The caller giving up is not the remote store failing: no failure is
+// counted, the breaker does not move, and the caller gets its context's
+// error because nothing was decided.
+func TestCallerCancellation(t *testing.T) {
+	for _, policy := range []failover.Policy{failover.FailOpen, failover.FailClosed} {
+		t.Run(policy.String(), func(t *testing.T) {
+			clock := newClock()
+			remote := newFakeRemote(t, clock)
+			s, err := failover.New(remote, failover.Options{Policy: policy,
+				Guard: failover.GuardOptions{Clock: clock, Failures: 1, Timeout: time.Minute}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lim := newLimiter(t, s, floodgate.PerSecond(1000))
+
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if _, err := lim.Allow(ctx, "k"); !errors.Is(err, context.Canceled) {
+				t.Fatalf("canceled before the call: err = %v, want context.Canceled", err)
+			}
+			if n := remote.calls.Load(); n != 0 {
+				t.Fatalf("a canceled caller reached the remote store (%d calls)", n)
+			}
+
+			remote.set(hanging)
+			ctx, cancel = context.WithCancel(context.Background())
+			errc := make(chan error)
+			go func() {
+				_, err := lim.Allow(ctx, "k")
+				errc <- err
+			}()
+			waitFor(t, "the call to reach the remote store", func() bool { return remote.calls.Load() == 1 })
+			cancel()
+			if err := <-errc; !errors.Is(err, context.Canceled) {
+				t.Fatalf("canceled during the call: err = %v, want context.Canceled", err)
+			}
+
+			ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
+			defer cancel()
+			if _, err := lim.Allow(ctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("caller's deadline: err = %v, want context.DeadlineExceeded", err)
+			}
+			st := s.Guard().Stats()
+			if st.State != failover.Closed || st.Failures.Decide != 0 || st.Canceled != 3 {
+				t.Fatalf("stats %+v, want closed, no failures, 3 canceled", st)
+			}
+
+			// A canceled probe is given back: the next caller probes.
+			remote.set(failing)
+			mustAllow(t, lim, "k")
+			clock.Advance(time.Second)
+			remote.set(hanging)
+			ctx, cancel = context.WithCancel(context.Background())
+			go func() {
+				_, err := lim.Allow(ctx, "k")
+				errc <- err
+			}()
+			waitFor(t, "the probe to reach the remote store", func() bool { return remote.calls.Load() == 4 })
+			cancel()
+			<-errc
+			if st := s.Guard().State(); st != failover.Open {
+				t.Fatalf("state %s after a canceled probe, want open", st)
+			}
+			remote.release()
+			remote.set(healthy)
+			if res := mustAllow(t, lim, "k"); res.Source != floodgate.SourceRedis {
+				t.Fatalf("next caller after a canceled probe: Source %q, want the remote's", res.Source)
+			}
+		})
+	}
+}
+
+func TestOnError(t *testing.T) {
+	remote := newFakeRemote(t, nil)
+	remote.set(failing)
+	var got []*failover.Error
+	var mu sync.Mutex
+	s, err := failover.New(remote, failover.Options{Policy: failover.FailOpen, Guard: failover.GuardOptions{
+		Failures: 2,
+		OnError: func(e *failover.Error) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, e)
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := newLimiter(t, s, floodgate.PerSecond(10))
+	ctx := context.Background()
+	mustAllow(t, lim, "k")
+	if err := lim.RefundN(ctx, "k", 1); err != nil {
+		t.Fatalf("RefundN under FailOpen: %v, want the failure absorbed", err)
+	}
+	mustAllow(t, lim, "k") // skipped: the breaker is open; not an error to report
+	if err := lim.Reset(ctx, "k"); !errors.Is(err, failover.ErrOpen) {
+		t.Fatalf("Reset with the breaker open: %v, want ErrOpen", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 {
+		t.Fatalf("OnError called %d times, want 2 (a decide and a refund)", len(got))
+	}
+	for i, op := range []failover.Op{failover.OpDecide, failover.OpRefund} {
+		e := got[i]
+		if e.Op != op || e.Policy != "api" || !errors.Is(e, errDown) {
+			t.Errorf("error %d = %+v, want %s of policy api wrapping the remote's error", i, e, op)
+		}
+	}
+	if want := "failover: policy api: decide: fake remote: connection refused"; got[0].Error() != want {
+		t.Errorf("Error() = %q, want %q", got[0].Error(), want)
+	}
+	if st := s.Guard().Stats(); st.Failures != (failover.OpCounts{Decide: 1, Refund: 1}) || st.Skipped != 2 {
+		t.Errorf("stats %+v, want a decide and a refund failure and 2 skipped", st)
+	}
+}
+
+func TestFallbackLocalRefundAndReset(t *testing.T) {
+	clock := newClock()
+	remote := newFakeRemote(t, clock)
+	local := newMem(t, clock)
+	s, err := failover.New(remote, failover.Options{Policy: failover.FallbackLocal, Local: local,
+		Guard: failover.GuardOptions{Clock: clock, Failures: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := newLimiter(t, s, floodgate.PerMinute(2))
+	ctx := context.Background()
+
+	remote.set(failing)
+	mustAllow(t, lim, "k")
+	mustAllow(t, lim, "k")
+	if res := mustAllow(t, lim, "k"); res.Allowed || res.Source != floodgate.SourceHybridFallback {
+		t.Fatalf("third request during the outage: %+v, want denied by the local fallback", res)
+	}
+	// The remote store cannot take the refund, so the local store does.
+	if err := lim.RefundN(ctx, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	if res := mustAllow(t, lim, "k"); !res.Allowed {
+		t.Fatalf("after a refund during the outage: %+v, want allowed", res)
+	}
+	// A reset that misses the remote store is reported, and still resets
+	// the local store.
+	if err := lim.Reset(ctx, "k"); !errors.Is(err, errDown) {
+		t.Fatalf("Reset during the outage: %v, want the remote's error", err)
+	}
+	if res := mustAllow(t, lim, "k"); !res.Allowed || res.Remaining != 1 {
+		t.Fatalf("after Reset: %+v, want a full local bucket", res)
+	}
+
+	remote.set(healthy)
+	if err := lim.Reset(ctx, "k"); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	mustAllow(t, lim, "k")
+	if err := lim.RefundN(ctx, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	if res := mustAllow(t, lim, "k"); res.Source != floodgate.SourceRedis || res.Remaining != 1 {
+		t.Fatalf("after a refund to the remote store: %+v, want 1 remaining there", res)
+	}
+}
+
+func TestPanickingRemote(t *testing.T) {
+	remote := newFakeRemote(t, nil)
+	remote.set(panicky)
+	s, err := failover.New(remote, failover.Options{Policy: failover.FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := newLimiter(t, s, floodgate.PerSecond(10))
+	if res := mustAllow(t, lim, "k"); res.Source != floodgate.SourceFailClosed {
+		t.Fatalf("panicking remote: Source %q, want fail-closed", res.Source)
+	}
+	if st := s.Guard().Stats(); st.Failures.Decide != 1 {
+		t.Fatalf("a panic was not counted as a failure: %+v", st)
+	}
+}
+
+func TestBreakerDisabled(t *testing.T) {
+	clock := newClock()
+	remote := newFakeRemote(t, clock)
+	remote.set(failing)
+	s, err := failover.New(remote, failover.Options{Policy: failover.FailOpen,
+		Guard: failover.GuardOptions{Clock: clock, Failures: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := newLimiter(t, s, floodgate.PerSecond(10))
+	for range 50 {
+		mustAllow(t, lim, "k")
+	}
+	if n, st := remote.calls.Load(), s.Guard().State(); n != 50 || st != failover.Closed {
+		t.Fatalf("%d calls, state %s; want every call tried and the breaker closed", n, st)
+	}
+}
+
+// validatingStore rejects limits over 1000 units, as an engine with a
+// coarse clock rejects limits it cannot keep.
+type validatingStore struct{ floodgate.Store }
+
+func (validatingStore) ValidateLimit(l floodgate.Limit) error {
+	if l.Capacity() > 1000 {
+		return floodgate.ErrInvalidLimit
+	}
+	return nil
+}
+
+func TestValidateLimit(t *testing.T) {
+	remote := validatingStore{newMem(t, nil)}
+	for _, o := range []failover.Options{
+		{Policy: failover.FailOpen},
+		{Policy: failover.FallbackLocal, Local: newMem(t, nil)},
+	} {
+		s, err := failover.New(remote, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := floodgate.New(s, floodgate.Policy{Name: "big", Limits: []floodgate.Limit{floodgate.PerSecond(5000)}}); !errors.Is(err, floodgate.ErrInvalidLimit) {
+			t.Errorf("%s: a limit the remote store rejects: New error %v, want ErrInvalidLimit", o.Policy, err)
+		}
+	}
+	s, err := failover.New(newMem(t, nil), failover.Options{Policy: failover.FallbackLocal, Local: remote})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := floodgate.New(s, floodgate.Policy{Name: "big", Limits: []floodgate.Limit{floodgate.PerSecond(5000)}}); !errors.Is(err, floodgate.ErrInvalidLimit) {
+		t.Errorf("a limit the local store rejects: New error %v, want ErrInvalidLimit", err)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	mem := newMem(t, nil)
+	good, err := failover.New(mem, failover.Options{Policy: failover.FailOpen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		remote floodgate.Store
+		o      failover.Options
+	}{
+		{"no policy", mem, failover.Options{}},
+		{"unknown policy", mem, failover.Options{Policy: 9}},
+		{"fallback without local", mem, failover.Options{Policy: failover.FallbackLocal}},
+		{"local without fallback", mem, failover.Options{Policy: failover.FailClosed, Local: mem}},
+		{"no remote", nil, failover.Options{Policy: failover.FailOpen}},
+		{"nested policy", good, failover.Options{Policy: failover.FailOpen}},
+		{"negative timeout", mem, failover.Options{Policy: failover.FailOpen, Guard: failover.GuardOptions{Timeout: -1}}},
+		{"negative back-off", mem, failover.Options{Policy: failover.FailOpen, Guard: failover.GuardOptions{Backoff: -1}}},
+		{"max below base", mem, failover.Options{Policy: failover.FailOpen, Guard: failover.GuardOptions{Backoff: 2 * time.Second, MaxBackoff: time.Second}}},
+	} {
+		if _, err := failover.New(tc.remote, tc.o); err == nil {
+			t.Errorf("%s: New succeeded, want an error", tc.name)
+		}
+	}
+	if _, err := failover.NewGuard(good.Guard(), failover.GuardOptions{}); err == nil {
+		t.Error("NewGuard over a Guard succeeded, want an error")
+	}
+}
+
+func TestParsePolicy(t *testing.T) {
+	for _, p := range []failover.Policy{failover.FailOpen, failover.FailClosed, failover.FallbackLocal} {
+		got, err := failover.ParsePolicy(p.String())
+		if err != nil || got != p {
+			t.Errorf("ParsePolicy(%q) = %v, %v", p.String(), got, err)
+		}
+	}
+	if got, err := failover.ParsePolicy(" Fail-Open "); err != nil || got != failover.FailOpen {
+		t.Errorf("ParsePolicy(\" Fail-Open \") = %v, %v", got, err)
+	}
+	if _, err := failover.ParsePolicy("fail_soft"); err == nil {
+		t.Error("ParsePolicy(fail_soft) succeeded")
+	}
+	if s := failover.Policy(0).String(); s != "policy(0)" {
+		t.Errorf("zero Policy String = %q", s)
+	}
+}
+
+// Many callers against a remote store that flaps: run with -race. Every call
+// returns a decision, never an error, and the breaker ends closed once the
+// remote store is healthy again.
+func TestConcurrentFlapping(t *testing.T) {
+	clock := newClock()
+	remote := newFakeRemote(t, clock)
+	s, err := failover.New(remote, failover.Options{Policy: failover.FallbackLocal, Local: newMem(t, clock),
+		Guard: failover.GuardOptions{Clock: clock, Failures: 3, Backoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := newLimiter(t, s, floodgate.PerSecond(1_000_000))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			remote.set(int32(i/7) % 2) // healthy and failing in turns
+			clock.Advance(3 * time.Millisecond)
+			time.Sleep(50 * time.Microsecond)
+		}
+	})
+	var calls atomic.Int64
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2000 {
+				key := "k" + string(rune('a'+(g+i)%4))
+				if _, err := lim.Allow(context.Background(), key); err != nil {
+					t.Errorf("Allow: %v", err)
+					return
+				}
+				calls.Add(1)
+			}
+		})
+	}
+	for calls.Load() < 16000 && !t.Failed() {
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	remote.set(healthy)
+	clock.Advance(time.Second)
+	if res := mustAllow(t, lim, "ka"); res.Source != floodgate.SourceRedis {
+		t.Errorf("after recovery: Source %q, want the remote's", res.Source)
+	}
+	st := s.Guard().Stats()
+	if st.State != failover.Closed || st.Calls != uint64(remote.calls.Load()) {
+		t.Errorf("stats %+v (remote saw %d calls), want closed and every call counted", st, remote.calls.Load())
+	}
+	t.Logf("%+v", st)
+}
+
+// boundedRemote is a fakeRemote that declares itself Bounded.
+type boundedRemote struct{ *fakeRemote }
+
+func (boundedRemote) BoundedByContext() bool { return true }
+
+// A Bounded store is called on the caller's goroutine: its timeout comes
+// from its context, and a panic reaches the caller as it would without a
+// Guard.
+func TestBoundedStore(t *testing.T) {
+	remote := newFakeRemote(t, nil)
+	g, err := failover.NewGuard(boundedRemote{remote}, failover.GuardOptions{Timeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := mustSet(t, floodgate.PerSecond(1))
+	ctx := context.Background()
+	if res, err := g.Decide(ctx, set, "k", 1); err != nil || !res.Allowed {
+		t.Fatalf("healthy: %+v, %v", res, err)
+	}
+	remote.set(stalling)
+	start := time.Now()
+	if _, err := g.Decide(ctx, set, "k", 1); !errors.Is(err, failover.ErrTimeout) {
+		t.Fatalf("stalling: err = %v, want ErrTimeout", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("stalling: took %s, want the 20 ms timeout", took)
+	}
+	remote.set(panicky)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("a Bounded store's panic did not reach the caller")
+			}
+		}()
+		g.Decide(ctx, set, "k", 1)
+	}()
+}

@@ -1,0 +1,124 @@
+package failover_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/floodgatetest"
+	"github.com/floodgate-go/floodgate/memstore"
+)
+
+// errDown is what a failing fake remote returns.
+var errDown = errors.New("fake remote: connection refused")
+
+// Modes of a fakeRemote.
+const (
+	healthy  int32 = iota // answers from its memstore
+	failing               // returns errDown at once
+	hanging               // blocks until unblocked, ignoring its context
+	stalling              // blocks until its context ends, then returns its error
+	panicky               // panics
+)
+
+// fakeRemote stands in for Redis: a memstore that can be told to fail,
+// hang or panic, and that counts the calls that reach it.
+type fakeRemote struct {
+	mem   *memstore.Store
+	mode  atomic.Int32
+	calls atomic.Int64
+
+	mu      sync.Mutex
+	unblock chan struct{}
+}
+
+func newFakeRemote(t *testing.T, clock floodgate.Clock) *fakeRemote {
+	t.Helper()
+	m := memstore.New(memstore.Options{Clock: clock, SweepInterval: -1})
+	f := &fakeRemote{mem: m, unblock: make(chan struct{})}
+	t.Cleanup(func() { f.release(); m.Close() })
+	return f
+}
+
+func (f *fakeRemote) set(mode int32) { f.mode.Store(mode) }
+
+// release lets every hanging call return.
+func (f *fakeRemote) release() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	close(f.unblock)
+	f.unblock = make(chan struct{})
+}
+
+func (f *fakeRemote) enter(ctx context.Context) error {
+	f.calls.Add(1)
+	switch f.mode.Load() {
+	case failing:
+		return errDown
+	case hanging:
+		f.mu.Lock()
+		ch := f.unblock
+		f.mu.Unlock()
+		<-ch
+		return errDown
+	case stalling:
+		<-ctx.Done()
+		return ctx.Err()
+	case panicky:
+		panic("fake remote: boom")
+	}
+	return nil
+}
+
+func (f *fakeRemote) Decide(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+	if err := f.enter(ctx); err != nil {
+		return floodgate.Result{}, err
+	}
+	res, err := f.mem.Decide(ctx, set, key, cost)
+	res.Source = floodgate.SourceRedis
+	return res, err
+}
+
+func (f *fakeRemote) Refund(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) error {
+	if err := f.enter(ctx); err != nil {
+		return err
+	}
+	return f.mem.Refund(ctx, set, key, cost)
+}
+
+func (f *fakeRemote) Reset(ctx context.Context, set *floodgate.LimitSet, key string) error {
+	if err := f.enter(ctx); err != nil {
+		return err
+	}
+	return f.mem.Reset(ctx, set, key)
+}
+
+func newClock() *floodgatetest.Clock { return floodgatetest.NewClock(floodgatetest.Start) }
+
+func newMem(t *testing.T, clock floodgate.Clock) *memstore.Store {
+	t.Helper()
+	m := memstore.New(memstore.Options{Clock: clock, SweepInterval: -1})
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func newLimiter(t *testing.T, store floodgate.Store, limits ...floodgate.Limit) *floodgate.PolicyLimiter {
+	t.Helper()
+	lim, err := floodgate.New(store, floodgate.Policy{Name: "api", Limits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim
+}
+
+func mustAllow(t *testing.T, lim floodgate.Limiter, key string) floodgate.Result {
+	t.Helper()
+	res, err := lim.Allow(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Allow(%q): %v", key, err)
+	}
+	return res
+}

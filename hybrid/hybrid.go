@@ -1,0 +1,342 @@
+// Package hybrid composes a local store in front of a global one: the local
+// store holds a fraction of every limit and filters, the global store (Redis)
+// arbitrates what passes the filter, and when the global store fails or is
+// slow the local verdict stands.
+//
+// With N instances behind a load balancer, each instance's local filter
+// holds about 1/N of each limit plus headroom. A client far over its limit is
+// then denied by the filter of whichever instance it reaches, in process, in
+// a few tens of nanoseconds, and costs Redis nothing; only the traffic the
+// filters pass, bounded by the sum of their shares, reaches Redis, which
+// keeps the exact limit across all instances. Every Result says which part
+// decided:
+//
+//   - hybrid:local: the local filter denied; Redis was not asked.
+//   - hybrid:global: the filter passed and Redis decided.
+//   - hybrid:local-fallback: the filter passed and Redis failed, timed out or
+//     is cut off by the circuit breaker, so the filter's verdict stands.
+//
+// Calls to Redis go through a failover.Guard (per-call timeout, circuit
+// breaker); a decision never returns an error for a Redis failure.
+//
+// docs/failure.md explains how to size the fraction.
+package hybrid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/failover"
+)
+
+// DefaultHeadroom is the headroom FractionFor uses when given none.
+const DefaultHeadroom = 2.0
+
+// FractionFor returns the local fraction for instances replicas behind a
+// balancer that spreads each key's requests evenly (round robin, least
+// connections): headroom/instances, at most 1. Headroom covers uneven
+// spreading; below 1 the global limit cannot be reached at all. A headroom
+// of 0 or less means DefaultHeadroom. Size instances by the fewest replicas
+// you run, not the usual count: with fewer replicas than planned the shares
+// add up to less than the limit.
+func FractionFor(instances int, headroom float64) float64 {
+	if headroom <= 0 || math.IsNaN(headroom) {
+		headroom = DefaultHeadroom
+	}
+	if instances <= 1 {
+		return 1
+	}
+	return min(1, headroom/float64(instances))
+}
+
+// Options configures a Store.
+type Options struct {
+	// Fraction is the share of every limit that the local filter holds,
+	// in (0, 1]: its rate and burst are the global ones times Fraction,
+	// rounded up, at least 1. There is no default: it depends on how many
+	// instances share the limit; see FractionFor.
+	Fraction float64
+
+	// Guard configures the timeout and circuit breaker of calls to the
+	// global store. It is ignored when the global store given to New is
+	// already a *failover.Guard.
+	Guard failover.GuardOptions
+}
+
+// A Store is a floodgate.Store that filters with a local store and decides
+// with a global one. It is safe for concurrent use.
+//
+// The local store must be the Store's own (a memstore.Store no other
+// limiter uses): the filter keeps its state under the same limit-set IDs as
+// the global limits, with smaller limits.
+type Store struct {
+	local    floodgate.Store
+	guard    *failover.Guard
+	fraction float64
+	sets     setCache
+}
+
+var _ floodgate.Store = (*Store)(nil)
+
+// New returns a Store that filters with local and decides with global. If
+// global is a *failover.Guard it is used as it is, so that stores over one
+// Redis can share one breaker; else New wraps it in a Guard made with
+// o.Guard.
+func New(local, global floodgate.Store, o Options) (*Store, error) {
+	switch {
+	case local == nil || global == nil:
+		return nil, errors.New("hybrid: both a local and a global store are needed")
+	case !(o.Fraction > 0 && o.Fraction <= 1): // also rejects NaN
+		return nil, fmt.Errorf("hybrid: fraction %g is outside (0, 1]; use about 2/N for N instances (see FractionFor)", o.Fraction)
+	}
+	if _, ok := global.(*failover.Store); ok {
+		return nil, errors.New("hybrid: the global store already has a failure policy; pass the engine itself, the hybrid store falls back on its local filter")
+	}
+	g, ok := global.(*failover.Guard)
+	if !ok {
+		var err error
+		if g, err = failover.NewGuard(global, o.Guard); err != nil {
+			return nil, fmt.Errorf("hybrid: %w", err)
+		}
+	}
+	return &Store{local: local, guard: g, fraction: o.Fraction}, nil
+}
+
+// Fraction returns the share of each limit the local filter holds.
+func (s *Store) Fraction() float64 { return s.fraction }
+
+// Guard returns the Guard that calls the global store, for its State and
+// Stats.
+func (s *Store) Guard() *failover.Guard { return s.guard }
+
+// Decide implements floodgate.Store.
+//
+// The local filter is charged for every request it passes, including one
+// that the global store then denies. That is deliberate: the filter's job is
+// to bound what reaches Redis, at about Fraction of the limit per instance.
+// Refunding it on a global denial would keep it full whenever other
+// instances have used up the global limit, so that every request of an
+// abusive client would go on to Redis, exactly when shielding Redis matters
+// most. The filter cannot drift: it refills at its own rate, Fraction of the
+// limit's, and a global denial costs it at most what one request costs.
+//
+// A cost above the filter's capacity is charged to it as its whole
+// capacity: such a request passes the filter only while the filter is full,
+// and never stops the global limit from deciding it.
+//
+// The error is non-nil only if the local store fails or the caller's
+// context ends before Redis answers; the local charge is then undone.
+func (s *Store) Decide(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+	ls, err := s.localSet(set)
+	if err != nil {
+		return floodgate.Result{}, err
+	}
+	lcost := min(cost, ls.Capacity())
+	lres, err := s.local.Decide(ctx, ls, key, lcost)
+	if err != nil {
+		return floodgate.Result{}, fmt.Errorf("hybrid: policy %s: local decide: %w", set.Policy, err)
+	}
+	if !lres.Allowed {
+		restoreLimit(&lres, set, ls)
+		lres.Source = floodgate.SourceHybridLocal
+		return lres, nil
+	}
+	gres, err := s.guard.Decide(ctx, set, key, cost)
+	if err == nil {
+		gres.Source = floodgate.SourceHybridGlobal
+		return gres, nil
+	}
+	if ctx.Err() != nil {
+		// Undecided: the request consumes nothing, here either.
+		if lcost > 0 {
+			_ = s.local.Refund(context.WithoutCancel(ctx), ls, key, lcost)
+		}
+		return floodgate.Result{}, err
+	}
+	restoreLimit(&lres, set, ls)
+	lres.Source = floodgate.SourceHybridFallback
+	return lres, nil
+}
+
+// Refund implements floodgate.Store. It refunds the local filter and the
+// global store. A global refund that fails is counted by the Guard (and
+// reported to OnError) but not returned: losing it errs strict.
+func (s *Store) Refund(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) error {
+	ls, err := s.localSet(set)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if err := s.local.Refund(ctx, ls, key, min(cost, ls.Capacity())); err != nil {
+		errs = append(errs, fmt.Errorf("hybrid: policy %s: local refund: %w", set.Policy, err))
+	}
+	if err := s.guard.Refund(ctx, set, key, cost); err != nil && ctx.Err() != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Reset implements floodgate.Store. It resets the local filter and the
+// global store, and returns the global store's failure: a reset is an
+// operator's action, and the operator must learn that it did not happen.
+func (s *Store) Reset(ctx context.Context, set *floodgate.LimitSet, key string) error {
+	ls, err := s.localSet(set)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if err := s.local.Reset(ctx, ls, key); err != nil {
+		errs = append(errs, fmt.Errorf("hybrid: policy %s: local reset: %w", set.Policy, err))
+	}
+	if err := s.guard.Reset(ctx, set, key); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateLimit rejects a limit that the global store cannot keep, or whose
+// local share is not a valid limit or cannot be kept by the local store.
+func (s *Store) ValidateLimit(l floodgate.Limit) error {
+	if err := s.guard.ValidateLimit(l); err != nil {
+		return err
+	}
+	ll := scaleLimit(l, s.fraction)
+	if err := ll.Validate(); err != nil {
+		return fmt.Errorf("local share %s (fraction %g): %w", ll, s.fraction, err)
+	}
+	if v, ok := s.local.(floodgate.LimitValidator); ok {
+		if err := v.ValidateLimit(ll); err != nil {
+			return fmt.Errorf("local share %s (fraction %g): %w", ll, s.fraction, err)
+		}
+	}
+	return nil
+}
+
+// LocalLimits returns the limit set the local filter applies in place of
+// set: every limit scaled by the fraction.
+func (s *Store) LocalLimits(set *floodgate.LimitSet) (*floodgate.LimitSet, error) {
+	return s.localSet(set)
+}
+
+// restoreLimit names the configured limit, not its local share, as the
+// driving Limit of a Result the filter made: headers and logs then show the
+// limit the operator wrote. Remaining, ResetAfter and RetryAfter stay the
+// filter's own, the best this instance knows without asking Redis.
+func restoreLimit(res *floodgate.Result, set, ls *floodgate.LimitSet) {
+	if ls == set {
+		return
+	}
+	for i := range ls.Rules {
+		if ls.Rules[i].Limit == res.Limit {
+			res.Limit = set.Rules[i].Limit
+			return
+		}
+	}
+}
+
+// scaleLimit returns the local share of l: its rate and capacity times f,
+// rounded up, at least 1. Rounding up keeps the shares of N instances from
+// adding up to less than the limit.
+func scaleLimit(l floodgate.Limit, f float64) floodgate.Limit {
+	if f >= 1 {
+		return l
+	}
+	capacity := l.Capacity()
+	l.Rate = scaleCount(l.Rate, f)
+	switch l.Algorithm {
+	case floodgate.GCRA, floodgate.TokenBucket:
+		if l.Burst != 0 {
+			l.Burst = scaleCount(capacity, f)
+		}
+	default:
+		l.Burst = 0 // windows admit Rate per window; 0 keeps it equal to Rate
+	}
+	return l
+}
+
+func scaleCount(n int64, f float64) int64 {
+	x := math.Ceil(float64(n) * f)
+	if x < 1 {
+		return 1
+	}
+	if x >= float64(n) {
+		return n
+	}
+	return int64(x)
+}
+
+// maxSetsPerID bounds the cached local sets per limit-set ID. Several live
+// sets share an ID when policies of the same name differ (two limiters over
+// one store, or the old and new config during a reload); the bound keeps
+// sets replaced by reloads from piling up.
+const maxSetsPerID = 8
+
+type cachedSet struct {
+	src, local *floodgate.LimitSet
+}
+
+// setCache maps global limit sets to their local shares. Reads are an
+// atomic load, a map lookup and a pointer comparison, with no allocation;
+// writes copy the map, and happen once per set.
+type setCache struct {
+	m  atomic.Pointer[map[uint64][]cachedSet]
+	mu sync.Mutex
+}
+
+func (s *Store) localSet(set *floodgate.LimitSet) (*floodgate.LimitSet, error) {
+	if s.fraction >= 1 {
+		return set, nil
+	}
+	if m := s.sets.m.Load(); m != nil {
+		for _, e := range (*m)[set.ID] {
+			if e.src == set {
+				return e.local, nil
+			}
+		}
+	}
+	return s.sets.add(set, s.fraction)
+}
+
+func (c *setCache) add(set *floodgate.LimitSet, f float64) (*floodgate.LimitSet, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		for _, e := range (*old)[set.ID] {
+			if e.src == set {
+				return e.local, nil
+			}
+		}
+	}
+	limits := make([]floodgate.Limit, len(set.Rules))
+	for i := range set.Rules {
+		limits[i] = scaleLimit(set.Rules[i].Limit, f)
+	}
+	local, err := floodgate.NewLimitSet(set.Policy, set.Name, limits)
+	if err != nil {
+		return nil, fmt.Errorf("hybrid: local share of %w", err)
+	}
+	local.ID = set.ID // the filter keeps its state where the global set would
+	var m map[uint64][]cachedSet
+	if old != nil {
+		m = maps.Clone(*old)
+	} else {
+		m = make(map[uint64][]cachedSet, 1)
+	}
+	es := m[set.ID]
+	if len(es) >= maxSetsPerID {
+		es = es[1:]
+	}
+	// The slice may be shared with the map readers still hold: copy, never
+	// append in place.
+	m[set.ID] = append(slices.Clip(es), cachedSet{src: set, local: local})
+	c.m.Store(&m)
+	return local, nil
+}

@@ -1,0 +1,119 @@
+// Package redisstore is floodgate's Redis engine: limit state kept in Redis,
+// so that every instance of a service sharing one Redis (standalone,
+// Sentinel or Cluster) enforces one limit together.
+//
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	store, err := redisstore.New(client, redisstore.Options{})
+//	...
+//	defer store.Close()
+//	lim, err := floodgate.New(store, floodgate.Policy{
+//		Name:   "api",
+//		Limits: []floodgate.Limit{floodgate.PerSecond(10), floodgate.PerHour(1000)},
+//	})
+//	res, err := lim.Allow(ctx, "user:42")
+//
+// # Decisions
+//
+// Every algorithm of package floodgate has a Lua twin (scripts/*.lua,
+// embedded into the binary and joined into one script). One script call
+// decides a request under all the limits of its policy atomically and all or
+// nothing: it checks every limit, then charges all of them or none, and a
+// limit that would have admitted a denied request reports its uncharged
+// state, exactly as the in-memory engine does. The per-limit answers come
+// back to Go and are folded by floodgate.LimitSet.Combine. Scripts run with
+// EVALSHA; a server that does not know the script (after a restart, a
+// failover or SCRIPT FLUSH) answers NOSCRIPT and gets it with EVAL, which
+// also loads it for the next calls.
+//
+// # Time and resolution
+//
+// Decisions use Redis's clock (TIME), so instances whose clocks disagree
+// still share one timeline; Options.Clock replaces it in tests only. Time is
+// integer microseconds, the resolution of TIME, and arithmetic is exact:
+// Lua's numbers are doubles, exact for integers below 2^53, and every value
+// a script computes stays below that (ValidateLimit rejects limits that
+// would not). Floor divisions are corrected by their remainder rather than
+// trusted to the rounded quotient.
+//
+// At microsecond resolution:
+//
+//   - GCRA and TokenBucket refill one unit every Period/Rate, computed as in
+//     the core (rounded down to the nanosecond) and rounded down again to
+//     the microsecond; intervals below 1µs are rejected. Where Period/Rate
+//     is not a whole number of microseconds (PerSecond(3)), Redis refills
+//     each unit up to 1µs sooner than the in-memory engine.
+//   - Window periods (FixedWindow, SlidingWindow, SlidingLog) must be whole
+//     microseconds, and a SlidingWindow's Rate × Period (in µs) must stay
+//     below 2^52.
+//   - Durations in Results are whole microseconds. Where the exact
+//     RetryAfter falls between two (a sliding window's weighted estimate),
+//     it is rounded up: the first instant Redis's clock admits the request.
+//   - Calendar-aligned fixed windows (Limit.Location) receive the zone's
+//     offset from Go, computed at the moment the request is sent. In the
+//     milliseconds around a daylight-saving change, a request may be
+//     counted in a window aligned to the offset before or after it.
+//
+// # Keys
+//
+// The state of limit i (from 0) of a limit set for a client key is kept
+// under
+//
+//	<prefix>{<policy>:<set>:<key>}:<i><tag>
+//
+// for example floodgate:{api::user:42}:0g. The set is "" for a policy's
+// own limits, "override:<key>" or "tier:<name>"; in the policy and set
+// names, '%', ':', '{' and '}' are percent-encoded, so distinct policies,
+// sets and keys never share a key. The braces make a Redis Cluster hash tag:
+// every key of one decision lies in one slot, as a script call requires. The
+// tag names the algorithm's state, so a limit whose algorithm changes starts
+// afresh instead of misreading old state: g (GCRA and TokenBucket: the
+// theoretical arrival time, a string), f (FixedWindow: "<end> <count>"), s
+// (SlidingWindow: "<expiry> <previous> <current>"), l (SlidingLog: a sorted
+// set of admissions, at most Rate members). Key returns the key of a limit.
+//
+// Each key expires when its state stops carrying information: a GCRA key
+// when its bucket is full again, a window key when its window no longer
+// counts, a log when its newest admission leaves the period. Memory in Redis
+// follows active clients, not every client ever seen.
+//
+// # Batching
+//
+// A script call per decision would cap a Redis at a few tens of thousands
+// of decisions per second, spent mostly on round trips. Instead, Decide,
+// Refund and Reset queue their request and wait; Options.Flushers
+// goroutines each take up to Options.MaxBatch waiting requests, oldest
+// first, and send them in one round trip. Requests whose keys may share a
+// script call (all of them on one server; those of one slot in a Cluster)
+// go into one call, which runs them in arrival order, each atomic and all
+// or nothing on its own. A Cluster batch is sent as one pipeline per node;
+// as different clients' keys rarely share a slot, most of its script calls
+// decide one request, and the gain is in the round trips saved.
+// Batches form by themselves: under light load a request goes out alone at
+// once; under heavy load requests gather while earlier round trips are in
+// flight. No lock is held during a round trip.
+//
+// A caller whose context ends stops waiting at once and gets an *Error
+// wrapping the context's error. If its request had not been sent yet, it
+// never is; if it was in flight, Redis still decides it. Options.MaxPending
+// bounds the queue, so that a Redis that cannot keep up fails requests with
+// ErrOverloaded rather than queueing them without end.
+//
+// # Failures
+//
+// Every error is an *Error naming the operation and wrapping the cause: the
+// caller's context error, a network error or a Redis error reply from
+// go-redis, ErrOverloaded or ErrClosed. Failure policies (fail open, fail
+// closed, fall back to a local limiter) belong to the composition above the
+// engine, not here.
+//
+// The round trip of a batch uses the latest deadline of its callers.
+// go-redis applies context deadlines to network reads only with
+// redis.Options.ContextTimeoutEnabled; without it, a batch stuck on a Redis
+// that stopped answering waits for ReadTimeout, though its callers have
+// long returned. go-redis also retries a command after a network error
+// (MaxRetries); a retried script call that Redis had in fact run charges
+// its requests twice, which errs strict, never lenient (a client with
+// MaxRetries -1 fails them instead). In a Cluster, a call that fails
+// without a Redis reply makes the client reload its slot map, so that a
+// replica promoted after its master died is used within about a second.
+package redisstore

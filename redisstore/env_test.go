@@ -1,0 +1,111 @@
+package redisstore
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/testenv"
+)
+
+// standalone starts a redis-server for t and returns a client of it.
+func standalone(t testing.TB) *redis.Client {
+	t.Helper()
+	srv := testenv.Redis(t)
+	return newClient(t, srv.Addr)
+}
+
+func newClient(t testing.TB, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// scriptCounter is a go-redis hook that counts the script calls a client
+// sends, and the EVAL calls among them (the reloads after NOSCRIPT).
+type scriptCounter struct {
+	calls, evals, decisions atomic.Int64
+}
+
+func countScripts(c redis.UniversalClient) *scriptCounter {
+	h := &scriptCounter{}
+	c.AddHook(h)
+	return h
+}
+
+func (h *scriptCounter) count(cmd redis.Cmder) {
+	switch cmd.Name() {
+	case "evalsha":
+	case "eval":
+		h.evals.Add(1)
+	default:
+		return
+	}
+	h.calls.Add(1)
+	args := cmd.Args()
+	nkeys, _ := args[2].(int)
+	argv := len(args) - 3 - nkeys
+	nsets, _ := args[3+nkeys+1].(int)
+	setArgs := 0
+	for i := 0; i < nsets; i++ {
+		n, _ := args[3+nkeys+2+setArgs].(int)
+		setArgs += 1 + 4*n
+	}
+	h.decisions.Add(int64((argv - 2 - setArgs) / 3))
+}
+
+func (h *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// newStore returns a Store over client that t closes.
+func newStore(t testing.TB, client redis.UniversalClient, o Options) *Store {
+	t.Helper()
+	s, err := New(client, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// newLimiter returns a limiter of one policy over s.
+func newLimiter(t testing.TB, s floodgate.Store, name string, limits ...floodgate.Limit) *floodgate.PolicyLimiter {
+	t.Helper()
+	l, err := floodgate.New(s, floodgate.Policy{Name: name, Limits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,271 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate-go/floodgate"
+)
+
+// Defaults for Options' zero values.
+const (
+	// DefaultPrefix starts every key the Store writes.
+	DefaultPrefix = "floodgate:"
+
+	// DefaultMaxBatch is the most requests one round trip carries.
+	DefaultMaxBatch = 128
+
+	// DefaultFlushers is the number of round trips a Store keeps in flight.
+	DefaultFlushers = 2
+
+	// DefaultMaxPending is the most requests that may wait for a round trip.
+	DefaultMaxPending = 1 << 16
+)
+
+// Options configures a Store. The zero value is a good default.
+type Options struct {
+	// Prefix starts every key, so that several applications (or tests)
+	// can share one Redis. Empty means DefaultPrefix.
+	Prefix string
+
+	// Clock pins the time for tests: when set, every script call takes its
+	// time from Clock instead of from Redis (TIME). Production code must
+	// leave it nil, so that every instance sharing a Redis decides on the
+	// same clock, Redis's, whatever their own clocks say.
+	Clock floodgate.Clock
+
+	// MaxBatch is the most requests a round trip to Redis carries, and so
+	// the most one script call decides. 0 means DefaultMaxBatch. 1 turns
+	// batching off: every round trip carries one script call deciding one
+	// request, as redis_rate does; raise Flushers with it to keep several
+	// in flight.
+	MaxBatch int
+
+	// Flushers is the number of goroutines that send batches: up to this
+	// many round trips are in flight at once. 0 means DefaultFlushers.
+	// More flushers cut waiting when Redis is remote or batching is off;
+	// against a local Redis two are enough to keep it busy.
+	Flushers int
+
+	// MaxPending bounds the requests waiting to be sent. A request that
+	// finds the queue full fails at once with ErrOverloaded instead of
+	// waiting behind a Redis that does not keep up. 0 means
+	// DefaultMaxPending.
+	MaxPending int
+}
+
+// Errors callers branch on with errors.Is. Every error a Store returns is
+// an *Error that names the operation.
+var (
+	// ErrClosed reports a request to a Store after Close.
+	ErrClosed = errors.New("store is closed; create a new one with redisstore.New")
+
+	// ErrOverloaded reports a request that found Options.MaxPending requests
+	// already waiting: Redis is too slow or unreachable.
+	ErrOverloaded = errors.New("too many requests waiting for redis (Options.MaxPending); check redis's health and latency")
+)
+
+// An Error is a request the Store could not complete. Err says why: a
+// context error (context.DeadlineExceeded, context.Canceled) when the
+// caller's context ended first, a network error (net.Error) or a Redis
+// error reply (redis.Error) from go-redis, ErrOverloaded or ErrClosed.
+//
+// A decide or refund that failed may or may not have been applied: a
+// request whose context ended while its round trip was in flight has still
+// been decided (and, if allowed, charged) in Redis.
+type Error struct {
+	// Op is "decide", "refund" or "reset".
+	Op string
+	// Err is the cause.
+	Err error
+}
+
+// Error formats the error as "redisstore: <op>: <cause>".
+func (e *Error) Error() string { return "redisstore: " + e.Op + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// A Store keeps limit state in Redis. It is safe for concurrent use by any
+// number of goroutines and Limiters.
+type Store struct {
+	client     redis.UniversalClient
+	prefix     string
+	clock      floodgate.Clock
+	group      groupMode
+	maxBatch   int
+	maxPending int
+
+	mu      sync.Mutex
+	wake    *sync.Cond // flushers wait on it for requests
+	pending []*request // pending[head:] wait, oldest first
+	head    int
+	idle    int // flushers waiting on wake
+	closed  bool
+
+	// abandoned counts the queued requests whose callers stopped waiting;
+	// enqueue sweeps them out once they are half the queue.
+	abandoned atomic.Int64
+
+	ctx      context.Context // cancelled by Close
+	cancel   context.CancelFunc
+	flushers sync.WaitGroup
+}
+
+var (
+	_ floodgate.Store          = (*Store)(nil)
+	_ floodgate.LimitValidator = (*Store)(nil)
+)
+
+// New returns a Store over client: a *redis.Client (standalone or
+// Sentinel's failover client), a *redis.ClusterClient, or any other
+// redis.UniversalClient. It starts the Store's flushers but does not talk
+// to Redis: a Redis that is down when the service starts fails requests,
+// not New. The script is loaded on first use, and again on any server that
+// does not know it (NOSCRIPT after a restart, a failover or SCRIPT FLUSH).
+//
+// The Store does not own client: Close the client after the Store.
+func New(client redis.UniversalClient, o Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: no client given; pass a redis.UniversalClient")
+	}
+	switch {
+	case o.MaxBatch < 0:
+		return nil, fmt.Errorf("redisstore: MaxBatch %d is negative; use 0 for the default (%d)", o.MaxBatch, DefaultMaxBatch)
+	case o.Flushers < 0:
+		return nil, fmt.Errorf("redisstore: Flushers %d is negative; use 0 for the default (%d)", o.Flushers, DefaultFlushers)
+	case o.MaxPending < 0:
+		return nil, fmt.Errorf("redisstore: MaxPending %d is negative; use 0 for the default (%d)", o.MaxPending, DefaultMaxPending)
+	}
+	s := &Store{
+		client:     client,
+		prefix:     o.Prefix,
+		clock:      o.Clock,
+		group:      groupModeOf(client),
+		maxBatch:   o.MaxBatch,
+		maxPending: o.MaxPending,
+	}
+	if s.prefix == "" {
+		s.prefix = DefaultPrefix
+	}
+	if s.maxBatch == 0 {
+		s.maxBatch = DefaultMaxBatch
+	}
+	if s.maxPending == 0 {
+		s.maxPending = DefaultMaxPending
+	}
+	flushers := o.Flushers
+	if flushers == 0 {
+		flushers = DefaultFlushers
+	}
+	s.wake = sync.NewCond(&s.mu)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.flushers.Add(flushers)
+	for range flushers {
+		go s.flush()
+	}
+	return s, nil
+}
+
+// Close stops the Store: requests still waiting to be sent fail with
+// ErrClosed, as does any later request. It waits for the round trips in
+// flight, which a hung Redis holds for up to the client's read timeout.
+// Close is idempotent and always returns nil.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	left := s.pending[s.head:]
+	s.pending, s.head = nil, 0
+	s.wake.Broadcast()
+	s.mu.Unlock()
+	for _, r := range left {
+		if r.state.CompareAndSwap(stateQueued, stateTaken) {
+			r.finish(ErrClosed)
+		}
+	}
+	s.cancel()
+	s.flushers.Wait()
+	return nil
+}
+
+// ValidateLimit implements floodgate.LimitValidator: it rejects, when the
+// Limiter is built, limits that Redis's microsecond clock and Lua's
+// numbers cannot keep exactly.
+func (s *Store) ValidateLimit(l floodgate.Limit) error { return validateLimit(l) }
+
+// BoundedByContext reports true: every call waits for Redis in a select on
+// its context, so it returns as soon as the context is done. A
+// failover.Guard therefore calls the Store directly, on the caller's
+// goroutine, instead of on a goroutine of its own.
+func (s *Store) BoundedByContext() bool { return true }
+
+// maxExact is 2^52: a margin below 2^53, where Lua's numbers (doubles)
+// stop being exact integers.
+const maxExact = 1 << 52
+
+func validateLimit(l floodgate.Limit) error {
+	switch l.Algorithm {
+	case floodgate.GCRA, floodgate.TokenBucket:
+		if intervalMicros(l) < 1 {
+			return fmt.Errorf("%w: %d per %s refills one unit every %s, below the redis engine's resolution of 1µs; use a longer period or a lower rate",
+				floodgate.ErrInvalidLimit, l.Rate, l.Period, l.Interval())
+		}
+		return nil
+	}
+	if l.Period%time.Microsecond != 0 {
+		return fmt.Errorf("%w: %s windows must be whole microseconds for the redis engine, got %s; round the period",
+			floodgate.ErrInvalidLimit, l.Algorithm, l.Period)
+	}
+	if l.Rate > maxExact {
+		return fmt.Errorf("%w: %s rate %d exceeds 2^52, beyond exact arithmetic in redis's Lua; use a lower rate",
+			floodgate.ErrInvalidLimit, l.Algorithm, l.Rate)
+	}
+	if l.Algorithm == floodgate.SlidingWindow && (l.Rate+2) > maxExact/periodMicros(l) {
+		return fmt.Errorf("%w: sliding_window %d per %s: rate × period in µs exceeds 2^52, beyond exact arithmetic in redis's Lua; use a shorter period, a lower rate or gcra",
+			floodgate.ErrInvalidLimit, l.Rate, l.Period)
+	}
+	return nil
+}
+
+// Decide implements floodgate.Store: one atomic script call decides every
+// limit of set, batched with concurrent requests.
+func (s *Store) Decide(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+	r, err := s.do(ctx, opDecide, set, key, cost)
+	if err != nil {
+		return floodgate.Result{}, err
+	}
+	res := set.Combine(r.ds[:len(set.Rules)], floodgate.SourceRedis)
+	s.release(r)
+	return res, nil
+}
+
+// Refund implements floodgate.Store.
+func (s *Store) Refund(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) error {
+	r, err := s.do(ctx, opRefund, set, key, cost)
+	if err != nil {
+		return err
+	}
+	s.release(r)
+	return nil
+}
+
+// Reset implements floodgate.Store: it deletes key's state under every
+// limit of set.
+func (s *Store) Reset(ctx context.Context, set *floodgate.LimitSet, key string) error {
+	r, err := s.do(ctx, opReset, set, key, 0)
+	if err != nil {
+		return err
+	}
+	s.release(r)
+	return nil
+}

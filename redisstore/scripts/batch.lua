@@ -1,0 +1,139 @@
+-- The driver: parse the sets, then run the requests in arrival order.
+
+local GCRA, FIXED, SLIDING, LOG = 1, 2, 3, 4
+
+local sets = {}
+local i = 3
+for s = 1, tonumber(ARGV[2]) do
+  local nrules = tonumber(ARGV[i])
+  i = i + 1
+  local rules = {}
+  for r = 1, nrules do
+    rules[r] = { tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]) }
+    i = i + 4
+  end
+  sets[s] = rules
+end
+
+-- Per-rule scratch of the request being decided: the loaded state (sa..sd),
+-- the decision (ok, rem, rst, rty) and the state to store (na..nc). Made on
+-- first use: a batch of single-GCRA requests, the common case, needs none.
+local sa, sb, sc, sd, ok, rem, rst, rty, na, nb, nc
+
+local function load(p, key, r)
+  local alg = p[1]
+  if alg == GCRA then
+    sa[r] = gcra_load(key)
+  elseif alg == FIXED then
+    sa[r], sb[r] = fixed_load(key)
+  elseif alg == SLIDING then
+    sa[r], sb[r], sc[r] = sliding_load(key)
+  else
+    sa[r], sb[r], sc[r], sd[r] = log_load(key, p, now_us)
+  end
+end
+
+local function step(p, key, r, cost)
+  local alg = p[1]
+  if alg == GCRA then
+    ok[r], rem[r], rst[r], rty[r], na[r] = gcra_step(p, sa[r], now_us, cost)
+  elseif alg == FIXED then
+    ok[r], rem[r], rst[r], rty[r], na[r], nb[r] = fixed_step(p, sa[r], sb[r], now_us, cost)
+  elseif alg == SLIDING then
+    ok[r], rem[r], rst[r], rty[r], na[r], nb[r], nc[r] = sliding_step(p, sa[r], sb[r], sc[r], now_us, cost)
+  else
+    ok[r], rem[r], rst[r], rty[r] = log_step(key, p, sa[r], sb[r], sc[r], sd[r], cost)
+  end
+end
+
+local function charge(p, key, r, cost)
+  local alg = p[1]
+  if alg == GCRA then
+    gcra_save(key, na[r])
+  elseif alg == FIXED then
+    fixed_save(key, na[r], nb[r])
+  elseif alg == SLIDING then
+    sliding_save(key, p, na[r], nb[r], nc[r])
+  else
+    log_charge(key, p, sa[r], sc[r], cost)
+  end
+end
+
+local out, n = {}, 0
+
+-- decide checks every rule, then charges all of them or none. When one
+-- denies, the rules that would have allowed report their uncharged state,
+-- as a peek (cost 0) would.
+local function decide(rules, k, cost)
+  if not sa then
+    sa, sb, sc, sd, ok, rem, rst, rty, na, nb, nc = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+  end
+  local all = true
+  for r = 1, #rules do
+    local p, key = rules[r], KEYS[k + r]
+    load(p, key, r)
+    step(p, key, r, cost)
+    if ok[r] == 0 then
+      all = false
+    end
+  end
+  if cost > 0 then
+    for r = 1, #rules do
+      if all then
+        charge(rules[r], KEYS[k + r], r, cost)
+      elseif ok[r] == 1 then
+        step(rules[r], KEYS[k + r], r, 0)
+      end
+    end
+  end
+  for r = 1, #rules do
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = ok[r], rem[r], rst[r], rty[r]
+    n = n + 4
+  end
+end
+
+-- decide1 is decide for the most common set, one GCRA rule.
+local function decide1(p, key, cost)
+  local a, b, c, d, tat = gcra_step(p, gcra_load(key), now_us, cost)
+  if tat then
+    gcra_save(key, tat)
+  end
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = a, b, c, d
+  n = n + 4
+end
+
+local function refund(rules, k, cost)
+  for r = 1, #rules do
+    local p, key = rules[r], KEYS[k + r]
+    local alg = p[1]
+    if alg == GCRA then
+      gcra_refund(key, p, now_us, cost)
+    elseif alg == FIXED then
+      fixed_refund(key, now_us, cost)
+    elseif alg == SLIDING then
+      sliding_refund(key, p, now_us, cost)
+    else
+      log_refund(key, p, now_us, cost)
+    end
+  end
+end
+
+local k = 0 -- KEYS[k + r] is the key of rule r of the current request
+local argc = #ARGV
+while i <= argc do
+  local op, rules, cost = tonumber(ARGV[i]), sets[tonumber(ARGV[i + 1])], tonumber(ARGV[i + 2])
+  i = i + 3
+  if op == 0 then
+    if #rules == 1 and rules[1][1] == GCRA then
+      decide1(rules[1], KEYS[k + 1], cost)
+    else
+      decide(rules, k, cost)
+    end
+  elseif op == 1 then
+    refund(rules, k, cost)
+  else
+    redis.call('DEL', unpack(KEYS, k + 1, k + #rules))
+  end
+  k = k + #rules
+end
+return out
