@@ -1,0 +1,499 @@
+package httplimit
+
+import (
+	"math"
+	"math/bits"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/floodgate-go/floodgate"
+)
+
+// Header names in canonical form, so that they are assigned to the header map
+// without being canonicalised on every request.
+const (
+	headerLimit      = "X-Ratelimit-Limit"
+	headerRemaining  = "X-Ratelimit-Remaining"
+	headerReset      = "X-Ratelimit-Reset"
+	headerSource     = "X-Ratelimit-Source"
+	headerRetryAfter = "Retry-After"
+	headerRateLimit  = "Ratelimit"
+	headerPolicy     = "Ratelimit-Policy"
+	headerType       = "Content-Type"
+)
+
+const (
+	// maxDescs bounds the limit sets a Middleware describes and caches.
+	maxDescs = 4096
+	// maxSFInt is the largest Integer of RFC 9651 structured fields.
+	maxSFInt = 999_999_999_999_999
+)
+
+// A desc describes one limit set in header syntax. It is computed once per
+// set and reused for every response.
+type desc struct {
+	set    *floodgate.LimitSet
+	policy string   // the RateLimit-Policy line
+	ids    []string // per limit: its quoted identifier, e.g. "api" or "api/2"
+	json   []string // per limit: the identifier as a JSON string
+	caps   []string // per limit: its capacity, the X-RateLimit-Limit value
+}
+
+// newDesc describes set: one Quota Policy Item per limit, named after the
+// policy, with the limit's number after a slash when the policy has several.
+func newDesc(set *floodgate.LimitSet) *desc {
+	name := set.Policy
+	if name == "" {
+		name = "default"
+	}
+	n := len(set.Rules)
+	d := &desc{set: set, ids: make([]string, n), json: make([]string, n), caps: make([]string, n)}
+	var line []byte
+	for i := range set.Rules {
+		r := &set.Rules[i]
+		id := name
+		if n > 1 {
+			id = name + "/" + strconv.Itoa(i+1)
+		}
+		d.ids[i] = string(appendSFString(nil, id))
+		d.json[i] = string(appendJSONString(nil, id))
+		d.caps[i] = strconv.FormatInt(min(r.Capacity(), maxSFInt), 10)
+		if i > 0 {
+			line = append(line, ", "...)
+		}
+		q, w := quota(r.Limit)
+		line = append(line, d.ids[i]...)
+		line = append(line, ";q="...)
+		line = strconv.AppendInt(line, q, 10)
+		line = append(line, ";w="...)
+		line = strconv.AppendInt(line, w, 10)
+		if (r.Algorithm == floodgate.GCRA || r.Algorithm == floodgate.TokenBucket) && r.Capacity() != r.Rate {
+			line = append(line, ";floodgate-burst="...)
+			line = strconv.AppendInt(line, min(r.Capacity(), maxSFInt), 10)
+		}
+	}
+	d.policy = string(line)
+	return d
+}
+
+// quota expresses l as q units per w whole seconds, the only windows the
+// RateLimit-Policy field can carry: w is the period rounded up to a second,
+// and q the units l admits in w, rounded down, so the advertised quota never
+// exceeds the real one.
+func quota(l floodgate.Limit) (q, w int64) {
+	if l.Period <= 0 || l.Rate <= 0 {
+		return 0, 1
+	}
+	w = ceilSeconds(l.Period)
+	hi, lo := bits.Mul64(uint64(l.Rate), uint64(w)*uint64(time.Second))
+	if hi >= uint64(l.Period) {
+		return maxSFInt, w
+	}
+	qq, _ := bits.Div64(hi, lo, uint64(l.Period))
+	return int64(min(qq, maxSFInt)), w
+}
+
+// describe returns the description of the limits lim applies to key, or nil
+// when lim cannot describe them.
+func (m *Middleware) describe(ru *rule, lim floodgate.Limiter, key string) *desc {
+	dsc := ru.desc
+	if ru.LimiterFor != nil {
+		dsc, _ = lim.(describer)
+	}
+	if dsc == nil {
+		return nil
+	}
+	set := dsc.LimitsFor(key)
+	if set == nil || len(set.Rules) == 0 {
+		return nil
+	}
+	if d := ru.last.Load(); d != nil && d.set == set {
+		return d
+	}
+	var d *desc
+	if v, ok := m.descs.Load(set); ok {
+		d = v.(*desc)
+	} else {
+		d = newDesc(set)
+		// A limiter that made a new set per call would otherwise grow the
+		// cache without bound; past the bound, sets are described afresh.
+		if m.ndescs.Add(1) <= maxDescs {
+			if v, loaded := m.descs.LoadOrStore(set, d); loaded {
+				d = v.(*desc)
+			}
+		}
+	}
+	ru.last.Store(d)
+	return d
+}
+
+// A verdict is the decision for a request and what the headers say about
+// it.
+type verdict struct {
+	res   floodgate.Result
+	drive int   // index in checks of the check whose Result drives the headers
+	d     *desc // description of the driving check's limits, or nil
+	limit int   // index of res.Limit in d, or -1
+}
+
+// explain finds the check whose Result, res, drives the headers, and
+// describes its limits: the index of the check, the description (nil when
+// the limiter cannot describe itself) and the index in it of res.Limit (-1
+// when unknown).
+func (m *Middleware) explain(cs *checks, res *floodgate.Result) (drive int, d *desc, limit int) {
+	if cs.n > 1 {
+		// AllowAll returns the Result of the check that denied or of the one
+		// with the fewest units remaining; the policy name tells which.
+		for i := range cs.n {
+			if n, ok := cs.c[i].Limiter.(namer); ok && n.Name() == res.Policy {
+				drive = i
+				break
+			}
+		}
+	}
+	c := &cs.c[drive]
+	d = m.describe(&m.rules[cs.rule[drive]], c.Limiter, c.Key)
+	if d != nil {
+		for i := range d.set.Rules {
+			if d.set.Rules[i].Limit == res.Limit {
+				return drive, d, i
+			}
+		}
+	}
+	return drive, d, -1
+}
+
+// block is what a request under a count rule allocates for its writer and
+// the usual number of header values, in one allocation.
+type block struct {
+	sw   statusWriter
+	vals [7]string
+}
+
+// writeHeaders sets the rate-limit header fields of the response to v, and
+// the Content-Type of the default 429 body. When withWriter is set it
+// returns a statusWriter allocated together with the header values.
+//
+// All values share one backing array and one string, so a response costs
+// two allocations whatever the number of fields; under a count rule the
+// writer shares the array's allocation (up to seven fields). Each value
+// slice is capped at its own length, so a handler that adds to one of the
+// fields appends to a copy rather than overwriting its neighbour.
+func (m *Middleware) writeHeaders(w http.ResponseWriter, cs *checks, v *verdict, withWriter bool) *statusWriter {
+	hd := &m.hdr
+	res := &v.res
+	never := res.RetryAfter == floodgate.RetryNever
+	legacy := !hd.DisableXRateLimit
+	draft := !hd.DisableRateLimit
+	retry := !res.Allowed && !hd.DisableRetryAfter && !never
+	body := !res.Allowed && m.onLimited == nil && m.body != BodyNone
+
+	var lines [MaxRules]string
+	nl := 0
+	if draft {
+		for i := range cs.n {
+			d := v.d
+			if i != v.drive {
+				d = m.describe(&m.rules[cs.rule[i]], cs.c[i].Limiter, cs.c[i].Key)
+			}
+			if d == nil || contains(lines[:nl], d.policy) {
+				continue
+			}
+			lines[nl] = d.policy
+			nl++
+		}
+	}
+	nv := nl
+	if legacy {
+		nv += 3
+	}
+	if draft {
+		nv++
+	}
+	if retry {
+		nv++
+	}
+	if hd.Source {
+		nv++
+	}
+	if body {
+		nv++
+	}
+
+	var vals []string
+	var sw *statusWriter
+	switch {
+	case withWriter && nv <= len(block{}.vals):
+		blk := new(block)
+		sw, vals = &blk.sw, blk.vals[:nv]
+	case withWriter:
+		sw, vals = new(statusWriter), make([]string, nv)
+	case nv == 0:
+		return nil
+	default:
+		vals = make([]string, nv)
+	}
+
+	// Numbers go into one buffer that becomes one string; off records where
+	// each value ends.
+	var buf [160]byte
+	b := buf[:0]
+	var off [4]int
+	limit := ""
+	if legacy {
+		if v.limit >= 0 {
+			limit = v.d.caps[v.limit]
+		} else {
+			b = strconv.AppendInt(b, min(res.Limit.Capacity(), maxSFInt), 10)
+		}
+		off[0] = len(b)
+		b = strconv.AppendInt(b, min(res.Remaining, maxSFInt), 10)
+		off[1] = len(b)
+		if hd.UnixReset {
+			b = strconv.AppendInt(b, ceilUnixSeconds(m.clock.UnixNano(), res.ResetAfter), 10)
+		} else {
+			b = strconv.AppendInt(b, ceilSeconds(res.ResetAfter), 10)
+		}
+		off[2] = len(b)
+	}
+	retrySecs := int64(0)
+	if !res.Allowed && !never {
+		// Rounded up, and at least 1: a client that waits this long finds
+		// the request passes, never a moment early.
+		retrySecs = max(ceilSeconds(res.RetryAfter), 1)
+	}
+	if draft {
+		b = m.appendRateLimit(b, v, retrySecs)
+		off[3] = len(b)
+	}
+	if retry {
+		b = strconv.AppendInt(b, retrySecs, 10)
+	}
+	s := string(b)
+
+	h := w.Header()
+	i, start := 0, 0
+	set := func(name, val string) {
+		vals[i] = val
+		h[name] = vals[i : i+1 : i+1]
+		i++
+	}
+	if legacy {
+		if limit == "" {
+			limit = s[:off[0]]
+		}
+		set(headerLimit, limit)
+		set(headerRemaining, s[off[0]:off[1]])
+		set(headerReset, s[off[1]:off[2]])
+		start = off[2]
+	}
+	if draft {
+		set(headerRateLimit, s[start:off[3]])
+		start = off[3]
+		if nl > 0 {
+			copy(vals[i:], lines[:nl])
+			h[headerPolicy] = vals[i : i+nl : i+nl]
+			i += nl
+		} else {
+			delete(h, headerPolicy)
+		}
+	}
+	if retry {
+		set(headerRetryAfter, s[start:])
+	}
+	if hd.Source {
+		set(headerSource, string(res.Source))
+	}
+	if body {
+		if m.body == BodyJSON {
+			set(headerType, "application/json")
+		} else {
+			set(headerType, "application/problem+json")
+		}
+	}
+	return sw
+}
+
+// appendRateLimit appends the RateLimit field: the service limit of the
+// limit that drives the decision. Its t parameter is the seconds until the
+// policy is full again (Result.ResetAfter), or, on a denial, the Retry-After
+// value, since Retry-After must not point before t; a request that can never
+// pass has no t.
+func (m *Middleware) appendRateLimit(b []byte, v *verdict, retrySecs int64) []byte {
+	res := &v.res
+	if v.limit >= 0 {
+		b = append(b, v.d.ids[v.limit]...)
+	} else {
+		b = appendSFString(b, policyName(res.Policy))
+	}
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, min(res.Remaining, maxSFInt), 10)
+	switch {
+	case res.Allowed:
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, min(ceilSeconds(res.ResetAfter), maxSFInt), 10)
+	case retrySecs > 0:
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, min(retrySecs, maxSFInt), 10)
+	}
+	return b
+}
+
+func policyName(s string) string {
+	if s == "" {
+		return "default"
+	}
+	return s
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ceilSeconds is d in whole seconds, rounded up; 0 for d <= 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// ceilUnixSeconds is the Unix second at or after now+d.
+func ceilUnixSeconds(now int64, d time.Duration) int64 {
+	t := now
+	switch {
+	case d <= 0:
+	case t > math.MaxInt64-int64(d):
+		t = math.MaxInt64
+	default:
+		t += int64(d)
+	}
+	s := t / int64(time.Second)
+	if t%int64(time.Second) > 0 {
+		s++
+	}
+	return s
+}
+
+// appendSFString appends s as an RFC 9651 String: printable ASCII in double
+// quotes, with quote and backslash escaped. Other bytes cannot be carried
+// and become '?'.
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '?')
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
+
+// The default 429 bodies are built in pooled buffers: under a flood of
+// denied requests this path must stay as cheap as the allowed one.
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+const (
+	problemPrefix = `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",` +
+		`"title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":`
+	detailNever = `"The request costs more than the limit admits at once; it can never pass."`
+)
+
+// writeLimited writes the default 429 response: status and the body of
+// m.body. The Content-Type was set with the other headers.
+func (m *Middleware) writeLimited(w http.ResponseWriter, v *verdict) {
+	if m.body == BodyNone {
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	res := &v.res
+	never := res.RetryAfter == floodgate.RetryNever
+	secs := int64(0)
+	if !never {
+		secs = max(ceilSeconds(res.RetryAfter), 1)
+	}
+	bp := bodyPool.Get().(*[]byte)
+	b := (*bp)[:0]
+	if m.body == BodyJSON {
+		b = append(b, `{"error":"rate limit exceeded"`...)
+		if !never {
+			b = append(b, `,"retry_after":`...)
+			b = strconv.AppendInt(b, secs, 10)
+		}
+		b = append(b, "}\n"...)
+	} else {
+		b = append(b, problemPrefix...)
+		if never {
+			b = append(b, detailNever...)
+		} else {
+			b = append(b, `"Too many requests; retry in `...)
+			b = strconv.AppendInt(b, secs, 10)
+			if secs == 1 {
+				b = append(b, ` second."`...)
+			} else {
+				b = append(b, ` seconds."`...)
+			}
+			b = append(b, `,"retry-after":`...)
+			b = strconv.AppendInt(b, secs, 10)
+		}
+		b = append(b, `,"violated-policies":[`...)
+		if v.limit >= 0 {
+			b = append(b, v.d.json[v.limit]...)
+		} else {
+			b = appendJSONString(b, policyName(res.Policy))
+		}
+		b = append(b, "]}\n"...)
+	}
+	w.WriteHeader(http.StatusTooManyRequests)
+	w.Write(b)
+	if cap(b) <= 4096 {
+		*bp = b
+		bodyPool.Put(bp)
+	}
+}

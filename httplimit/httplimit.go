@@ -1,0 +1,482 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+)
+
+// MaxRules is the most rules one Middleware checks. The checks of a request
+// are kept on the stack, so the bound keeps the hot path free of
+// allocations.
+const MaxRules = 8
+
+// ErrInvalidConfig is wrapped by every error New returns.
+var ErrInvalidConfig = errors.New("httplimit: invalid config")
+
+// A KeyFunc returns the key a request is limited by: a client address, a
+// user, an API key, a route, or a combination. It must be cheap and safe for
+// concurrent use, since it runs on every request. A key built from what the
+// client chooses freely (an unchecked header, a spoofable address) lets the
+// client pick a fresh key per request; see the package documentation.
+//
+// A KeyFunc cannot fail: a request it cannot identify must still get a key,
+// typically a shared one, so that it stays limited. An empty key is a valid
+// key, shared by every request that gets it.
+type KeyFunc func(r *http.Request) string
+
+// Count says which responses a rule's charge stands for.
+type Count uint8
+
+const (
+	// CountAll charges every request the rule admits. It is the default.
+	CountAll Count = iota
+
+	// CountFailed keeps the charge only for requests whose response has a
+	// status of 400 or more, or whose handler panicked: a login limit that
+	// counts failed attempts and leaves users who log in alone. The request is
+	// charged before the handler runs and refunded when it answers with a
+	// status below 400, so concurrent attempts cannot slip past the limit
+	// while their answers are pending.
+	CountFailed
+
+	// CountSuccessful keeps the charge only for responses with a status below
+	// 400: a quota that failed requests do not use up. The request is charged
+	// before the handler runs and refunded when it fails or panics.
+	CountSuccessful
+)
+
+// A Rule is one limit of a Middleware: which requests it applies to, the
+// limiter that decides, and the key and cost of each request.
+type Rule struct {
+	// Limiter decides for every request the rule matches. Exactly one of
+	// Limiter and LimiterFor must be set.
+	Limiter floodgate.Limiter
+
+	// LimiterFor picks the limiter per request: a plan or tier known from
+	// the request (for example from its authenticated account) rather than
+	// from its key. Returning nil exempts the request from the rule. It must
+	// be cheap and safe for concurrent use. A tier that follows from the key
+	// alone is better expressed in the policy (floodgate.Policy.TierOf).
+	LimiterFor func(r *http.Request) floodgate.Limiter
+
+	// Key returns the key of a request. Nil means the client's address as
+	// clientip's zero Config sees it: the connection's peer, never a header.
+	// Behind a proxy use KeyByIP with a configured clientip.Resolver.
+	Key KeyFunc
+
+	// Prefix is put before every key of the rule, so that rules whose
+	// limiters share a policy (or the same limiter) keep apart keys that
+	// would otherwise be equal. New rejects two such rules with the same
+	// Prefix.
+	Prefix string
+
+	// Match selects the requests the rule applies to; nil means all. It runs
+	// on the request as the middleware sees it, before any routing of the
+	// handlers it wraps (see PathPrefix and Methods).
+	Match func(r *http.Request) bool
+
+	// Cost returns the units a request costs; nil means 1. A cost of 0 lets
+	// the request pass without charging it; a negative cost is a limiter
+	// error (see Config.OnError); a cost larger than a limit's capacity can
+	// never pass and is answered 429 without Retry-After.
+	Cost func(r *http.Request) int64
+
+	// Count selects the responses that count; the zero value counts all.
+	Count Count
+}
+
+// Headers selects the rate-limit header fields of responses. The zero value
+// sends X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (in
+// seconds), RateLimit-Policy and RateLimit on every decided response, and
+// Retry-After on 429 responses. See the package documentation for the
+// formats.
+type Headers struct {
+	// DisableXRateLimit leaves out X-RateLimit-Limit, X-RateLimit-Remaining
+	// and X-RateLimit-Reset.
+	DisableXRateLimit bool
+
+	// DisableRateLimit leaves out the RateLimit-Policy and RateLimit fields
+	// of draft-ietf-httpapi-ratelimit-headers.
+	DisableRateLimit bool
+
+	// DisableRetryAfter leaves out Retry-After on 429 responses.
+	DisableRetryAfter bool
+
+	// Source adds X-RateLimit-Source, naming what decided (memory, redis,
+	// hybrid:local-fallback, …). It tells operators more than clients, so it
+	// is off by default.
+	Source bool
+
+	// UnixReset sends X-RateLimit-Reset as the Unix time (in seconds, rounded
+	// up) at which the limit is full again, instead of the seconds until
+	// then. Relative seconds need no clock agreement with the client, so
+	// they are the default.
+	UnixReset bool
+}
+
+// Body selects the body of the default 429 response.
+type Body uint8
+
+const (
+	// BodyProblem is an RFC 9457 problem detail (application/problem+json)
+	// of type quota-exceeded as draft-ietf-httpapi-ratelimit-headers defines
+	// it, with the members type, title, status, detail, retry-after (when
+	// the request can pass later) and violated-policies. It is the default.
+	BodyProblem Body = iota
+
+	// BodyJSON is {"error":"rate limit exceeded","retry_after":7}
+	// (application/json), without retry_after when the request can never
+	// pass.
+	BodyJSON
+
+	// BodyNone is the bare status with an empty body.
+	BodyNone
+)
+
+// Config configures a Middleware. Rules is the only field that must be set;
+// the zero value of every other field is the usual choice.
+type Config struct {
+	// Rules are the limits a request must pass. Every rule that matches a
+	// request is checked, in order; when one denies, the units charged by
+	// the rules before it are refunded (floodgate.AllowAll), so a denied
+	// request consumes nothing anywhere. Order them from the widest to the
+	// narrowest (global, per user, per IP).
+	Rules []Rule
+
+	// Skip exempts requests from every rule: they pass without a decision
+	// and without rate-limit headers (health checks, internal callers).
+	Skip func(r *http.Request) bool
+
+	// Headers selects the rate-limit header fields sent.
+	Headers Headers
+
+	// Body selects the body of the default 429 response.
+	Body Body
+
+	// OnLimited writes the response to a denied request. The rate-limit
+	// headers, Retry-After included, are already set when it runs. Nil means
+	// status 429 with the body Body selects.
+	OnLimited func(w http.ResponseWriter, r *http.Request, res floodgate.Result)
+
+	// OnError decides what happens to a request whose limiter could not
+	// decide (an engine failure its failure policy did not absorb, a
+	// negative cost). It either returns true to serve the request anyway, or
+	// writes a response and returns false. Nil means FailOpen. Every such
+	// error is also logged to Logger, at most once a second.
+	//
+	// Fail-open is the default because a limiter that cannot decide protects
+	// nothing, and refusing every request turns an outage of the limiter
+	// into an outage of the service. Where overload is worse than refusal,
+	// use FailClosed, or better a failure policy in the engine, which can
+	// fall back to local limits.
+	OnError func(w http.ResponseWriter, r *http.Request, err error) (serve bool)
+
+	// Logger receives limiter errors, at most one line a second, with the
+	// number of errors not logged since the previous line. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+
+	// Clock tells the time for Headers.UnixReset. Nil means
+	// floodgate.SystemClock.
+	Clock floodgate.Clock
+}
+
+// Middleware is rate-limiting net/http middleware. It is safe for concurrent
+// use.
+type Middleware struct {
+	rules     []rule
+	skip      func(*http.Request) bool
+	hdr       Headers
+	body      Body
+	onLimited func(http.ResponseWriter, *http.Request, floodgate.Result)
+	onError   func(http.ResponseWriter, *http.Request, error) bool
+	log       *slog.Logger
+	clock     floodgate.Clock
+
+	descs  sync.Map // *floodgate.LimitSet → *desc
+	ndescs atomic.Int64
+
+	lastLog    atomic.Int64
+	suppressed atomic.Uint64
+}
+
+type rule struct {
+	Rule
+	desc describer // Limiter's describer, when it has one
+	last atomic.Pointer[desc]
+}
+
+// A describer tells which limits apply to a key, so that the headers can
+// describe them. *floodgate.PolicyLimiter is one.
+type describer interface {
+	LimitsFor(key string) *floodgate.LimitSet
+}
+
+type namer interface{ Name() string }
+
+// New validates cfg and returns its Middleware. Every problem found is
+// reported, each in an error wrapping ErrInvalidConfig.
+func New(cfg Config) (*Middleware, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	switch n := len(cfg.Rules); {
+	case n == 0:
+		bad("no rules; add at least one Rule with a Limiter")
+	case n > MaxRules:
+		bad("%d rules, more than the %d one middleware checks; combine limits into policies", n, MaxRules)
+	}
+	if cfg.Body > BodyNone {
+		bad("unknown Body %d", cfg.Body)
+	}
+	m := &Middleware{
+		rules:     make([]rule, len(cfg.Rules)),
+		skip:      cfg.Skip,
+		hdr:       cfg.Headers,
+		body:      cfg.Body,
+		onLimited: cfg.OnLimited,
+		onError:   cfg.OnError,
+		log:       cfg.Logger,
+		clock:     cfg.Clock,
+	}
+	for i, r := range cfg.Rules {
+		switch {
+		case r.Limiter == nil && r.LimiterFor == nil:
+			bad("rule %d has no Limiter; set Limiter or LimiterFor", i+1)
+		case r.Limiter != nil && r.LimiterFor != nil:
+			bad("rule %d sets both Limiter and LimiterFor; keep one", i+1)
+		}
+		if r.Count > CountSuccessful {
+			bad("rule %d: unknown Count %d", i+1, r.Count)
+		}
+		if r.Key == nil {
+			r.Key = KeyByIP(nil)
+		}
+		m.rules[i].Rule = r
+		m.rules[i].desc, _ = r.Limiter.(describer)
+	}
+	for i := range cfg.Rules {
+		for j := range i {
+			a, b := cfg.Rules[j], cfg.Rules[i]
+			if a.Limiter == nil || b.Limiter == nil || a.Prefix != b.Prefix {
+				continue
+			}
+			if name, shared := sharedState(a.Limiter, b.Limiter); shared {
+				bad("rules %d and %d both limit policy %q with key prefix %q, so equal keys would share one state; give them different Prefix values", j+1, i+1, name, a.Prefix)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if m.onError == nil {
+		m.onError = FailOpen
+	}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	if m.clock == nil {
+		m.clock = floodgate.SystemClock
+	}
+	return m, nil
+}
+
+// sharedState reports whether two limiters keep their state together: the
+// same limiter, or policies of the same name (which share state on a store).
+func sharedState(a, b floodgate.Limiter) (string, bool) {
+	na, oka := a.(namer)
+	nb, okb := b.(namer)
+	if oka && okb {
+		return na.Name(), na.Name() == nb.Name()
+	}
+	// Interfaces holding values of a type that is not comparable panic on
+	// ==; such limiters cannot be told apart, and are taken to differ.
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	if va.Type() == vb.Type() && va.Comparable() && vb.Comparable() && a == b {
+		if oka {
+			return na.Name(), true
+		}
+		return fmt.Sprintf("%T", a), true
+	}
+	return "", false
+}
+
+// Handler returns next wrapped in the middleware. The method value m.Handler
+// is a func(http.Handler) http.Handler for routers' Use methods.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return &handler{m: m, next: next}
+}
+
+type handler struct {
+	m    *Middleware
+	next http.Handler
+}
+
+// checks is what one request is checked against: the floodgate checks and
+// the index of the rule of each.
+type checks struct {
+	c    [MaxRules]floodgate.Check
+	rule [MaxRules]uint8
+	n    int
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m := h.m
+	if m.skip != nil && m.skip(r) {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	// The context is read before it is needed: loading it overlaps with
+	// the work of the key functions rather than stalling the decision.
+	ctx := r.Context()
+	var cs checks
+	counting := false
+	for i := range m.rules {
+		ru := &m.rules[i]
+		if ru.Match != nil && !ru.Match(r) {
+			continue
+		}
+		lim := ru.Limiter
+		if ru.LimiterFor != nil {
+			if lim = ru.LimiterFor(r); lim == nil {
+				continue
+			}
+		}
+		key := ru.Key(r)
+		if ru.Prefix != "" {
+			key = ru.Prefix + key
+		}
+		cost := int64(1)
+		if ru.Cost != nil {
+			cost = ru.Cost(r)
+		}
+		cs.c[cs.n] = floodgate.Check{Limiter: lim, Key: key, Cost: cost}
+		cs.rule[cs.n] = uint8(i)
+		cs.n++
+		counting = counting || ru.Count != CountAll
+	}
+	if cs.n == 0 {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+
+	v := verdict{limit: -1}
+	var err error
+	if cs.n == 1 {
+		v.res, err = cs.c[0].Limiter.AllowN(ctx, cs.c[0].Key, cs.c[0].Cost)
+	} else {
+		v.res, err = floodgate.AllowAll(ctx, cs.c[:cs.n]...)
+	}
+	if err != nil {
+		m.logError(ctx, err)
+		if m.onError(w, r, err) {
+			h.next.ServeHTTP(w, r)
+		}
+		return
+	}
+
+	allowed := v.res.Allowed
+	if !m.hdr.DisableRateLimit || (!allowed && m.onLimited == nil && m.body == BodyProblem) {
+		v.drive, v.d, v.limit = m.explain(&cs, &v.res)
+	}
+	sw := m.writeHeaders(w, &cs, &v, counting && allowed)
+	if !allowed {
+		if m.onLimited != nil {
+			m.onLimited(w, r, v.res)
+			return
+		}
+		m.writeLimited(w, &v)
+		return
+	}
+	if !counting {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	if sw == nil {
+		sw = new(statusWriter)
+	}
+	sw.ResponseWriter = w
+	h.serveCounting(sw, r, &cs)
+}
+
+// serveCounting runs the handler behind a writer that records its status,
+// then refunds the rules the response does not count for. A panic counts as
+// a failure: the refunds are made and the panic goes on.
+func (h *handler) serveCounting(sw *statusWriter, r *http.Request, cs *checks) {
+	failed := true
+	defer func() { h.m.settle(r, cs, failed) }()
+	h.next.ServeHTTP(sw, r)
+	failed = sw.status >= 400
+}
+
+func (m *Middleware) settle(r *http.Request, cs *checks, failed bool) {
+	var ctx context.Context
+	for i := range cs.n {
+		switch m.rules[cs.rule[i]].Count {
+		case CountFailed:
+			if failed {
+				continue
+			}
+		case CountSuccessful:
+			if !failed {
+				continue
+			}
+		default:
+			continue
+		}
+		c := &cs.c[i]
+		if c.Cost <= 0 {
+			continue
+		}
+		if ctx == nil {
+			ctx = r.Context()
+			if ctx.Err() != nil {
+				// The client is gone; the refund is still owed.
+				ctx = context.WithoutCancel(ctx)
+			}
+		}
+		if err := c.Limiter.RefundN(ctx, c.Key, c.Cost); err != nil {
+			m.logError(ctx, err)
+		}
+	}
+}
+
+// FailOpen is the default Config.OnError: the request is served as if no
+// limit applied, without rate-limit headers.
+func FailOpen(http.ResponseWriter, *http.Request, error) bool { return true }
+
+// FailClosed is a Config.OnError that answers 503 Service Unavailable with
+// an RFC 9457 problem detail, never 500: the request is not at fault.
+func FailClosed(w http.ResponseWriter, _ *http.Request, _ error) bool {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/problem+json"}
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write([]byte(failClosedBody))
+	return false
+}
+
+const failClosedBody = `{"type":"about:blank","title":"Service Unavailable","status":503,` +
+	`"detail":"The rate limiter is unavailable; retry shortly."}`
+
+// logError logs a limiter error, at most once per second.
+func (m *Middleware) logError(ctx context.Context, err error) {
+	now := time.Now().UnixNano()
+	last := m.lastLog.Load()
+	if now-last < int64(time.Second) || !m.lastLog.CompareAndSwap(last, now) {
+		m.suppressed.Add(1)
+		return
+	}
+	m.log.LogAttrs(ctx, slog.LevelError, "httplimit: rate limiter failed",
+		slog.Any("error", err),
+		slog.Uint64("suppressed", m.suppressed.Swap(0)))
+}

@@ -1,0 +1,230 @@
+package httplimit
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/floodgate-go/floodgate/clientip"
+)
+
+// KeyByIP keys requests by client address as res resolves it: the
+// connection's peer unless res trusts the proxy in front, with IPv6 clients
+// grouped by /64 (see package clientip). A nil res is the zero
+// clientip.Config: the peer address, no header ever read, which is the only
+// safe choice for a server that clients reach directly.
+func KeyByIP(res *clientip.Resolver) KeyFunc { return res.Key }
+
+// KeyConst keys every request by key: one limit shared by all clients, such
+// as a global limit in front of a fragile backend.
+func KeyConst(key string) KeyFunc { return func(*http.Request) string { return key } }
+
+// KeyByUser keys authenticated requests by user and anonymous ones by
+// address: "user:<id>" when userID returns a non-empty id, else "ip:" and
+// the key of ip (KeyByIP(nil) when ip is nil). The tags keep a user whose id
+// looks like an address apart from that address.
+//
+// userID reads an identity the request has proven, typically one an
+// authentication middleware placed in the request's context (see
+// FromContext), so the rate limiter must run after that middleware. A user
+// id taken from an unverified header or cookie lets every client pick its
+// own key.
+func KeyByUser(userID func(r *http.Request) string, ip KeyFunc) KeyFunc {
+	if ip == nil {
+		ip = KeyByIP(nil)
+	}
+	return func(r *http.Request) string {
+		if id := userID(r); id != "" {
+			return "user:" + id
+		}
+		return "ip:" + ip(r)
+	}
+}
+
+// FromContext returns a function that reads a request's context value for
+// key as a string: a string as it is, an integer in decimal, a fmt.Stringer
+// through String. Other values, and no value, read as "". It is meant for
+// KeyByUser, with the key an authentication middleware stores the user
+// under.
+func FromContext(key any) func(r *http.Request) string {
+	return func(r *http.Request) string {
+		switch v := r.Context().Value(key).(type) {
+		case string:
+			return v
+		case int:
+			return strconv.Itoa(v)
+		case int64:
+			return strconv.FormatInt(v, 10)
+		case uint64:
+			return strconv.FormatUint(v, 10)
+		case fmt.Stringer:
+			return v.String()
+		}
+		return ""
+	}
+}
+
+// KeyByHeader keys requests by the value of a header, such as an API key:
+// "<name>:<value>" with the name in lower case, or, when the header is absent
+// or empty, "ip:" and the key of ip (KeyByIP(nil) when ip is nil). Only the
+// first line of the header is read, with surrounding spaces removed.
+//
+// The client writes the header, so a client that invents a new value per
+// request gets a new key per request. Use it for values that are checked
+// before the limiter runs (an authentication middleware that rejects unknown
+// API keys), or for callers you trust; otherwise key by the verified
+// identity with KeyByUser, or add a per-IP rule.
+func KeyByHeader(name string, ip KeyFunc) KeyFunc {
+	canon := http.CanonicalHeaderKey(name)
+	tag := strings.ToLower(canon) + ":"
+	if ip == nil {
+		ip = KeyByIP(nil)
+	}
+	return func(r *http.Request) string {
+		if v := r.Header[canon]; len(v) > 0 {
+			if s := strings.TrimSpace(v[0]); s != "" {
+				return tag + s
+			}
+		}
+		return "ip:" + ip(r)
+	}
+}
+
+// KeyByRoute keys requests by method and route pattern, such as
+// "GET /items/{id}": every item shares one key, whatever its id. Joined with
+// a client key (JoinKeys) it limits each client per endpoint; alone, it
+// limits each endpoint for all clients together.
+//
+// The pattern is http.Request.Pattern, which a ServeMux sets when it routes
+// the request, so the middleware must wrap the routed handler
+// (mux.Handle("GET /items/{id}", mw.Handler(h))). A middleware in front of
+// the mux sees no pattern yet; pass that mux so KeyByRoute can ask it
+// (mux.Handler). A request no route matches gets the route "unmatched", and
+// methods outside RFC 9110 and PATCH are keyed as "OTHER", so that clients
+// cannot mint keys by inventing paths or methods.
+func KeyByRoute(mux *http.ServeMux) KeyFunc {
+	return func(r *http.Request) string {
+		p := r.Pattern
+		if p == "" && mux != nil {
+			_, p = mux.Handler(r)
+		}
+		// A pattern is "[METHOD ][HOST]/PATH"; the method comes from the
+		// request, so that a GET pattern's HEAD requests have their own key.
+		if i := strings.IndexAny(p, " \t"); i >= 0 {
+			p = strings.TrimLeft(p[i:], " \t")
+		}
+		if p == "" {
+			p = "unmatched"
+		}
+		return method(r.Method) + " " + p
+	}
+}
+
+func method(m string) string {
+	switch m {
+	case "", http.MethodGet:
+		return http.MethodGet
+	case http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return "OTHER"
+}
+
+// KeyByFormValue keys requests by a field of their URL-encoded form body,
+// such as the login a sign-in form submits, trimmed and in lower case so
+// that "Alice " and "alice" are one account. Requests without the field
+// share the key "".
+//
+// It parses the body with http.Request.ParseForm, so the handler still finds
+// the field in r.PostForm or r.FormValue but cannot read the body again. The
+// body of a request that is not a URL-encoded form (JSON, multipart) is not
+// read; write a KeyFunc that reads and restores it. ParseForm reads at most
+// 10 MB; wrap the handler in http.MaxBytesHandler to read less.
+//
+// Join it with an address (JoinKeys) to limit guesses per account and
+// client, or use it alone to limit guesses per account from anywhere.
+func KeyByFormValue(field string) KeyFunc {
+	return func(r *http.Request) string {
+		if r.PostForm == nil {
+			r.ParseForm() // a malformed body leaves PostForm empty: key ""
+		}
+		return strings.ToLower(strings.TrimSpace(r.PostForm.Get(field)))
+	}
+}
+
+// JoinKeys keys requests by several keys together, such as client address
+// and submitted login. The parts are joined with "|", with any "|" or "\" in
+// a part escaped by a backslash, so that different parts never make the same
+// key.
+func JoinKeys(keys ...KeyFunc) KeyFunc {
+	keys = append([]KeyFunc(nil), keys...)
+	return func(r *http.Request) string {
+		var buf [128]byte
+		b := buf[:0]
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, '|')
+			}
+			s := k(r)
+			for j := 0; j < len(s); j++ {
+				if c := s[j]; c == '|' || c == '\\' {
+					b = append(b, '\\')
+				}
+				b = append(b, s[j])
+			}
+		}
+		return string(b)
+	}
+}
+
+// PathPrefix matches requests whose URL path is one of prefixes or lies
+// below one: "/auth" (or "/auth/") matches "/auth" and "/auth/login", not
+// "/authors". The path is the decoded http.Request.URL.Path the middleware
+// sees; ServeMux redirects paths that are not clean before routing them, so
+// a prefix cannot be dodged with "//" or "..".
+func PathPrefix(prefixes ...string) func(r *http.Request) bool {
+	ps := make([]string, 0, len(prefixes))
+	for _, p := range prefixes {
+		if p != "/" {
+			p = strings.TrimSuffix(p, "/")
+		}
+		ps = append(ps, p)
+	}
+	return func(r *http.Request) bool {
+		path := r.URL.Path
+		for _, p := range ps {
+			if p == "/" || path == p || (strings.HasPrefix(path, p) && path[len(p)] == '/') {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// Methods matches requests whose method is one of methods.
+func Methods(methods ...string) func(r *http.Request) bool {
+	ms := append([]string(nil), methods...)
+	return func(r *http.Request) bool {
+		for _, m := range ms {
+			if r.Method == m {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// All matches requests that every one of matches matches.
+func All(matches ...func(r *http.Request) bool) func(r *http.Request) bool {
+	ms := append([]func(*http.Request) bool(nil), matches...)
+	return func(r *http.Request) bool {
+		for _, m := range ms {
+			if !m(r) {
+				return false
+			}
+		}
+		return true
+	}
+}
