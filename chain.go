@@ -16,8 +16,10 @@ type Check struct {
 // AllowAll decides checks in order (for example global → per user → per IP)
 // and stops at the first denial. Checks that had already passed are refunded,
 // so a request that is denied anywhere consumes nothing anywhere. When every
-// check passes, the Result is the most restrictive one (the fewest units
-// remaining); when one denies, it is that check's Result.
+// check passes, the Result is the most restrictive one: the fewest units
+// remaining among the checks that read state (a fail-open Result read none,
+// and is chosen only when every check failed open). When one denies, it is
+// that check's Result.
 //
 // An error from a check is returned with the refunds done; the Result is then
 // the zero Result.
@@ -34,7 +36,9 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 			}
 			return res, nil
 		}
-		if i == 0 || res.Remaining < best.Remaining {
+		// A fail-open Result read no state (its Remaining is 0 by default):
+		// it describes the request only when no check read any.
+		if i == 0 || best.Source == SourceFailOpen || (res.Source != SourceFailOpen && res.Remaining < best.Remaining) {
 			best = res
 		}
 	}

@@ -212,3 +212,27 @@ func TestCoarseClockLagsNeverLeads(t *testing.T) {
 	c.Stop()
 	c.Stop() // idempotent
 }
+
+type fixedLimiter struct {
+	floodgate.Limiter
+	res floodgate.Result
+}
+
+func (f fixedLimiter) AllowN(context.Context, string, int64) (floodgate.Result, error) {
+	return f.res, nil
+}
+
+func TestAllowAllPrefersResultsThatReadState(t *testing.T) {
+	open := fixedLimiter{res: floodgate.Result{Allowed: true, Source: floodgate.SourceFailOpen, Policy: "remote"}}
+	local := fixedLimiter{res: floodgate.Result{Allowed: true, Remaining: 7, Source: floodgate.SourceMemory, Policy: "local"}}
+	for _, order := range [][]floodgate.Check{{{Limiter: open}, {Limiter: local}}, {{Limiter: local}, {Limiter: open}}} {
+		res, err := floodgate.AllowAll(context.Background(), order...)
+		if err != nil || res.Policy != "local" {
+			t.Errorf("AllowAll = %+v, %v; want the memory result, which read state", res, err)
+		}
+	}
+	res, _ := floodgate.AllowAll(context.Background(), floodgate.Check{Limiter: open}, floodgate.Check{Limiter: open})
+	if res.Source != floodgate.SourceFailOpen || !res.Allowed {
+		t.Errorf("all fail-open: %+v", res)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -385,6 +386,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	switch v.res.Source {
+	case floodgate.SourceFailOpen:
+		// The engine failed and its failure policy let the request through.
+		// No state was read, so there is no quota to advertise, and nothing
+		// was charged that a count rule could refund.
+		h.next.ServeHTTP(w, r)
+		return
+	case floodgate.SourceFailClosed:
+		if !v.res.Allowed {
+			// The limiter, not the client, failed: 503, not 429.
+			writeUnavailable(w, v.res.RetryAfter)
+			return
+		}
+	}
+
 	allowed := v.res.Allowed
 	if !m.hdr.DisableRateLimit || (!allowed && m.onLimited == nil && m.body == BodyProblem) {
 		v.drive, v.d, v.limit = m.explain(&cs, &v.res)
@@ -458,11 +474,22 @@ func FailOpen(http.ResponseWriter, *http.Request, error) bool { return true }
 // FailClosed is a Config.OnError that answers 503 Service Unavailable with
 // an RFC 9457 problem detail, never 500: the request is not at fault.
 func FailClosed(w http.ResponseWriter, _ *http.Request, _ error) bool {
+	writeUnavailable(w, 0)
+	return false
+}
+
+// writeUnavailable answers 503 with a problem detail, and Retry-After when
+// the engine's failure policy said when it will try again (a circuit
+// breaker's next probe). The middleware answers so for a denial whose Source
+// is fail-closed: a limiter that cannot decide is the service's failure.
+func writeUnavailable(w http.ResponseWriter, retry time.Duration) {
 	h := w.Header()
-	h["Content-Type"] = []string{"application/problem+json"}
+	h[headerType] = []string{"application/problem+json"}
+	if retry > 0 && retry != floodgate.RetryNever {
+		h[headerRetryAfter] = []string{strconv.FormatInt(max(ceilSeconds(retry), 1), 10)}
+	}
 	w.WriteHeader(http.StatusServiceUnavailable)
 	w.Write([]byte(failClosedBody))
-	return false
 }
 
 const failClosedBody = `{"type":"about:blank","title":"Service Unavailable","status":503,` +
