@@ -236,3 +236,31 @@ func TestAllowAllPrefersResultsThatReadState(t *testing.T) {
 		t.Errorf("all fail-open: %+v", res)
 	}
 }
+
+// TestHugeRefundNeverCharges refunds far more than any bucket holds: the key
+// must end full, not wrapped around into debt.
+func TestHugeRefundNeverCharges(t *testing.T) {
+	ctx := context.Background()
+	for _, l := range []floodgate.Limit{
+		floodgate.PerDay(1).WithBurst(3),
+		floodgate.PerDay(3).WithAlgorithm(floodgate.FixedWindow),
+		floodgate.PerDay(3).WithAlgorithm(floodgate.SlidingWindow),
+		floodgate.PerDay(3).WithAlgorithm(floodgate.SlidingLog),
+	} {
+		s := memstore.New(memstore.Options{Clock: floodgatetest.NewClock(floodgatetest.Start), SweepInterval: -1})
+		lim, err := floodgate.New(s, floodgate.Policy{Name: "r", Limits: []floodgate.Limit{l}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim.AllowN(ctx, "k", 2)
+		for _, n := range []int64{213503, math.MaxInt64 / 2, math.MaxInt64} {
+			if err := lim.RefundN(ctx, "k", n); err != nil {
+				t.Fatal(err)
+			}
+			if res, _ := lim.AllowN(ctx, "k", 0); res.Remaining != 3 {
+				t.Errorf("%s: after refunding %d, remaining %d, want 3 (full)", l, n, res.Remaining)
+			}
+		}
+		s.Close()
+	}
+}

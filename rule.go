@@ -62,6 +62,9 @@ func (r *Rule) Step(s State, now, cost int64) (State, Decision) {
 // passed, without going above full capacity. Units charged in a window that
 // has already ended are not refunded: that window no longer counts.
 func (r *Rule) Refund(s State, now, cost int64) State {
+	// No state holds more than a full bucket of charges; the cap also keeps
+	// cost × interval from overflowing.
+	cost = min(cost, r.capacity)
 	switch r.Algorithm {
 	case GCRA, TokenBucket:
 		return r.refundGCRA(s, now, cost)
