@@ -702,3 +702,99 @@ func TestBoundedStore(t *testing.T) {
 		g.Decide(ctx, set, "k", 1)
 	}()
 }
+
+// A Bounded store runs on the caller's goroutine, so its panic during the
+// probe unwinds past the Guard. The probe must still count as failed: the
+// breaker opens again and a later call probes, instead of the breaker
+// staying half-open with no probe in flight and skipping every call for
+// good.
+func TestBoundedProbePanicReopens(t *testing.T) {
+	clock := newClock()
+	remote := newFakeRemote(t, clock)
+	g, err := failover.NewGuard(boundedRemote{remote}, failover.GuardOptions{Clock: clock, Failures: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := mustSet(t, floodgate.PerSecond(1000))
+	ctx := context.Background()
+	remote.set(failing)
+	g.Decide(ctx, set, "k", 1) // opens the breaker
+	if st := g.State(); st != failover.Open {
+		t.Fatalf("state %s after a failure with Failures 1, want open", st)
+	}
+	clock.Advance(time.Second)
+	remote.set(panicky)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the probe's panic did not reach the caller")
+			}
+		}()
+		g.Decide(ctx, set, "k", 1)
+	}()
+	if st := g.State(); st != failover.Open {
+		t.Fatalf("state %s after the probe panicked, want open", st)
+	}
+	if st := g.Stats(); st.Failures.Decide != 2 {
+		t.Errorf("Failures.Decide = %d, want 2: the panicking probe is a failure", st.Failures.Decide)
+	}
+	remote.set(healthy)
+	clock.Advance(failover.DefaultMaxBackoff)
+	if _, err := g.Decide(ctx, set, "k", 1); err != nil {
+		t.Fatalf("probe after the back-off: %v, want the remote's answer", err)
+	}
+	if st := g.State(); st != failover.Closed {
+		t.Fatalf("state %s after a successful probe, want closed", st)
+	}
+}
+
+// lateCtx is a context whose deadline has passed but whose timer has not
+// fired yet: Err is still nil. A store that set its own timer from the same
+// deadline (go-redis's socket deadline, redisstore's batch deadline) can
+// fail in that window.
+type lateCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lateCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// deadlineStore fails with context.DeadlineExceeded as soon as its
+// context's deadline has passed, without waiting for Done, as a store that
+// arms timers of its own from the deadline does.
+type deadlineStore struct{ *fakeRemote }
+
+func (deadlineStore) BoundedByContext() bool { return true }
+
+func (d deadlineStore) Decide(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		d.calls.Add(1)
+		return floodgate.Result{}, context.DeadlineExceeded
+	}
+	return d.fakeRemote.Decide(ctx, set, key, cost)
+}
+
+// A caller whose own deadline has passed is not the remote store failing,
+// even when the store notices the deadline before the caller's context
+// does: the call is the caller's (an undecided error), not a timeout of the
+// Guard, and the breaker does not open on it.
+func TestCallerDeadlineNoticedByStoreFirst(t *testing.T) {
+	remote := newFakeRemote(t, nil)
+	s, err := failover.New(deadlineStore{remote}, failover.Options{Policy: failover.FailClosed,
+		Guard: failover.GuardOptions{Failures: 1, Timeout: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := newLimiter(t, s, floodgate.PerSecond(1000))
+	ctx := lateCtx{Context: context.Background(), deadline: time.Now().Add(-time.Millisecond)}
+	if _, err := lim.Allow(ctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Allow past the caller's deadline: err = %v, want context.DeadlineExceeded", err)
+	}
+	if remote.calls.Load() != 1 {
+		t.Fatalf("%d calls reached the store, want 1", remote.calls.Load())
+	}
+	st := s.Guard().Stats()
+	if st.State != failover.Closed || st.Failures.Decide != 0 || st.Timeouts != 0 || st.Canceled != 1 {
+		t.Fatalf("stats %+v, want closed, no failure, no timeout, 1 canceled", st)
+	}
+}

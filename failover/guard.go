@@ -318,12 +318,18 @@ func (g *Guard) call(ctx context.Context, op Op, set *floodgate.LimitSet, key st
 		return floodgate.Result{}, skipped, ErrOpen
 	}
 	g.calls.Add(1)
-	res, err := g.invoke(ctx, op, set, key, cost)
+	var res floodgate.Result
+	var err error
+	if probe {
+		res, err = g.invokeProbe(ctx, op, set, key, cost)
+	} else {
+		res, err = g.invoke(ctx, op, set, key, cost)
+	}
 	if err == nil {
 		g.br.success(probe)
 		return res, ok, nil
 	}
-	if cerr := ctx.Err(); cerr != nil {
+	if cerr := callerDone(ctx); cerr != nil {
 		// The caller's cancellation or deadline says nothing about the
 		// remote store: it must not open the breaker, nor close it.
 		g.canceled.Add(1)
@@ -339,6 +345,38 @@ func (g *Guard) call(ctx context.Context, op Op, set *floodgate.LimitSet, key st
 		g.onError(&Error{Op: op, Policy: set.Policy, Err: err})
 	}
 	return floodgate.Result{}, failed, err
+}
+
+// invokeProbe is invoke for the probe of a half-open breaker. A Bounded
+// store runs on the caller's goroutine, so its panic unwinds past call: the
+// probe then counts as failed, or the breaker would stay half-open with no
+// probe in flight and skip every call from then on.
+func (g *Guard) invokeProbe(ctx context.Context, op Op, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+	returned := false
+	defer func() {
+		if !returned {
+			g.failures[opIndex(op)].Add(1)
+			g.br.failure(true)
+		}
+	}()
+	res, err := g.invoke(ctx, op, set, key, cost)
+	returned = true
+	return res, err
+}
+
+// callerDone returns the error of the caller's context if it has ended or
+// its deadline has passed. The deadline is checked as well because a store
+// that arms timers of its own from it (go-redis's socket deadline,
+// redisstore's batch deadline) can fail a moment before ctx.Err() reports
+// the deadline: that failure is the caller's, not the remote store's.
+func callerDone(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 type outcome struct {
@@ -377,7 +415,7 @@ func (g *Guard) invoke(ctx context.Context, op Op, set *floodgate.LimitSet, key 
 	case o := <-ch:
 		return o.res, g.timedOut(ctx, cctx, o.err)
 	case <-cctx.Done():
-		if err := ctx.Err(); err != nil {
+		if err := callerDone(ctx); err != nil {
 			return floodgate.Result{}, err
 		}
 		return floodgate.Result{}, g.errTimeout
@@ -389,7 +427,7 @@ func (g *Guard) invoke(ctx context.Context, op Op, set *floodgate.LimitSet, key 
 // sets timers of its own from the deadline may see it pass a moment before
 // cctx does, so its context.DeadlineExceeded counts too.
 func (g *Guard) timedOut(ctx, cctx context.Context, err error) error {
-	if err != nil && ctx.Err() == nil && (cctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)) {
+	if err != nil && callerDone(ctx) == nil && (cctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)) {
 		return g.errTimeout
 	}
 	return err
