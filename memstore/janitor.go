@@ -18,8 +18,8 @@ import (
 func (s *Store) evict(sh *shard, k uint64) {
 	s.evictions.Add(1)
 	// Prefer the bigger table; logs are sampled only when the tables are empty.
-	if sh.tats.n >= sh.wins.n && sh.tats.n > 0 {
-		evictFrom(&sh.tats, k, func(tat int64) int64 { return tat })
+	if t := sh.tats.Load(); t != nil && t.live >= sh.wins.n && t.live > 0 {
+		evictGCRA(t, k)
 		return
 	}
 	if sh.wins.n > 0 {
@@ -37,6 +37,31 @@ func (s *Store) evict(sh *shard, k uint64) {
 		}
 	}
 	delete(sh.logs, victim)
+}
+
+// evictGCRA deletes the sampled GCRA entry with the earliest TAT. A
+// lock-free decision may move a sampled TAT meanwhile; the deletion then
+// fails and the sample is taken again.
+func evictGCRA(t *gcraTable, start uint64) {
+	for attempt := 0; attempt < 8; attempt++ {
+		var best *gcraSlot
+		bestTAT := int64(math.MaxInt64)
+		seen := 0
+		for i, probes := start&t.mask, 0; seen < evictSamples && probes < len(t.slots); i, probes = (i+1)&t.mask, probes+1 {
+			s := &t.slots[i]
+			if key := s.key.Load(); key == emptyKey || key == tombKey {
+				continue
+			}
+			seen++
+			if v := s.tat.Load(); v >= 0 && v < bestTAT {
+				best, bestTAT = s, v
+			}
+		}
+		if best == nil || t.kill(best, bestTAT) {
+			return
+		}
+		start += evictSamples
+	}
 }
 
 func evictFrom[V any](t *table[V], start uint64, expiry func(V) int64) {
@@ -67,7 +92,7 @@ func (s *Store) Sweep() int {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		now := s.clock.UnixNano()
-		dropped += sh.tats.sweep(func(tat int64) bool { return tat <= now })
+		dropped += sh.sweepGCRA(now)
 		dropped += sh.wins.sweep(func(st floodgate.State) bool { return st.A <= now })
 		for k, l := range sh.logs {
 			if l.Expiry() <= now {
@@ -77,6 +102,34 @@ func (s *Store) Sweep() int {
 		}
 		sh.mu.Unlock()
 		runtime.Gosched()
+	}
+	return dropped
+}
+
+// sweepGCRA deletes the GCRA entries whose TAT has passed, and rebuilds the
+// table when it has become mostly empty or mostly tombstones. The caller
+// holds the shard lock.
+func (sh *shard) sweepGCRA(now int64) int {
+	t := sh.tats.Load()
+	if t == nil {
+		return 0
+	}
+	dropped := 0
+	for i := range t.slots {
+		s := &t.slots[i]
+		if key := s.key.Load(); key == emptyKey || key == tombKey {
+			continue
+		}
+		// A decision that moves the TAT first keeps the entry alive.
+		if v := s.tat.Load(); v <= now && t.kill(s, v) {
+			dropped++
+		}
+	}
+	switch {
+	case t.live == 0:
+		sh.tats.Store(nil)
+	case len(t.slots) > minTableSize && t.live*8 < len(t.slots), (t.used-t.live)*4 > len(t.slots):
+		sh.tats.Store(t.rebuilt(0))
 	}
 	return dropped
 }
@@ -123,13 +176,7 @@ func (s *Store) Refund(_ context.Context, set *floodgate.LimitSet, key string, c
 		k := ruleKey(h, i)
 		switch r.Algorithm {
 		case floodgate.GCRA, floodgate.TokenBucket:
-			if tat, ok := sh.tats.get(k); ok {
-				if next := r.Refund(floodgate.State{A: tat}, now, cost); next.A == 0 {
-					sh.tats.remove(k)
-				} else {
-					sh.tats.put(k, next.A)
-				}
-			}
+			sh.refundGCRA(r, k, now, cost)
 		case floodgate.SlidingLog:
 			if l, ok := sh.logs[k]; ok {
 				r.RefundLog(l, now, cost)
@@ -155,9 +202,48 @@ func (s *Store) Reset(_ context.Context, set *floodgate.LimitSet, key string) er
 	defer sh.mu.Unlock()
 	for i := range set.Rules {
 		k := ruleKey(h, i)
-		sh.tats.remove(k)
+		sh.removeGCRA(k)
 		sh.wins.remove(k)
 		delete(sh.logs, k)
 	}
 	return nil
+}
+
+// refundGCRA refunds cost units of k's TAT, deleting the entry when the
+// bucket is full again. The caller holds the shard lock; lock-free decisions
+// may still move the TAT, so every write is a compare-and-swap on the value
+// read.
+func (sh *shard) refundGCRA(r *floodgate.Rule, k uint64, now, cost int64) {
+	t := sh.tats.Load()
+	if t == nil {
+		return
+	}
+	slot := t.find(k)
+	if slot == nil {
+		return
+	}
+	for {
+		v := slot.tat.Load()
+		next := r.Refund(floodgate.State{A: v}, now, cost)
+		if next.A == 0 {
+			if t.kill(slot, v) {
+				return
+			}
+		} else if slot.tat.CompareAndSwap(v, next.A) {
+			return
+		}
+	}
+}
+
+// removeGCRA deletes k's entry. The caller holds the shard lock.
+func (sh *shard) removeGCRA(k uint64) {
+	t := sh.tats.Load()
+	if t == nil {
+		return
+	}
+	if slot := t.find(k); slot != nil {
+		for killed := false; !killed; {
+			killed = t.kill(slot, slot.tat.Load())
+		}
+	}
 }

@@ -74,16 +74,22 @@ type Store struct {
 
 type shard struct {
 	mu   sync.Mutex
-	tats table[int64]           // GCRA and TokenBucket: the TAT
-	wins table[floodgate.State] // window algorithms
+	tats atomic.Pointer[gcraTable] // GCRA and TokenBucket: the TAT; read without mu
+	wins table[floodgate.State]    // window algorithms
 	logs map[uint64]*floodgate.Log
 	// scratch stands in for the log of a key that has none, so checking it
 	// allocates nothing. Only used under mu.
 	scratch floodgate.Log
-	_       [48]byte // keep neighbouring shards' locks on separate cache lines
+	_       [24]byte // keep neighbouring shards on separate cache lines
 }
 
-func (sh *shard) len() int { return sh.tats.n + sh.wins.n + len(sh.logs) }
+func (sh *shard) len() int {
+	n := sh.wins.n + len(sh.logs)
+	if t := sh.tats.Load(); t != nil {
+		n += t.live
+	}
+	return n
+}
 
 var _ floodgate.Store = (*Store)(nil)
 
@@ -196,14 +202,15 @@ func (s *Store) decide(set *floodgate.LimitSet, h uint64, cost int64, ds *[flood
 	rules := set.Rules
 
 	var next [floodgate.MaxLimits]floodgate.State
+	var prev [floodgate.MaxLimits]int64 // GCRA: the TAT the decision read
 	allowed := true
 	for i := range rules {
 		r := &rules[i]
 		k := ruleKey(h, i)
 		switch r.Algorithm {
 		case floodgate.GCRA, floodgate.TokenBucket:
-			tat, _ := sh.tats.get(k)
-			next[i], ds[i] = r.Step(floodgate.State{A: tat}, now, cost)
+			prev[i] = sh.tat(k)
+			next[i], ds[i] = r.Step(floodgate.State{A: prev[i]}, now, cost)
 		case floodgate.SlidingLog:
 			ds[i] = r.CheckLog(sh.log(k, false), now, cost)
 		default:
@@ -230,8 +237,7 @@ func (s *Store) decide(set *floodgate.LimitSet, h uint64, cost int64, ds *[flood
 		k := ruleKey(h, i)
 		switch r.Algorithm {
 		case floodgate.GCRA, floodgate.TokenBucket:
-			s.makeRoom(sh, k)
-			sh.tats.put(k, next[i].A)
+			s.chargeGCRA(sh, r, k, prev[i], next[i].A, now, cost)
 		case floodgate.SlidingLog:
 			s.makeRoom(sh, k)
 			r.ChargeLog(sh.log(k, true), now, cost)
@@ -243,39 +249,103 @@ func (s *Store) decide(set *floodgate.LimitSet, h uint64, cost int64, ds *[flood
 	return len(rules)
 }
 
-// decideGCRA is the path of a policy of one GCRA limit, the most common:
-// one probe, updated in place.
+// decideGCRA is the path of a policy of one GCRA limit, the most common. An
+// existing key is decided without the shard lock: one probe and a
+// compare-and-swap of its TAT. Concurrent decisions on one key retry until
+// one wins; each recomputes from the TAT it read, so none over-admits. A
+// timestamp that another caller has already passed only makes the decision
+// stricter: the TAT can only move forward.
 func (s *Store) decideGCRA(sh *shard, r *floodgate.Rule, k uint64, cost int64, d *floodgate.Decision) {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	now := s.clock.UnixNano()
-	var st floodgate.State
-	var i uint64
-	found := false
-	if sh.tats.n > 0 {
-		i, found = sh.tats.lookup(k)
-		if found {
-			st.A = sh.tats.slots[i].val
+	if t := sh.tats.Load(); t != nil {
+		if slot := t.find(k); slot != nil && s.casGCRA(slot, r, cost, d) {
+			return
 		}
 	}
-	var next floodgate.State
-	next, *d = r.Step(st, now, cost)
-	if !d.Allowed || cost == 0 {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	// Under the lock no slot is being deleted or frozen: a slot found now is
+	// live, and an absent key stays absent until this insert.
+	if t := sh.tats.Load(); t != nil {
+		if slot := t.find(k); slot != nil && s.casGCRA(slot, r, cost, d) {
+			return
+		}
+	}
+	next, dd := r.Step(floodgate.State{}, s.clock.UnixNano(), cost)
+	*d = dd
+	if dd.Allowed && cost > 0 {
+		s.insertGCRA(sh, k, next.A)
+	}
+}
+
+// casGCRA decides on the TAT in slot and stores the charge with
+// compare-and-swap. It reports false when the slot is frozen or dead: the
+// caller must retry under the shard lock.
+func (s *Store) casGCRA(slot *gcraSlot, r *floodgate.Rule, cost int64, d *floodgate.Decision) bool {
+	now := s.clock.UnixNano()
+	for {
+		tat := slot.tat.Load()
+		if tat < 0 {
+			return false
+		}
+		next, dd := r.Step(floodgate.State{A: tat}, now, cost)
+		if !dd.Allowed || cost == 0 || slot.tat.CompareAndSwap(tat, next.A) {
+			*d = dd
+			return true
+		}
+	}
+}
+
+// chargeGCRA stores a multi-limit decision's charge of a GCRA limit, under
+// the shard lock. The TAT normally is still the one the decision read; if a
+// lock-free decision of a one-limit policy of the same name moved it in
+// between, the charge is added on top of the new TAT, never lost.
+func (s *Store) chargeGCRA(sh *shard, r *floodgate.Rule, k uint64, read, next, now, cost int64) {
+	t := sh.tats.Load()
+	var slot *gcraSlot
+	if t != nil {
+		slot = t.find(k)
+	}
+	if slot == nil {
+		s.insertGCRA(sh, k, next)
 		return
 	}
-	if found {
-		sh.tats.slots[i].val = next.A
-		return
+	for !slot.tat.CompareAndSwap(read, next) {
+		read = slot.tat.Load()
+		next = max(read, now) + cost*int64(r.Interval())
 	}
+}
+
+// insertGCRA adds k, absent from the shard, with tat. The caller holds the
+// shard lock.
+func (s *Store) insertGCRA(sh *shard, k uint64, tat int64) {
 	s.makeRoom(sh, k)
-	sh.tats.put(k, next.A)
+	t := sh.tats.Load()
+	switch {
+	case t == nil:
+		t = newGCRATable(minTableSize)
+		sh.tats.Store(t)
+	case !t.hasRoom():
+		t = t.rebuilt(1)
+		sh.tats.Store(t)
+	}
+	t.insert(k, tat)
+}
+
+// tat returns the TAT of k, or 0 when absent. The caller holds the shard
+// lock, so the value is live.
+func (sh *shard) tat(k uint64) int64 {
+	if t := sh.tats.Load(); t != nil {
+		if slot := t.find(k); slot != nil {
+			return max(slot.tat.Load(), 0)
+		}
+	}
+	return 0
 }
 
 func (s *Store) peek(sh *shard, r *floodgate.Rule, k uint64, now int64) floodgate.Decision {
 	switch r.Algorithm {
 	case floodgate.GCRA, floodgate.TokenBucket:
-		tat, _ := sh.tats.get(k)
-		_, d := r.Step(floodgate.State{A: tat}, now, 0)
+		_, d := r.Step(floodgate.State{A: sh.tat(k)}, now, 0)
 		return d
 	case floodgate.SlidingLog:
 		return r.CheckLog(sh.log(k, false), now, 0)
@@ -313,7 +383,7 @@ func (s *Store) makeRoom(sh *shard, k uint64) {
 }
 
 func (sh *shard) has(k uint64) bool {
-	if _, ok := sh.tats.get(k); ok {
+	if t := sh.tats.Load(); t != nil && t.find(k) != nil {
 		return true
 	}
 	if _, ok := sh.wins.get(k); ok {

@@ -227,3 +227,75 @@ func TestConcurrentMixedOperations(t *testing.T) {
 		t.Fatalf("Len = %d above MaxKeys", n)
 	}
 }
+
+// TestLockFreeUpdatesSurviveRebuilds races lock-free decisions on a few
+// keys against inserts, deletions and sweeps that keep rebuilding the same
+// table. Time stands still, so each key must admit exactly its capacity: an
+// update lost to a rebuild would admit more, a decision lost to a frozen
+// slot would admit less.
+func TestLockFreeUpdatesSurviveRebuilds(t *testing.T) {
+	ctx := context.Background()
+	clock := floodgatetest.NewClock(floodgatetest.Start)
+	s := newStore(t, memstore.Options{Clock: clock, Shards: 1, MaxKeys: -1, SweepInterval: -1})
+	const capacity = 100_000
+	lim := newLimiter(t, s, floodgate.PerHour(capacity))
+	churn, err := floodgate.New(s, floodgate.Policy{Name: "churn", Limits: []floodgate.Limit{floodgate.PerHour(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot := []string{"a", "b", "c", "d"}
+	var admitted [4]atomic.Int64
+	stop := make(chan struct{})
+	var churnWG sync.WaitGroup
+	var rounds atomic.Int64
+	churnWG.Add(1)
+	go func() {
+		defer churnWG.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// New keys grow the table (a rebuild at every doubling); deleting
+			// them and sweeping rebuilds it again to drop the tombstones.
+			for i := 0; i < 20; i++ {
+				churn.Allow(ctx, strconv.Itoa(i))
+			}
+			for i := 0; i < 20; i++ {
+				churn.Reset(ctx, strconv.Itoa(i))
+			}
+			s.Sweep()
+			rounds.Add(1)
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := 0; g < len(hot); g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < capacity+1000; i++ {
+				j := (g + i) % len(hot)
+				res, err := lim.Allow(ctx, hot[j])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					admitted[j].Add(1)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(stop)
+	churnWG.Wait()
+	for j := range hot {
+		if got := admitted[j].Load(); got != capacity {
+			t.Errorf("key %s admitted %d, want exactly %d", hot[j], got, capacity)
+		}
+	}
+	if n := rounds.Load(); n < 20 {
+		t.Fatalf("only %d churn rounds raced with the decisions: inconclusive", n)
+	}
+}
