@@ -399,6 +399,11 @@ func (r *Resolver) key(a netip.Addr, text string) string {
 	if a.Is6() {
 		bits = r.v6
 	}
+	if bits == 32 && a.Is4() && text != "" && strings.IndexByte(text, ':') < 0 {
+		// netip parses IPv4 only in canonical dotted decimal, so IPv4 text
+		// that parsed (not a mapped IPv6 address) is the key as it stands.
+		return text
+	}
 	var buf [64]byte
 	var b []byte
 	if bits == a.BitLen() {

@@ -17,6 +17,13 @@ const maxElementLen = 512
 // is none (Unix sockets), and the host part as written, so that a caller can
 // reuse it when it is already canonical.
 func parsePeer(s string) (netip.Addr, string) {
+	// The common case first: "192.0.2.1:54321", as net/http writes an IPv4
+	// peer. Splitting by hand skips ParseAddrPort's port parsing.
+	if i := strings.LastIndexByte(s, ':'); i > 0 && isPort(s[i+1:]) && strings.IndexByte(s[:i], ':') < 0 {
+		if a, err := netip.ParseAddr(s[:i]); err == nil {
+			return a, s[:i]
+		}
+	}
 	if ap, err := netip.ParseAddrPort(s); err == nil {
 		host := s[:strings.LastIndexByte(s, ':')]
 		if len(host) >= 2 && host[0] == '[' {
@@ -336,4 +343,21 @@ func validHeaderName(s string) bool {
 		}
 	}
 	return true
+}
+
+// isPort reports whether s is a decimal port number from 0 to 65535, as
+// netip.ParseAddrPort accepts it.
+func isPort(s string) bool {
+	if len(s) == 0 || len(s) > 5 {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n <= 65535
 }
