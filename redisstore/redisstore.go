@@ -174,9 +174,11 @@ func New(client redis.UniversalClient, o Options) (*Store, error) {
 }
 
 // Close stops the Store: requests still waiting to be sent fail with
-// ErrClosed, as does any later request. It waits for the round trips in
-// flight, which a hung Redis holds for up to the client's read timeout.
-// Close is idempotent and always returns nil.
+// ErrClosed, as does any later request. Round trips in flight are cancelled
+// (their callers get context.Canceled) and Close waits for the flushers to
+// return, which a hung Redis can delay by up to the client's read timeout
+// unless the client honours contexts (ContextTimeoutEnabled). Close is
+// idempotent and always returns nil.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
