@@ -159,12 +159,17 @@ func (s *Store) shardOf(h uint64) *shard {
 	return &s.shards[h>>s.shift]
 }
 
-// ruleKey is the table key of rule i of the key hashed to h: never 0, which
-// marks empty slots.
+// ruleKey is the table key of rule i of the key hashed to h. It is never
+// emptyKey or tombKey, which mark free slots. Rule 0, the only rule of most
+// policies, uses h itself: it is already well mixed, and the shard took its
+// high bits while the table takes its low ones.
 func ruleKey(h uint64, i int) uint64 {
-	k := mix(h + uint64(i)*0x9e3779b97f4a7c15)
-	if k == 0 {
-		k = 0x9e3779b97f4a7c15
+	k := h
+	if i > 0 {
+		k = mix(h + uint64(i)*0x9e3779b97f4a7c15)
+	}
+	if k <= tombKey {
+		k += 0x9e3779b97f4a7c15
 	}
 	return k
 }
