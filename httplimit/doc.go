@@ -95,7 +95,10 @@
 // is served without rate-limit headers (FailOpen) and the error is logged, at
 // most once a second; FailClosed answers 503 instead, and Config.OnError can
 // do anything else. Engines have failure policies of their own that can fall
-// back to local limits, which is usually better than either.
+// back to local limits, which is usually better than either. A denial whose
+// Source is fail-closed (the engine's policy refused because Redis is down)
+// is answered 503 with Retry-After, not 429; a fail-open admission is served
+// without quota headers.
 //
 // # Where it goes
 //
