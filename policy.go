@@ -117,9 +117,7 @@ func (s *LimitSet) Impossible() Result {
 // of its limits.
 func (s *LimitSet) Combine(ds []Decision, src Source) Result {
 	if len(ds) == 1 {
-		d := &ds[0]
-		return Result{Allowed: d.Allowed, Limit: s.Rules[0].Limit, Remaining: d.Remaining,
-			ResetAfter: d.ResetAfter, RetryAfter: d.RetryAfter, Source: src, Policy: s.Policy}
+		return s.CombineOne(ds[0], src)
 	}
 	r := Result{Allowed: true, Source: src, Policy: s.Policy}
 	drive := -1
@@ -151,6 +149,13 @@ func (s *LimitSet) Combine(ds []Decision, src Source) Result {
 		r.Remaining = 0
 	}
 	return r
+}
+
+// CombineOne is Combine for a set of one rule. It is small enough to be
+// inlined, so an engine's hot path builds the Result in place.
+func (s *LimitSet) CombineOne(d Decision, src Source) Result {
+	return Result{Allowed: d.Allowed, Limit: s.Rules[0].Limit, Remaining: d.Remaining,
+		ResetAfter: d.ResetAfter, RetryAfter: d.RetryAfter, Source: src, Policy: s.Policy}
 }
 
 // compiled is a Policy ready to serve: every limit set validated.

@@ -192,10 +192,7 @@ func (s *Store) Decide(_ context.Context, set *floodgate.LimitSet, key string, c
 	if r := &set.Rules[0]; len(set.Rules) == 1 && r.Algorithm <= floodgate.TokenBucket {
 		var d floodgate.Decision
 		s.decideGCRA(s.shardOf(h), r, ruleKey(h, 0), cost, &d)
-		// What Combine gives for one decision, built in place: the Result
-		// is copied once less on the hottest path.
-		return floodgate.Result{Allowed: d.Allowed, Limit: r.Limit, Remaining: d.Remaining,
-			ResetAfter: d.ResetAfter, RetryAfter: d.RetryAfter, Source: floodgate.SourceMemory, Policy: set.Policy}, nil
+		return set.CombineOne(d, floodgate.SourceMemory), nil
 	}
 	var ds [floodgate.MaxLimits]floodgate.Decision
 	n := s.decide(set, h, cost, &ds)
@@ -209,12 +206,14 @@ func (s *Store) decide(set *floodgate.LimitSet, h uint64, cost int64, ds *[flood
 	now := s.clock.UnixNano()
 	rules := set.Rules
 
+	var keys [floodgate.MaxLimits]uint64
 	var next [floodgate.MaxLimits]floodgate.State
 	var prev [floodgate.MaxLimits]int64 // GCRA: the TAT the decision read
 	allowed := true
 	for i := range rules {
 		r := &rules[i]
 		k := ruleKey(h, i)
+		keys[i] = k
 		switch r.Algorithm {
 		case floodgate.GCRA, floodgate.TokenBucket:
 			prev[i] = sh.tat(k)
@@ -232,7 +231,7 @@ func (s *Store) decide(set *floodgate.LimitSet, h uint64, cost int64, ds *[flood
 		// their uncharged state.
 		for i := range rules {
 			if ds[i].Allowed && cost > 0 {
-				ds[i] = s.peek(sh, &rules[i], ruleKey(h, i), now)
+				ds[i] = s.peek(sh, &rules[i], keys[i], now)
 			}
 		}
 		return len(rules)
@@ -242,7 +241,7 @@ func (s *Store) decide(set *floodgate.LimitSet, h uint64, cost int64, ds *[flood
 	}
 	for i := range rules {
 		r := &rules[i]
-		k := ruleKey(h, i)
+		k := keys[i]
 		switch r.Algorithm {
 		case floodgate.GCRA, floodgate.TokenBucket:
 			s.chargeGCRA(sh, r, k, prev[i], next[i].A, now, cost)
