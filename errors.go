@@ -17,4 +17,11 @@ var (
 	// ErrInvalidCost reports a negative cost. A cost of zero is valid: it
 	// peeks at the state without charging it.
 	ErrInvalidCost = errors.New("floodgate: invalid cost")
+
+	// ErrClosed reports a call to a Store after its Close. Engines return it
+	// (wrapped) from every later call, so a limiter whose store was closed
+	// fails loudly instead of deciding on frozen state. Failure policies do
+	// not treat it as an outage: a closed store is a programming error, not
+	// a remote engine that may come back.
+	ErrClosed = errors.New("floodgate: store is closed; create a new one")
 )
