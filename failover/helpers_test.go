@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
+	"github.com/floodgate-go/floodgate/redisstore"
 )
 
 // errDown is what a failing fake remote returns.
@@ -73,23 +75,25 @@ func (f *fakeRemote) enter(ctx context.Context) error {
 	return nil
 }
 
-func (f *fakeRemote) Decide(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+func (f *fakeRemote) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
 	if err := f.enter(ctx); err != nil {
-		return floodgate.Result{}, err
+		return algo.Verdict{}, err
 	}
 	res, err := f.mem.Decide(ctx, set, key, cost)
-	res.Source = floodgate.SourceRedis
+	res.Source = redisstore.Source
 	return res, err
 }
 
-func (f *fakeRemote) Refund(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) error {
+func (f *fakeRemote) Refund(ctx context.Context, set *algo.Set, key string, cost int64) error {
 	if err := f.enter(ctx); err != nil {
 		return err
 	}
 	return f.mem.Refund(ctx, set, key, cost)
 }
 
-func (f *fakeRemote) Reset(ctx context.Context, set *floodgate.LimitSet, key string) error {
+func (f *fakeRemote) ValidateLimit(l floodgate.Limit) error { return f.mem.ValidateLimit(l) }
+
+func (f *fakeRemote) Reset(ctx context.Context, set *algo.Set, key string) error {
 	if err := f.enter(ctx); err != nil {
 		return err
 	}

@@ -138,11 +138,13 @@ func Cases() []Case {
 				{Name: "multi", Limits: []fg.Limit{fg.PerMinute(100)}}, // the first limit on its own
 			},
 			Steps: []Step{
-				{Cost: 2, Want: Want{Allowed: true, Remaining: 0, ResetAfter: 1200 * ms, Limit: 1}},
-				{Cost: 1, Want: Want{Remaining: 0, ResetAfter: 1200 * ms, RetryAfter: 500 * ms, Limit: 1}},
+				// Every field is the driving limit's: the per-second one
+				// is full again after 1s, whatever the minute limit says.
+				{Cost: 2, Want: Want{Allowed: true, Remaining: 0, ResetAfter: s, Limit: 1}},
+				{Cost: 1, Want: Want{Remaining: 0, ResetAfter: s, RetryAfter: 500 * ms, Limit: 1}},
 				// The denied request charged neither limit: 98 of 100 are left.
 				{Policy: 1, Cost: 0, Want: allow(98, 1200*ms)},
-				{Advance: 500 * ms, Cost: 1, Want: Want{Allowed: true, Remaining: 0, ResetAfter: 1300 * ms, Limit: 1}},
+				{Advance: 500 * ms, Cost: 1, Want: Want{Allowed: true, Remaining: 0, ResetAfter: s, Limit: 1}},
 				{Policy: 1, Cost: 0, Want: allow(97, 1300*ms)},
 			},
 		},
@@ -150,7 +152,7 @@ func Cases() []Case {
 			Name:     "multi-limit: longest wait drives",
 			Policies: one("wait", fg.PerSecond(10), fg.PerMinute(12)),
 			Steps: []Step{
-				{Cost: 10, Want: Want{Allowed: true, Remaining: 0, ResetAfter: 50 * s, Limit: 0}},
+				{Cost: 10, Want: Want{Allowed: true, Remaining: 0, ResetAfter: s, Limit: 0}},
 				{Advance: s, Cost: 3, Want: Want{Remaining: 2, ResetAfter: 49 * s, RetryAfter: 4 * s, Limit: 1}},
 				{Cost: 2, Want: Want{Allowed: true, Remaining: 0, ResetAfter: 59 * s, Limit: 1}},
 				{Cost: 1, Want: Want{Remaining: 0, ResetAfter: 59 * s, RetryAfter: 4 * s, Limit: 1}},
@@ -268,10 +270,10 @@ func Cases() []Case {
 				{Name: "mixed", Limits: []fg.Limit{fg.PerSecond(5)}},
 			},
 			Steps: []Step{
-				{Cost: 5, Want: Want{Allowed: true, Remaining: 0, ResetAfter: time.Minute, Limit: 0}},
+				{Cost: 5, Want: Want{Allowed: true, Remaining: 0, ResetAfter: s, Limit: 0}},
 				{Advance: s, Cost: 2, Want: Want{Remaining: 1, ResetAfter: 59 * s, RetryAfter: 59 * s, Limit: 1}},
 				{Policy: 1, Cost: 0, Want: allow(5, 0)},
-				{Cost: 1, Want: Want{Allowed: true, Remaining: 0, ResetAfter: time.Minute, Limit: 1}},
+				{Cost: 1, Want: Want{Allowed: true, Remaining: 0, ResetAfter: 59 * s, Limit: 1}},
 			},
 		},
 	}

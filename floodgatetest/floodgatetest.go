@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 )
 
 // A Harness tells Run how to make the engine under test.
@@ -161,12 +162,13 @@ func opName(op Op) string {
 
 func checkResult(t *testing.T, where string, h Harness, p floodgate.Policy, key string, got floodgate.Result, want Want) {
 	t.Helper()
-	limits := p.Limits
+	limits, setName := p.Limits, ""
 	if o, ok := p.Overrides[key]; ok {
-		limits = o
+		limits, setName = o, "override:"+key
 	} else if p.TierOf != nil {
-		if tl, ok := p.Tiers[p.TierOf(key)]; ok {
-			limits = tl
+		tier := p.TierOf(key)
+		if tl, ok := p.Tiers[tier]; ok {
+			limits, setName = tl, "tier:"+tier
 		}
 	}
 	wantSource := want.Source
@@ -188,6 +190,18 @@ func checkResult(t *testing.T, where string, h Harness, p floodgate.Policy, key 
 	}
 	if want.Limit < len(limits) && got.Limit != limits[want.Limit] {
 		errs = append(errs, fmt.Sprintf("Limit = %s, want %s", got.Limit, limits[want.Limit]))
+	}
+	if got.Index != want.Limit {
+		errs = append(errs, fmt.Sprintf("Index = %d, want %d", got.Index, want.Limit))
+	}
+	// Every field describes one limit: the set's limit at Index.
+	switch {
+	case got.Set == nil:
+		errs = append(errs, "Set = nil, want the limit set that applied")
+	case got.Set.Name() != setName || got.Set.Policy() != p.Name:
+		errs = append(errs, fmt.Sprintf("Set = %q of %q, want %q of %q", got.Set.Name(), got.Set.Policy(), setName, p.Name))
+	case got.Index < 0 || got.Index >= got.Set.Len() || got.Set.Limit(got.Index) != got.Limit:
+		errs = append(errs, fmt.Sprintf("Set.Limit(%d) is not Limit %s", got.Index, got.Limit))
 	}
 	if wantSource != "" && got.Source != wantSource {
 		errs = append(errs, fmt.Sprintf("Source = %q, want %q", got.Source, wantSource))
@@ -233,10 +247,11 @@ func InvalidPolicies() []InvalidPolicy {
 		{"negative period", lim(floodgate.Every(-time.Second)), floodgate.ErrInvalidLimit},
 		{"negative burst", lim(floodgate.PerSecond(1).WithBurst(-1)), floodgate.ErrInvalidLimit},
 		{"rate above one per nanosecond", lim(floodgate.Limit{Rate: 2, Period: time.Nanosecond}), floodgate.ErrInvalidLimit},
+		{"interval rounded by more than 1%", lim(floodgate.PerSecond(600_000_000)), floodgate.ErrInvalidLimit},
 		{"window with a burst", lim(floodgate.PerMinute(10).WithBurst(20).WithAlgorithm(floodgate.FixedWindow)), floodgate.ErrInvalidLimit},
 		{"location on gcra", lim(floodgate.Limit{Rate: 1, Period: time.Hour, Location: time.UTC}), floodgate.ErrInvalidLimit},
 		{"unknown algorithm", lim(floodgate.PerSecond(1).WithAlgorithm(99)), floodgate.ErrInvalidLimit},
-		{"sliding log too large", lim(floodgate.PerSecond(floodgate.MaxSlidingLogRate + 1).WithAlgorithm(floodgate.SlidingLog)), floodgate.ErrInvalidLimit},
+		{"sliding log too large", lim(floodgate.PerSecond(algo.MaxSlidingLogRate + 1).WithAlgorithm(floodgate.SlidingLog)), floodgate.ErrInvalidLimit},
 		{"bucket span too long", lim(floodgate.PerDay(1).WithBurst(1_000_000)), floodgate.ErrInvalidLimit},
 		{"no name", floodgate.Policy{Limits: []floodgate.Limit{floodgate.PerSecond(1)}}, floodgate.ErrInvalidPolicy},
 		{"no limits", floodgate.Policy{Name: "empty"}, floodgate.ErrInvalidPolicy},

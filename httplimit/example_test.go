@@ -108,9 +108,9 @@ func ExampleNew_layered() {
 		fmt.Println(rec.Code, rec.Header().Get("RateLimit"))
 	}
 	// Output:
-	// 200 "ip";r=1;t=30
-	// 200 "ip";r=0;t=60
-	// 429 "ip";r=0;t=30
+	// 200 "global";r=999;t=1, "user";r=59;t=1, "ip";r=1;t=30
+	// 200 "global";r=998;t=1, "user";r=58;t=2, "ip";r=0;t=60
+	// 429 "global";r=997;t=1, "user";r=57;t=3, "ip";r=0;t=30
 }
 
 // Against password guessing: at most 5 failed logins per client address

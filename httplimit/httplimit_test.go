@@ -265,7 +265,7 @@ func TestPolicyDescriptions(t *testing.T) {
 		limitHdr  string
 	}{
 		{name: "several limits", policy: "api", limits: []floodgate.Limit{floodgate.PerSecond(10), floodgate.PerHour(1000)},
-			policyHdr: `"api/1";q=10;w=1, "api/2";q=1000;w=3600`, rateHdr: `"api/1";r=9;t=4`, limitHdr: "10"},
+			policyHdr: `"api/1";q=10;w=1, "api/2";q=1000;w=3600`, rateHdr: `"api/1";r=9;t=1`, limitHdr: "10"},
 		{name: "hourly drives", policy: "api", limits: []floodgate.Limit{floodgate.PerSecond(10), floodgate.PerHour(3)},
 			policyHdr: `"api/1";q=10;w=1, "api/2";q=3;w=3600`, rateHdr: `"api/2";r=2;t=1200`, limitHdr: "3"},
 		{name: "sub-second period", policy: "fast", limits: []floodgate.Limit{{Rate: 10, Period: 500 * time.Millisecond}},
@@ -326,12 +326,11 @@ func TestSkip(t *testing.T) {
 	}
 }
 
-func TestMatchAndPrefix(t *testing.T) {
+func TestMatch(t *testing.T) {
 	e := newEnv(t)
-	shared := e.limiter("shared", floodgate.PerMinute(2))
 	h := mustNew(t, httplimit.Config{Rules: []httplimit.Rule{
-		{Limiter: shared, Prefix: "a:", Match: httplimit.PathPrefix("/a")},
-		{Limiter: shared, Prefix: "b:", Match: httplimit.PathPrefix("/b/")},
+		{Limiter: e.limiter("a", floodgate.PerMinute(2)), Match: httplimit.PathPrefix("/a")},
+		{Limiter: e.limiter("b", floodgate.PerMinute(2)), Match: httplimit.PathPrefix("/b/")},
 	}}).Handler(ok)
 	for _, p := range []string{"/a", "/a/x"} {
 		if rec := get(h, p, client); rec.Code != 200 {
@@ -341,7 +340,7 @@ func TestMatchAndPrefix(t *testing.T) {
 	if rec := get(h, "/a/y", client); rec.Code != 429 {
 		t.Fatalf("/a/y: %d, want 429", rec.Code)
 	}
-	// Rule b keeps its own keys though it shares the policy.
+	// Rule b keeps its own state on the same store.
 	for _, p := range []string{"/b", "/b/x"} {
 		if rec := get(h, p, client); rec.Code != 200 {
 			t.Fatalf("%s: %d", p, rec.Code)
@@ -371,7 +370,8 @@ func TestConfigErrors(t *testing.T) {
 		{name: "both", cfg: httplimit.Config{Rules: []httplimit.Rule{{Limiter: api, LimiterFor: pick}}}, want: "both Limiter and LimiterFor"},
 		{name: "same limiter", cfg: httplimit.Config{Rules: []httplimit.Rule{{Limiter: api}, {Limiter: api}}}, want: `rules 1 and 2 both limit policy "api"`},
 		{name: "same policy name", cfg: httplimit.Config{Rules: []httplimit.Rule{{Limiter: api}, {Limiter: other}, {Limiter: api2}}}, want: `rules 1 and 3`},
-		{name: "prefixed", cfg: httplimit.Config{Rules: []httplimit.Rule{{Limiter: api}, {Limiter: api, Prefix: "x:"}}}},
+		{name: "distinct names on one store", cfg: httplimit.Config{Rules: []httplimit.Rule{{Limiter: api}, {Limiter: other}}}},
+		{name: "wrapped limiter of the same name", cfg: httplimit.Config{Rules: []httplimit.Rule{{Limiter: api}, {Limiter: opaque{api2}}}}, want: `rules 1 and 2`},
 		{name: "bad count", cfg: httplimit.Config{Rules: []httplimit.Rule{{Limiter: api, Count: 9}}}, want: "unknown Count"},
 		{name: "bad body", cfg: httplimit.Config{Body: 7, Rules: []httplimit.Rule{{Limiter: api}}}, want: "unknown Body"},
 		{name: "too many", cfg: httplimit.Config{Rules: make([]httplimit.Rule, httplimit.MaxRules+1)}, want: "more than the 8"},
@@ -397,19 +397,17 @@ type mapLimiter struct {
 	m map[string]int
 }
 
+// TestConfigUncomparableLimiter: limiters are told apart by name, so a type
+// that == would panic on is checked like any other.
 func TestConfigUncomparableLimiter(t *testing.T) {
 	e := newEnv(t)
 	l := mapLimiter{Limiter: e.limiter("inner", floodgate.PerMinute(1)), m: map[string]int{}}
-	if _, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: l}, {Limiter: l}}}); err != nil {
-		t.Fatal(err)
+	if _, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: l}, {Limiter: l}}}); err == nil {
+		t.Fatal("the same limiter twice was accepted")
 	}
-	o := opaque{l}
-	if _, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: o}, {Limiter: o}}}); err != nil {
+	m := mapLimiter{Limiter: e.limiter("outer", floodgate.PerMinute(1)), m: map[string]int{}}
+	if _, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: l}, {Limiter: m}}}); err != nil {
 		t.Fatal(err)
-	}
-	p := opaque{e.limiter("p", floodgate.PerMinute(1))}
-	if _, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: p}, {Limiter: p}}}); err == nil {
-		t.Fatal("the same comparable limiter twice without prefixes was accepted")
 	}
 }
 
@@ -434,7 +432,7 @@ func TestEngineFailure(t *testing.T) {
 	t.Run("fail closed", func(t *testing.T) {
 		h := mustNew(t, httplimit.Config{
 			Logger:  slog.New(slog.DiscardHandler),
-			OnError: httplimit.FailClosed,
+			OnError: httplimit.UnavailableOnError,
 			Rules:   []httplimit.Rule{{Limiter: failing{}}},
 		}).Handler(ok)
 		rec := get(h, "/", client)
@@ -477,14 +475,33 @@ func TestEngineFailure(t *testing.T) {
 		e := newEnv(t)
 		h := mustNew(t, httplimit.Config{
 			Logger:  slog.New(slog.DiscardHandler),
-			OnError: httplimit.FailClosed,
+			OnError: httplimit.UnavailableOnError,
 			Rules: []httplimit.Rule{{
 				Limiter: e.limiter("api", floodgate.PerMinute(1)),
 				Cost:    func(*http.Request) int64 { return -1 },
 			}},
 		}).Handler(ok)
-		if rec := get(h, "/", client); rec.Code != 503 {
-			t.Fatalf("status %d, want 503", rec.Code)
+		// A bug in the Cost function is the server's error, whatever
+		// OnError says for engine failures, and never an unlimited request.
+		if rec := get(h, "/", client); rec.Code != 500 || rec.Body.String() == "ok" {
+			t.Fatalf("status %d %q, want 500 and the handler not run", rec.Code, rec.Body)
+		}
+	})
+	t.Run("negative cost with the default OnError", func(t *testing.T) {
+		e := newEnv(t)
+		var logged strings.Builder
+		h := mustNew(t, httplimit.Config{
+			Logger: slog.New(slog.NewTextHandler(&logged, nil)),
+			Rules: []httplimit.Rule{{
+				Limiter: e.limiter("api", floodgate.PerMinute(1)),
+				Cost:    func(*http.Request) int64 { return -1 },
+			}},
+		}).Handler(ok)
+		if rec := get(h, "/", client); rec.Code != 500 || rec.Body.String() == "ok" {
+			t.Fatalf("status %d %q, want 500: a negative cost must not serve the request unlimited", rec.Code, rec.Body)
+		}
+		if !strings.Contains(logged.String(), "Cost returned -1") {
+			t.Errorf("log %q does not name the bad cost", logged.String())
 		}
 	})
 }
@@ -550,9 +567,9 @@ func TestLimiterFor(t *testing.T) {
 	}
 }
 
-// A limiter that is not a PolicyLimiter cannot describe its policy: the
-// RateLimit field is named after its Result, and no RateLimit-Policy is sent.
-func TestForeignLimiter(t *testing.T) {
+// A limiter wrapped by another type (a metrics or logging wrapper that
+// embeds it) keeps every header: the Result describes its own limits.
+func TestWrappedLimiterKeepsHeaders(t *testing.T) {
 	e := newEnv(t)
 	h := mustNew(t, httplimit.Config{
 		Rules: []httplimit.Rule{{Limiter: opaque{e.limiter("inner", floodgate.PerMinute(1))}}},
@@ -561,7 +578,7 @@ func TestForeignLimiter(t *testing.T) {
 	rec := get(h, "/", client)
 	checkHeaders(t, rec.Header(), map[string]string{
 		"X-RateLimit-Limit": "1", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "60",
-		"RateLimit": `"inner";r=0;t=60`, "Retry-After": "60",
+		"RateLimit": `"inner";r=0;t=60`, "Retry-After": "60", "RateLimit-Policy": `"inner";q=1;w=60`,
 	})
 	if !strings.Contains(rec.Body.String(), `"violated-policies":["inner"]`) {
 		t.Errorf("body %s", rec.Body)
