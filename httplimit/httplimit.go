@@ -358,11 +358,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The engine failed and its failure policy let the request through.
 		// No state was read, so there is no quota to advertise, and nothing
 		// was charged that a count rule could refund.
+		m.writeSource(w, v.res.Source)
 		h.next.ServeHTTP(w, r)
 		return
 	case floodgate.SourceFailClosed:
 		if !v.res.Allowed {
 			// The limiter, not the client, failed: 503, not 429.
+			m.writeSource(w, v.res.Source)
 			writeUnavailable(w, v.res.RetryAfter)
 			return
 		}
@@ -442,6 +444,15 @@ func ServeOnError(http.ResponseWriter, *http.Request, error) bool { return true 
 func UnavailableOnError(w http.ResponseWriter, _ *http.Request, _ error) bool {
 	writeUnavailable(w, 0)
 	return false
+}
+
+// writeSource sets X-RateLimit-Source on a response that carries no other
+// rate-limit field, when Headers.Source asks for it: an operator looking at
+// a fail-open or fail-closed answer should see why.
+func (m *Middleware) writeSource(w http.ResponseWriter, src floodgate.Source) {
+	if m.hdr.Source {
+		w.Header()[headerSource] = []string{string(src)}
+	}
 }
 
 // refuseCost answers a request whose Cost function returned a negative

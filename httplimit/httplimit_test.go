@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/httplimit"
 )
@@ -633,5 +635,96 @@ func TestHandlerAddsToFields(t *testing.T) {
 	}
 	if got := hd.Values("RateLimit-Policy"); len(got) != 1 || got[0] != `"api";q=5;w=60` {
 		t.Errorf("RateLimit-Policy %q", got)
+	}
+}
+
+func TestOneLiners(t *testing.T) {
+	user := func(r *http.Request) string { return r.Header.Get("X-Test-User") }
+	for _, tc := range []struct {
+		name string
+		mw   func(http.Handler) http.Handler
+		a, b []string // header pairs of two clients that share an address
+	}{
+		{"LimitByIP", httplimit.LimitByIP(2, time.Minute), nil, nil},
+		{"LimitByHeader", httplimit.LimitByHeader("X-API-Key", 2, time.Minute), []string{"X-API-Key", "a"}, []string{"X-API-Key", "b"}},
+		{"LimitByUser", httplimit.LimitByUser(user, 2, time.Minute), []string{"X-Test-User", "alice"}, []string{"X-Test-User", "bob"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := tc.mw(ok)
+			for i, want := range []int{200, 200, 429} {
+				if rec := get(h, "/", client, tc.a...); rec.Code != want || rec.Header().Get("X-RateLimit-Limit") != "2" {
+					t.Fatalf("request %d: %d %v, want %d with headers", i+1, rec.Code, rec.Header(), want)
+				}
+			}
+			other := get(h, "/", "198.51.100.9:1", tc.b...)
+			if tc.b != nil {
+				// Another key from the same address.
+				other = get(h, "/", client, tc.b...)
+			}
+			if other.Code != 200 {
+				t.Fatalf("another client: %d, want its own limit", other.Code)
+			}
+		})
+	}
+	for _, bad := range []func(){
+		func() { httplimit.LimitByIP(0, time.Minute) },
+		func() { httplimit.LimitByIP(10, 0) },
+		func() { httplimit.LimitByHeader("X-Key", -1, time.Second) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "httplimit: LimitBy") {
+					t.Errorf("recover() = %v, want a panic naming the call", r)
+				}
+			}()
+			bad()
+		}()
+	}
+}
+
+// TestTierOfOncePerRequest: the tier is looked up when the request is
+// decided, and the headers describe the set the Result names, so TierOf
+// runs once per request, as Policy.TierOf documents.
+func TestTierOfOncePerRequest(t *testing.T) {
+	e := newEnv(t)
+	var calls atomic.Int64
+	lim, err := floodgate.New(e.store, floodgate.Policy{
+		Name:   "tiered",
+		Limits: []floodgate.Limit{floodgate.PerMinute(2)},
+		Tiers:  map[string][]floodgate.Limit{"pro": {floodgate.PerMinute(10)}},
+		TierOf: func(key string) string {
+			calls.Add(1)
+			if strings.HasSuffix(key, ":pro") {
+				return "pro"
+			}
+			return ""
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mustNew(t, httplimit.Config{Rules: []httplimit.Rule{{Limiter: lim, Key: httplimit.KeyByHeader("X-Plan", nil)}}}).Handler(ok)
+	rec := get(h, "/", client, "X-Plan", "pro")
+	if calls.Load() != 1 {
+		t.Errorf("TierOf ran %d times for one request, want 1", calls.Load())
+	}
+	if got := rec.Header().Get("RateLimit-Policy"); got != `"tiered";q=10;w=60` {
+		t.Errorf("RateLimit-Policy %q, want the pro tier's", got)
+	}
+}
+
+// TestSourceOnFailureResponses: with Headers.Source, fail-open and
+// fail-closed answers say so too.
+func TestSourceOnFailureResponses(t *testing.T) {
+	for _, tc := range []struct {
+		mode failover.Mode
+		code int
+	}{{failover.FailOpen, 200}, {failover.FailClosed, 503}} {
+		h := mustNew(t, httplimit.Config{Headers: httplimit.Headers{Source: true},
+			Rules: []httplimit.Rule{{Limiter: failoverLimiter(t, tc.mode)}}}).Handler(ok)
+		rec := get(h, "/", client)
+		if rec.Code != tc.code || rec.Header().Get("X-RateLimit-Source") != tc.mode.String() {
+			t.Errorf("%s: %d, X-RateLimit-Source %q; want %d and %q", tc.mode, rec.Code, rec.Header().Get("X-RateLimit-Source"), tc.code, tc.mode)
+		}
 	}
 }
