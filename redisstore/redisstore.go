@@ -206,11 +206,6 @@ const Source = "redis"
 // numbers cannot keep exactly.
 func (s *Store) ValidateLimit(l floodgate.Limit) error { return validateLimit(l) }
 
-// BoundedByContext reports true: every call waits for Redis in a select on
-// its context, so it returns as soon as the context is done. A
-// failover.Guard therefore calls the Store directly, on the caller's
-// goroutine, instead of on a goroutine of its own.
-func (s *Store) BoundedByContext() bool { return true }
 
 // maxExact is 2^52: a margin below 2^53, where Lua's numbers (doubles)
 // stop being exact integers.
