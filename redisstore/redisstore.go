@@ -206,7 +206,6 @@ const Source = "redis"
 // numbers cannot keep exactly.
 func (s *Store) ValidateLimit(l floodgate.Limit) error { return validateLimit(l) }
 
-
 // maxExact is 2^52: a margin below 2^53, where Lua's numbers (doubles)
 // stop being exact integers.
 const maxExact = 1 << 52
