@@ -37,11 +37,16 @@
 //
 // At microsecond resolution:
 //
-//   - GCRA and TokenBucket refill one unit every Period/Rate, computed as in
-//     the core (rounded down to the nanosecond) and rounded down again to
-//     the microsecond; intervals below 1µs are rejected. Where Period/Rate
-//     is not a whole number of microseconds (PerSecond(3)), Redis refills
-//     each unit up to 1µs sooner than the in-memory engine.
+//   - GCRA and TokenBucket refill one unit every Period/Rate rounded up to
+//     the microsecond, computed exactly from Period and Rate: rounding up
+//     never admits more than the limit's rate. A limit whose rounded
+//     interval is more than 1% longer than Period/Rate (PerSecond(600000):
+//     1.67µs becomes 2µs, 20% fewer admissions) is rejected; lower its
+//     rate, or choose one whose interval is a whole number of
+//     microseconds. Where Period/Rate is not a whole number of
+//     microseconds (PerSecond(3)), Redis refills each unit up to 1µs later
+//     than the in-memory engine, and its Remaining and RetryAfter may
+//     differ from it by as much.
 //   - Window periods (FixedWindow, SlidingWindow, SlidingLog) must be whole
 //     microseconds, and a SlidingWindow's Rate × Period (in µs) must stay
 //     below 2^52.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -218,11 +219,7 @@ const maxExact = 1 << 52
 func validateLimit(l floodgate.Limit) error {
 	switch l.Algorithm {
 	case floodgate.GCRA, floodgate.TokenBucket:
-		if intervalMicros(l) < 1 {
-			return fmt.Errorf("%w: %d per %s refills one unit every %s, below the redis engine's resolution of 1µs; use a longer period or a lower rate",
-				floodgate.ErrInvalidLimit, l.Rate, l.Period, l.Interval())
-		}
-		return nil
+		return validateGCRA(l)
 	}
 	if l.Period%time.Microsecond != 0 {
 		return fmt.Errorf("%w: %s windows must be whole microseconds for the redis engine, got %s; round the period",
@@ -235,6 +232,36 @@ func validateLimit(l floodgate.Limit) error {
 	if l.Algorithm == floodgate.SlidingWindow && (l.Rate+2) > maxExact/periodMicros(l) {
 		return fmt.Errorf("%w: sliding_window %d per %s: rate × period in µs exceeds 2^52, beyond exact arithmetic in redis's Lua; use a shorter period, a lower rate or gcra",
 			floodgate.ErrInvalidLimit, l.Rate, l.Period)
+	}
+	return nil
+}
+
+// maxIntervalError is how much longer than Period/Rate GCRA's interval,
+// rounded up to the microsecond, may be: 1%, that is, an effective rate at
+// most 1% below the configured one.
+const maxIntervalError = 100 // the interval may exceed Period/Rate by 1/maxIntervalError
+
+// validateGCRA rejects GCRA limits that microseconds cannot keep within
+// 1% of their rate, and those whose bucket spans more time than Lua's
+// numbers hold exactly.
+func validateGCRA(l floodgate.Limit) error {
+	iv := intervalMicros(l)
+	// The excess of the rounded interval over the exact one, times Rate:
+	// iv·1000·Rate − Period, in [0, 1000·Rate), as a 128-bit product.
+	hi, lo := bits.Mul64(uint64(iv)*1000, uint64(l.Rate))
+	excess, borrow := bits.Sub64(lo, uint64(l.Period), 0)
+	hi -= borrow
+	// Reject when excess/(Rate·…) > Period/(Rate·maxIntervalError), i.e.
+	// excess × maxIntervalError > Period.
+	eh, el := bits.Mul64(excess, maxIntervalError)
+	if hi != 0 || eh != 0 || el > uint64(l.Period) {
+		exact := float64(l.Period) / float64(l.Rate) / float64(time.Microsecond)
+		return fmt.Errorf("%w: %d per %s refills one unit every %.4gµs; the redis engine counts whole microseconds, and %dµs would cut the rate by more than 1%%; lower the rate (or raise the period) to a whole number of microseconds per unit",
+			floodgate.ErrInvalidLimit, l.Rate, l.Period, exact, iv)
+	}
+	if iv > maxExact/4/l.Capacity() {
+		return fmt.Errorf("%w: %s spans %d × %dµs, beyond exact arithmetic in redis's Lua; use a smaller burst or a higher rate",
+			floodgate.ErrInvalidLimit, l, l.Capacity(), iv)
 	}
 	return nil
 }

@@ -86,8 +86,10 @@ func TestValidateLimit(t *testing.T) {
 		ok   bool
 	}{
 		{"one per microsecond", floodgate.Limit{Rate: 1_000_000, Period: time.Second}, true},
-		{"below a microsecond", floodgate.Limit{Rate: 1_000_001, Period: time.Second}, false},
+		{"just below a microsecond", floodgate.Limit{Rate: 1_000_001, Period: time.Second}, true},
+		{"half a microsecond", floodgate.Limit{Rate: 2_000_000, Period: time.Second}, false},
 		{"interval not whole microseconds", floodgate.PerSecond(3), true},
+		{"interval rounded up by 20%", floodgate.PerSecond(600_000), false},
 		{"window of whole microseconds", floodgate.Limit{Rate: 5, Period: 1500 * time.Microsecond, Algorithm: floodgate.FixedWindow}, true},
 		{"window not whole microseconds", floodgate.Limit{Rate: 5, Period: 1500 * time.Nanosecond, Algorithm: floodgate.FixedWindow}, false},
 		{"sliding log not whole microseconds", floodgate.Limit{Rate: 5, Period: time.Second + 1, Algorithm: floodgate.SlidingLog}, false},

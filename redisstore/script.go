@@ -82,12 +82,21 @@ func ruleArgs(r *floodgate.Rule, atNs int64) (alg, a, capacity, span int64) {
 	}
 }
 
-// intervalMicros is GCRA's interval in whole microseconds: the core's
-// interval (Period/Rate rounded down to a nanosecond) rounded down again.
-// Rounding down keeps refills on time, as in the core; the interval is then
-// shorter than the core's by its sub-microsecond part.
+// intervalMicros is GCRA's interval in whole microseconds: Period/Rate
+// rounded up, computed exactly from Period and Rate. Rounding up never
+// admits more than the limit's rate; validateLimit rejects the limits for
+// which it would admit noticeably less.
 func intervalMicros(l floodgate.Limit) int64 {
-	return int64(l.Interval() / time.Microsecond)
+	if l.Rate <= 0 || l.Period <= 0 {
+		return 0
+	}
+	// ceil(P/(R·1000)) = ceil(ceil(P/R)/1000), without the product R·1000
+	// that could overflow.
+	ns := int64(l.Period) / l.Rate
+	if int64(l.Period)%l.Rate != 0 {
+		ns++
+	}
+	return (ns + 999) / 1000
 }
 
 func periodMicros(l floodgate.Limit) int64 { return int64(l.Period / time.Microsecond) }
