@@ -66,10 +66,14 @@
 //	<prefix>{<policy>:<set>:<key>}:<i><tag>
 //
 // for example floodgate:{api::user:42}:0g. The set is "" for a policy's
-// own limits, "override:<key>" or "tier:<name>"; in the policy and set
-// names, '%', ':', '{' and '}' are percent-encoded, so distinct policies,
-// sets and keys never share a key. The braces make a Redis Cluster hash tag:
-// every key of one decision lies in one slot, as a script call requires. The
+// own limits, "override:<key>" or "tier:<name>". In the policy and set
+// names, '%', ':', '{' and '}' are percent-encoded (upper-case hex, "%7D"
+// for '}'); in the client key, '%' and '}' are, so "a}b" is stored as
+// floodgate:{api::a%7Db}:0g. Distinct policies, sets and keys thus never
+// share a Redis key. The braces make a Redis Cluster hash tag that always
+// covers policy, set and whole client key: every key of one decision lies
+// in one slot, as a script call requires, and clients spread over the
+// slots whatever their keys hold (the prefix may hold no brace). The
 // tag names the algorithm's state, so a limit whose algorithm changes starts
 // afresh instead of misreading old state: g (GCRA and TokenBucket: the
 // theoretical arrival time, a string), f (FixedWindow: "<end> <count>"), s

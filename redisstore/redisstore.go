@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,8 @@ const (
 // Options configures a Store. The zero value is a good default.
 type Options struct {
 	// Prefix starts every key, so that several applications (or tests)
-	// can share one Redis. Empty means DefaultPrefix.
+	// can share one Redis. Empty means DefaultPrefix. It may not hold '{'
+	// or '}': the braces after it make each key's Redis Cluster hash tag.
 	Prefix string
 
 	// Clock pins the time for tests: when set, every script call takes its
@@ -143,6 +145,8 @@ func New(client redis.UniversalClient, o Options) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: Flushers %d is negative; use 0 for the default (%d)", o.Flushers, DefaultFlushers)
 	case o.MaxPending < 0:
 		return nil, fmt.Errorf("redisstore: MaxPending %d is negative; use 0 for the default (%d)", o.MaxPending, DefaultMaxPending)
+	case strings.ContainsAny(o.Prefix, "{}"):
+		return nil, fmt.Errorf("redisstore: Prefix %q holds a brace, which would change the Redis Cluster hash tag of every key; remove it", o.Prefix)
 	}
 	s := &Store{
 		client:     client,
