@@ -28,6 +28,10 @@ type request struct {
 	state atomic.Uint32
 	done  chan struct{} // capacity 1: finish never blocks
 
+	// timer bounds the wait of a caller whose context has no deadline
+	// (Options.Timeout); it stays with the request through the pool.
+	timer *time.Timer
+
 	err error
 	ds  [floodgate.MaxLimits]floodgate.Decision
 }
@@ -44,7 +48,11 @@ func (r *request) finish(err error) {
 	r.done <- struct{}{}
 }
 
-var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+var requestPool = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &request{done: make(chan struct{}, 1), timer: t}
+}}
 
 // release returns a completed request to the pool. Only a request whose
 // caller received its outcome is released: an abandoned one may still be
@@ -54,35 +62,39 @@ func (s *Store) release(r *request) {
 	requestPool.Put(r)
 }
 
-// do queues a request and waits until a flusher completes it or ctx ends.
+// do queues a request and waits until a flusher completes it, ctx ends or,
+// when ctx has no deadline, Options.Timeout passes.
 func (s *Store) do(ctx context.Context, op uint8, set *floodgate.LimitSet, key string, cost int64) (*request, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Op: opNames[op], Err: err}
 	}
 	r := requestPool.Get().(*request)
 	r.set, r.key, r.cost, r.op = set, key, cost, op
-	r.deadline, _ = ctx.Deadline()
+	var expired <-chan time.Time
+	deadline, ok := ctx.Deadline()
+	if !ok && s.timeout > 0 {
+		deadline = time.Now().Add(s.timeout)
+		r.timer.Reset(s.timeout)
+		expired = r.timer.C
+		defer r.timer.Stop()
+	}
+	r.deadline = deadline
 	r.state.Store(stateQueued)
 	if err := s.enqueue(r); err != nil {
 		s.release(r)
 		return nil, &Error{Op: opNames[op], Err: err}
 	}
-	if done := ctx.Done(); done != nil {
-		select {
-		case <-r.done:
-		case <-done:
-			if r.state.CompareAndSwap(stateQueued, stateAbandoned) {
-				s.abandoned.Add(1)
-				return nil, &Error{Op: opNames[op], Err: fmt.Errorf("gave up waiting to be sent to redis: %w", ctx.Err())}
-			}
-			select {
-			case <-r.done: // completed meanwhile: the answer stands
-			default:
-				return nil, &Error{Op: opNames[op], Err: fmt.Errorf("gave up waiting for redis's answer: %w", ctx.Err())}
-			}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		if err := s.giveUp(r, op, ctx.Err()); err != nil {
+			return nil, err
 		}
-	} else {
-		<-r.done
+	case <-expired:
+		cause := fmt.Errorf("Options.Timeout (%s) passed; check redis's health and latency, or give the call a context deadline: %w", s.timeout, context.DeadlineExceeded)
+		if err := s.giveUp(r, op, cause); err != nil {
+			return nil, err
+		}
 	}
 	if r.err != nil {
 		err := &Error{Op: opNames[op], Err: r.err}
@@ -90,6 +102,22 @@ func (s *Store) do(ctx context.Context, op uint8, set *floodgate.LimitSet, key s
 		return nil, err
 	}
 	return r, nil
+}
+
+// giveUp abandons r, whose caller stops waiting because of cause, and
+// returns the caller's error; or nil when r was completed meanwhile and its
+// answer stands.
+func (s *Store) giveUp(r *request, op uint8, cause error) error {
+	if r.state.CompareAndSwap(stateQueued, stateAbandoned) {
+		s.abandoned.Add(1)
+		return &Error{Op: opNames[op], Err: fmt.Errorf("gave up waiting to be sent to redis: %w", cause)}
+	}
+	select {
+	case <-r.done:
+		return nil
+	default:
+		return &Error{Op: opNames[op], Err: fmt.Errorf("gave up waiting for redis's answer: %w", cause)}
+	}
 }
 
 // enqueue appends r to the queue and wakes an idle flusher.
@@ -390,16 +418,28 @@ func isReply(err error) bool {
 
 func (s *Store) process(ctx context.Context, calls []*call) {
 	if len(calls) == 1 {
-		_ = s.client.Process(ctx, calls[0].cmd)
+		_ = s.client.Process(ctx, scriptCmd{calls[0].cmd})
 		return
 	}
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range calls {
-			_ = p.Process(ctx, c.cmd)
+			_ = p.Process(ctx, scriptCmd{c.cmd})
 		}
 		return nil
 	})
 }
+
+// A scriptCmd is a script call that go-redis must not send again after a
+// failure (its MaxRetries): a call whose reply was lost to a timeout or a
+// broken connection may have run, and running it again would charge its
+// decisions twice. go-redis still resends a command it knows it never
+// wrote. Marking the command, rather than asking for a client with
+// MaxRetries -1, keeps the user's client as it is for their other
+// commands.
+type scriptCmd struct{ *redis.Cmd }
+
+// NoRetry implements redis.Cmder.
+func (scriptCmd) NoRetry() bool { return true }
 
 // errBadReply reports a reply that does not match the script's layout:
 // Redis runs a different script under the same SHA-1, or a proxy altered

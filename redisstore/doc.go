@@ -2,7 +2,11 @@
 // so that every instance of a service sharing one Redis (standalone,
 // Sentinel or Cluster) enforces one limit together.
 //
-//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	client := redis.NewClient(&redis.Options{
+//		Addr: "localhost:6379",
+//		// Let deadlines cut short a round trip to a stalled Redis.
+//		ContextTimeoutEnabled: true,
+//	})
 //	store, err := redisstore.New(client, redisstore.Options{})
 //	...
 //	defer store.Close()
@@ -10,7 +14,17 @@
 //		Name:   "api",
 //		Limits: []floodgate.Limit{floodgate.PerSecond(10), floodgate.PerHour(1000)},
 //	})
+//	ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+//	defer cancel()
 //	res, err := lim.Allow(ctx, "user:42")
+//	if err != nil {
+//		// Redis is down or slow: fail open or closed here.
+//	}
+//
+// Every call is bounded in time: by its context's deadline or, for a
+// context without one, by Options.Timeout (DefaultTimeout). The Store
+// never lets go-redis resend a script call (see Failures), so a client's
+// MaxRetries cannot charge a decision twice.
 //
 // # Decisions
 //
@@ -115,14 +129,23 @@
 // closed, fall back to a local limiter) belong to the composition above the
 // engine, not here.
 //
-// The round trip of a batch uses the latest deadline of its callers.
-// go-redis applies context deadlines to network reads only with
-// redis.Options.ContextTimeoutEnabled; without it, a batch stuck on a Redis
-// that stopped answering waits for ReadTimeout, though its callers have
-// long returned. go-redis also retries a command after a network error
-// (MaxRetries); a retried script call that Redis had in fact run charges
-// its requests twice, which errs strict, never lenient (a client with
-// MaxRetries -1 fails them instead). In a Cluster, a call that fails
-// without a Redis reply makes the client reload its slot map, so that a
-// replica promoted after its master died is used within about a second.
+// A caller waits at most until its context's deadline or, without one,
+// Options.Timeout; then it gets an *Error wrapping
+// context.DeadlineExceeded. The round trip of a batch uses the latest
+// deadline of its callers. go-redis applies context deadlines to network
+// reads only with redis.Options.ContextTimeoutEnabled; without it, a batch
+// stuck on a Redis that stopped answering waits for ReadTimeout, though its
+// callers have long returned.
+//
+// go-redis retries a command after a network error or a timeout
+// (MaxRetries, 3 by default). For a script call that would be wrong: a call
+// whose reply was lost may have run, and running it again charges its
+// requests twice. The Store marks its script calls as not to be retried
+// (go-redis's per-command NoRetry), whatever the client's MaxRetries, which
+// still applies to the client's other commands: a failed call fails its
+// requests, and a request that failed this way may or may not have been
+// charged once (see Error). In a Cluster, MOVED and ASK redirections are
+// still followed, and a call that fails without a Redis reply makes the
+// client reload its slot map, so that a replica promoted after its master
+// died is used within about a second.
 package redisstore

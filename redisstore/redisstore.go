@@ -28,6 +28,9 @@ const (
 
 	// DefaultMaxPending is the most requests that may wait for a round trip.
 	DefaultMaxPending = 1 << 16
+
+	// DefaultTimeout bounds a request whose context has no deadline.
+	DefaultTimeout = time.Second
 )
 
 // Options configures a Store. The zero value is a good default.
@@ -61,6 +64,16 @@ type Options struct {
 	// waiting behind a Redis that does not keep up. 0 means
 	// DefaultMaxPending.
 	MaxPending int
+
+	// Timeout bounds a Decide, Refund or Reset whose context has no
+	// deadline: after it, the call fails with an *Error wrapping
+	// context.DeadlineExceeded, however the client is configured (a
+	// go-redis client left to its defaults waits up to 3s for a read, and
+	// an unreachable Redis would otherwise cost every request its dial
+	// attempts). A context with a deadline is used as it is, even when its
+	// deadline is later. 0 means DefaultTimeout; a negative Timeout lets
+	// calls without a deadline wait for Redis as long as the client does.
+	Timeout time.Duration
 }
 
 // Errors callers branch on with errors.Is. Every error a Store returns is
@@ -104,6 +117,7 @@ type Store struct {
 	group      groupMode
 	maxBatch   int
 	maxPending int
+	timeout    time.Duration // < 0: none
 
 	mu      sync.Mutex
 	wake    *sync.Cond // flushers wait on it for requests
@@ -155,6 +169,7 @@ func New(client redis.UniversalClient, o Options) (*Store, error) {
 		group:      groupModeOf(client),
 		maxBatch:   o.MaxBatch,
 		maxPending: o.MaxPending,
+		timeout:    o.Timeout,
 	}
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
@@ -164,6 +179,9 @@ func New(client redis.UniversalClient, o Options) (*Store, error) {
 	}
 	if s.maxPending == 0 {
 		s.maxPending = DefaultMaxPending
+	}
+	if s.timeout == 0 {
+		s.timeout = DefaultTimeout
 	}
 	flushers := o.Flushers
 	if flushers == 0 {

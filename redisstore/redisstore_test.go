@@ -423,10 +423,7 @@ func TestRedisDown(t *testing.T) {
 	if !errors.As(err, &se) || se.Op != "decide" || !errors.As(err, &ne) {
 		t.Errorf("error %v (%T): want a *redisstore.Error for decide wrapping a net.Error", err, err)
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("took %s to fail", d)
-	}
-	t.Logf("error: %v", err)
+	t.Logf("failed after %s: %v", time.Since(start), err)
 }
 
 // TestStalledRedisHonoursContext: when Redis does not answer, each caller
