@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -450,14 +452,21 @@ var errBadReply = errors.New("unexpected reply from the script; is a proxy betwe
 func (f *flusher) complete(c *call) {
 	vals, err := c.cmd.Slice()
 	if err == nil {
-		want := 0
+		// Check the layout (see scripts/prologue.lua) before handing out
+		// any answer.
+		o := 0
 		for _, r := range c.reqs {
-			if r.op == opDecide {
-				want += 4 * len(r.set.Rules)
+			switch _, failed := at(vals, o).(string); {
+			case failed:
+				o++
+			case r.op == opDecide:
+				o += 4 * len(r.set.Rules)
+			default:
+				o++
 			}
 		}
-		if len(vals) != want {
-			err = fmt.Errorf("%w (%d values, want %d)", errBadReply, len(vals), want)
+		if o != len(vals) {
+			err = fmt.Errorf("%w (%d values, want %d)", errBadReply, len(vals), o)
 		}
 	}
 	if err != nil {
@@ -468,18 +477,49 @@ func (f *flusher) complete(c *call) {
 	}
 	o := 0
 	for _, r := range c.reqs {
-		if r.op == opDecide {
-			for i := range r.set.Rules {
-				r.ds[i] = floodgate.Decision{
-					Allowed:    toInt(vals[o]) == 1,
-					Remaining:  toInt(vals[o+1]),
-					ResetAfter: time.Duration(toInt(vals[o+2])) * time.Microsecond,
-					RetryAfter: time.Duration(toInt(vals[o+3])) * time.Microsecond,
-				}
-				o += 4
+		if msg, failed := vals[o].(string); failed {
+			o++
+			r.finish(f.s.corrupt(r, msg))
+			continue
+		}
+		if r.op != opDecide {
+			o++
+			r.finish(nil)
+			continue
+		}
+		for i := range r.set.Rules {
+			r.ds[i] = floodgate.Decision{
+				Allowed:    toInt(vals[o]) == 1,
+				Remaining:  toInt(vals[o+1]),
+				ResetAfter: time.Duration(toInt(vals[o+2])) * time.Microsecond,
+				RetryAfter: time.Duration(toInt(vals[o+3])) * time.Microsecond,
 			}
+			o += 4
 		}
 		r.finish(nil)
+	}
+}
+
+// at returns vals[i], or nil past its end.
+func at(vals []any, i int) any {
+	if i < len(vals) {
+		return vals[i]
+	}
+	return nil
+}
+
+// corrupt turns the script's answer "<rule index> <problem>" for r into a
+// *CorruptStateError.
+func (s *Store) corrupt(r *request, msg string) error {
+	idx, problem, _ := strings.Cut(msg, " ")
+	i, err := strconv.Atoi(idx)
+	if err != nil || i < 0 || i >= len(r.set.Rules) || problem == "" {
+		return fmt.Errorf("%w (%q)", errBadReply, msg)
+	}
+	return &CorruptStateError{
+		Key:      Key(s.prefix, r.set, r.key, i),
+		Problem:  problem,
+		redacted: string(appendKey(nil, s.prefix, r.set, "…", i)),
 	}
 }
 

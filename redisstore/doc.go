@@ -125,9 +125,31 @@
 //
 // Every error is an *Error naming the operation and wrapping the cause: the
 // caller's context error, a network error or a Redis error reply from
-// go-redis, ErrOverloaded or ErrClosed. Failure policies (fail open, fail
-// closed, fall back to a local limiter) belong to the composition above the
-// engine, not here.
+// go-redis, ErrOverloaded, ErrClosed or ErrCorruptState. Failure policies
+// (fail open, fail closed, fall back to a local limiter) belong to the
+// composition above the engine, not here.
+//
+// # State floodgate did not write
+//
+// Another program may write under the prefix: a hash where a TAT belongs,
+// "1e300", "nan". The script checks every value it reads (type, integer
+// form, range: no instant further ahead of Redis's clock than two spans
+// of the limit plus a day for a clock that stepped back) before a request
+// writes anything, so each request writes all its keys or none. A request
+// that meets such a key fails, alone, with a *CorruptStateError
+// (errors.Is(err, ErrCorruptState)) that names the key and the problem;
+// the other requests of its batch are decided as usual, and nothing is
+// charged behind the error. Reading the key as empty instead would hide
+// the problem and overwrite the other program's data, and trusting it
+// would deny or admit the client on garbage; the error repeats, where an
+// operator sees it, until the key is deleted (Reset deletes it). A failure
+// policy should not take it for an outage: Redis answered.
+//
+// A script call that Redis aborts as a whole still fails every request of
+// the call, and may have applied those decided before the abort: Redis
+// does not roll a script back. That takes Redis itself failing mid-script,
+// such as a write refused for lack of memory under maxmemory-policy
+// noeviction.
 //
 // A caller waits at most until its context's deadline or, without one,
 // Options.Timeout; then it gets an *Error wrapping

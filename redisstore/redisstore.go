@@ -85,16 +85,53 @@ var (
 	// ErrOverloaded reports a request that found Options.MaxPending requests
 	// already waiting: Redis is too slow or unreachable.
 	ErrOverloaded = errors.New("too many requests waiting for redis (Options.MaxPending); check redis's health and latency")
+
+	// ErrCorruptState reports a request that found, under one of its keys,
+	// state floodgate did not write: a key of another type, a value that
+	// does not parse, or an instant out of the limit's reach. Only that
+	// request fails, and it has changed nothing in Redis; the other
+	// requests of its batch, and other clients, are decided as usual.
+	// Redis itself is working, so a failure policy should not count this
+	// error as an outage. errors.As finds the *CorruptStateError, which
+	// names the key.
+	ErrCorruptState = errors.New("redis holds state floodgate did not write")
 )
+
+// A CorruptStateError is a request that met, under one of its keys, state
+// floodgate did not write, typically another program's key under
+// Options.Prefix. floodgate neither reads such a key as empty (which would
+// overwrite the other program's data, and hide the problem) nor trusts it
+// (a TAT of "1e300" would deny the client forever): it fails the request,
+// every time, until the key is deleted. errors.Is(err, ErrCorruptState)
+// reports true for it.
+type CorruptStateError struct {
+	// Key is the Redis key, in full. It contains the client key, which
+	// Error leaves out so that logs do not carry it.
+	Key string
+	// Problem says what the key holds, e.g. "holds a hash, not a string".
+	Problem string
+
+	redacted string // Key with the client key elided
+}
+
+// Error names the key, the client key elided, and says what to do.
+func (e *CorruptStateError) Error() string {
+	return "redis key " + e.redacted + " " + e.Problem + "; floodgate did not write it: delete it (the Limiter's Reset for this client key, or DEL), and give floodgate an Options.Prefix that no other program writes under"
+}
+
+// Is reports whether target is ErrCorruptState.
+func (e *CorruptStateError) Is(target error) bool { return target == ErrCorruptState }
 
 // An Error is a request the Store could not complete. Err says why: a
 // context error (context.DeadlineExceeded, context.Canceled) when the
-// caller's context ended first, a network error (net.Error) or a Redis
-// error reply (redis.Error) from go-redis, ErrOverloaded or ErrClosed.
+// caller's context ended first or Options.Timeout passed, a network error
+// (net.Error) or a Redis error reply (redis.Error) from go-redis,
+// ErrOverloaded, ErrClosed, or a *CorruptStateError (ErrCorruptState).
 //
-// A decide or refund that failed may or may not have been applied: a
-// request whose context ended while its round trip was in flight has still
-// been decided (and, if allowed, charged) in Redis.
+// A decide or refund that failed with a *CorruptStateError, ErrOverloaded
+// or ErrClosed changed nothing. Any other may or may not have been applied:
+// a request whose wait ended while its round trip was in flight has still
+// been decided (and, if allowed, charged) in Redis, once.
 type Error struct {
 	// Op is "decide", "refund" or "reset".
 	Op string
