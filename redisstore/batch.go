@@ -60,6 +60,7 @@ var requestPool = sync.Pool{New: func() any {
 // caller received its outcome is released: an abandoned one may still be
 // referenced by the queue or a flusher, and is left to the collector.
 func (s *Store) release(r *request) {
+	r.timer.Stop()
 	r.set, r.key, r.err = nil, "", nil
 	requestPool.Put(r)
 }
@@ -78,7 +79,6 @@ func (s *Store) do(ctx context.Context, op uint8, set *floodgate.LimitSet, key s
 		deadline = time.Now().Add(s.timeout)
 		r.timer.Reset(s.timeout)
 		expired = r.timer.C
-		defer r.timer.Stop()
 	}
 	r.deadline = deadline
 	r.state.Store(stateQueued)
@@ -88,7 +88,9 @@ func (s *Store) do(ctx context.Context, op uint8, set *floodgate.LimitSet, key s
 	}
 	select {
 	case <-r.done:
+		r.timer.Stop()
 	case <-ctx.Done():
+		r.timer.Stop()
 		if err := s.giveUp(r, op, ctx.Err()); err != nil {
 			return nil, err
 		}

@@ -30,7 +30,7 @@ func TestCorruptKeyFailsOnlyItsDecision(t *testing.T) {
 	calls := countScripts(client)
 	s := newStore(t, client, Options{Clock: corruptClock, Prefix: "corrupt:"})
 	lim := newLimiter(t, s, "api", floodgate.PerHour(20))
-	victim := Key("corrupt:", lim.LimitsFor("victim"), "victim", 0)
+	victim := limKey("corrupt:", lim, "victim", 0)
 	if err := client.HSet(ctx, victim, "f", "v").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -150,8 +150,7 @@ func TestCorruptValues(t *testing.T) {
 				// charged although it admits.
 				name := c.limit.Algorithm.String() + v.name
 				lim := newLimiter(t, s, name, floodgate.PerHour(100), c.limit)
-				set := lim.LimitsFor("k")
-				first, bad := Key("values:", set, "k", 0), Key("values:", set, "k", 1)
+				first, bad := limKey("values:", lim, "k", 0), limKey("values:", lim, "k", 1)
 				if err := v.set(bad); err != nil {
 					t.Fatal(err)
 				}
@@ -187,8 +186,7 @@ func TestCorruptLogMember(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, client, Options{Clock: corruptClock, Prefix: "member:"})
 	lim := newLimiter(t, s, "log", floodgate.PerHour(100), floodgate.PerHour(3).WithAlgorithm(floodgate.SlidingLog))
-	set := lim.LimitsFor("k")
-	first, log := Key("member:", set, "k", 0), Key("member:", set, "k", 1)
+	first, log := limKey("member:", lim, "k", 0), limKey("member:", lim, "k", 1)
 	nowUs := float64(corruptClock.UnixNano() / 1e3)
 	if err := client.ZAdd(ctx, log,
 		redis.Z{Score: nowUs - 3e6, Member: "0000000000000001:1"},

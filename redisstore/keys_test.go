@@ -10,13 +10,21 @@ import (
 	"github.com/floodgate-go/floodgate/internal/testenv"
 )
 
-var keyTestLimits = []floodgate.Limit{floodgate.PerSecond(10), floodgate.PerMinute(100).WithAlgorithm(floodgate.SlidingLog)}
+var (
+	keyTestLimits = []floodgate.Limit{floodgate.PerSecond(10), floodgate.PerMinute(100).WithAlgorithm(floodgate.SlidingLog)}
+	keyTestTags   = []byte{'g', 'l'}
+)
+
+// keyTestSet compiles keyTestLimits into the set a Store receives.
+func keyTestSet(policy, name string) (*floodgate.LimitSet, error) {
+	return floodgate.NewLimitSet(policy, name, keyTestLimits)
+}
 
 // TestKeysStartingWithBraceSpread: keys a client chooses spread over the
 // Cluster's slots whatever they start with, so no client can pile its
 // load onto one node by sending keys that end the hash tag early.
 func TestKeysStartingWithBraceSpread(t *testing.T) {
-	set, err := floodgate.NewLimitSet("api", "", keyTestLimits)
+	set, err := keyTestSet("api", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,17 +121,17 @@ func FuzzKey(f *testing.F) {
 		f.Add(s[0], s[1], s[2], uint8(1))
 	}
 	f.Fuzz(func(t *testing.T, policy, name, key string, i uint8) {
-		set, err := floodgate.NewLimitSet(policy, name, keyTestLimits)
+		set, err := keyTestSet(policy, name)
 		if err != nil {
 			t.Skip()
 		}
-		idx := int(i) % len(set.Rules)
+		idx := int(i) % len(keyTestLimits)
 		k := Key(DefaultPrefix, set, key, idx)
 		p, n, kk, j, tag, err := parseKey(DefaultPrefix, k)
 		if err != nil {
 			t.Fatalf("Key(%q, %q, %q, %d) = %q: %v", policy, name, key, idx, k, err)
 		}
-		if p != policy || n != name || kk != key || j != idx || tag != keyTags[set.Rules[idx].Algorithm] {
+		if p != policy || n != name || kk != key || j != idx || tag != keyTestTags[idx] {
 			t.Fatalf("Key(%q, %q, %q, %d) = %q parses as (%q, %q, %q, %d)", policy, name, key, idx, k, p, n, kk, j)
 		}
 		inner := k[len(DefaultPrefix)+1 : strings.LastIndexByte(k, '}')]
