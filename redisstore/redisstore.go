@@ -295,27 +295,27 @@ func validateLimit(l floodgate.Limit) error {
 	return nil
 }
 
-// maxIntervalError is how much longer than Period/Rate GCRA's interval,
-// rounded up to the microsecond, may be: 1%, that is, an effective rate at
-// most 1% below the configured one.
-const maxIntervalError = 100 // the interval may exceed Period/Rate by 1/maxIntervalError
+// maxRounding bounds the rounding of GCRA's interval: in whole
+// microseconds it may exceed Period/Rate by at most 1/maxRounding of it
+// (1%), so that the rate Redis keeps is at most 1% below the configured one.
+const maxRounding = 100
 
 // validateGCRA rejects GCRA limits that microseconds cannot keep within
 // 1% of their rate, and those whose bucket spans more time than Lua's
 // numbers hold exactly.
 func validateGCRA(l floodgate.Limit) error {
 	iv := intervalMicros(l)
-	// The excess of the rounded interval over the exact one, times Rate:
-	// iv·1000·Rate − Period, in [0, 1000·Rate), as a 128-bit product.
+	// The rounded interval exceeds Period/Rate by excess/Rate ns, where
+	// excess = iv·1000·Rate − Period lies in [0, 1000·Rate); computed in
+	// 128 bits. Reject when excess/Rate > (Period/Rate)/maxRounding, that
+	// is, when excess × maxRounding > Period.
 	hi, lo := bits.Mul64(uint64(iv)*1000, uint64(l.Rate))
 	excess, borrow := bits.Sub64(lo, uint64(l.Period), 0)
 	hi -= borrow
-	// Reject when excess/(Rate·…) > Period/(Rate·maxIntervalError), i.e.
-	// excess × maxIntervalError > Period.
-	eh, el := bits.Mul64(excess, maxIntervalError)
+	eh, el := bits.Mul64(excess, maxRounding)
 	if hi != 0 || eh != 0 || el > uint64(l.Period) {
 		exact := float64(l.Period) / float64(l.Rate) / float64(time.Microsecond)
-		return fmt.Errorf("%w: %d per %s refills one unit every %.4gµs; the redis engine counts whole microseconds, and %dµs would cut the rate by more than 1%%; lower the rate (or raise the period) to a whole number of microseconds per unit",
+		return fmt.Errorf("%w: %d per %s refills one unit every %.4gµs; the redis engine counts whole microseconds, and %dµs would cut the rate by more than 1%%; lower the rate (or lengthen the period) to a whole number of microseconds per unit",
 			floodgate.ErrInvalidLimit, l.Rate, l.Period, exact, iv)
 	}
 	if iv > maxExact/4/l.Capacity() {
