@@ -113,13 +113,14 @@ func TestNoRetryAfterTimeout(t *testing.T) {
 	if err := <-slept; err != nil {
 		t.Fatal(err)
 	}
-	// Redis ran the request it read once it woke, and only that one.
+	// Redis ran the request it read once it woke (or, had it seen the
+	// connection close first, none): never more than once.
 	res, err := lim.AllowN(context.Background(), "k", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Remaining != 9 {
-		t.Errorf("%d remaining after one decision, want 9: the script ran %d times", res.Remaining, 10-res.Remaining)
+	if res.Remaining < 9 {
+		t.Errorf("%d remaining after one decision, want 9 or 10: the script ran %d times", res.Remaining, 10-res.Remaining)
 	}
 }
 
