@@ -143,7 +143,11 @@
 // the problem and overwrite the other program's data, and trusting it
 // would deny or admit the client on garbage; the error repeats, where an
 // operator sees it, until the key is deleted (Reset deletes it). A failure
-// policy should not take it for an outage: Redis answered.
+// policy should not take it for an outage: Redis answered. The reach
+// allows for reloads that shorten a limit by up to a day; one that cuts a
+// span longer than that (a weekly GCRA limit made hourly) can leave a
+// client in debt beyond it, and that client's requests fail the same way
+// until its key expires or is reset.
 //
 // A script call that Redis aborts as a whole still fails every request of
 // the call, and may have applied those decided before the abort: Redis
