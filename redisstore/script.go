@@ -83,8 +83,9 @@ func ruleArgs(r *algo.Transition, atNs int64) (alg, a, capacity, span int64) {
 }
 
 // intervalMicros is GCRA's interval in whole microseconds, Redis's tick:
-// Period/Rate rounded up, so Redis never admits more than the rate. It is 0
-// for a limit the tick cannot keep within 1% (ValidateLimit rejects those).
+// Period/Rate rounded up (algo.Interval), so Redis never admits more than
+// the rate. It is 0 for a limit the tick cannot keep within 1%, which
+// ValidateLimit rejects.
 func intervalMicros(l algo.Spec) int64 {
 	iv, err := algo.Interval(l, time.Microsecond)
 	if err != nil {
