@@ -80,9 +80,16 @@ type PostgresServer struct {
 
 // Postgres initializes a fresh PostgreSQL cluster (initdb, UTF8, C locale)
 // and starts it on a free 127.0.0.1 port, waiting until it accepts
-// connections. Durability is off (fsync, synchronous_commit,
-// full_page_writes) because test data need not survive a power cut, and
-// this makes writes fast. See the package doc for running as root.
+// connections. See the package doc for running as root.
+//
+// fsync and full_page_writes are off: test data need not survive an OS crash
+// or a power cut, and skipping the disk flushes makes writes fast. Every
+// committed transaction still survives Kill, a crash of the server alone:
+// synchronous_commit stays on, so a commit is acknowledged only once its WAL
+// is written to the kernel, where it outlives the server's processes. (With
+// fsync off, that costs a write system call per commit, not a disk flush;
+// synchronous_commit=off would acknowledge commits still held in the
+// server's memory, and Kill would lose those of the last wal_writer_delay.)
 func Postgres(t testing.TB) *PostgresServer {
 	t.Helper()
 	binDir := postgresBinDir(t)
@@ -263,7 +270,6 @@ func (s *PostgresServer) start() error {
 		"-k", filepath.Join(s.Dir, "sock"),
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off",
 		"-c", "logging_collector=off",
 	}
@@ -303,8 +309,10 @@ func (s *PostgresServer) kill() {
 }
 
 // Kill shuts the server down immediately (SIGQUIT, as pg_ctl stop -m
-// immediate): clients lose their sessions, and the next start runs crash
-// recovery.
+// immediate): clients lose their sessions and nothing is flushed, as in a
+// crash, and the next start runs crash recovery. Every transaction whose
+// commit was acknowledged before Kill is there after Restart, unless its
+// session turned synchronous_commit off.
 func (s *PostgresServer) Kill() {
 	s.kill()
 }
