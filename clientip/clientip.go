@@ -260,7 +260,7 @@ func parseTrusted(s string) (netip.Prefix, error) {
 
 // foldPrefix reads a trusted prefix of IPv4 addresses written in IPv6
 // ("::ffff:10.0.0.0/104", "64:ff9b::10.0.0.0/104") as the IPv4 prefix
-// ("10.0.0.0/8"): addresses are normalized before they are compared, so the
+// ("10.0.0.0/8"): addresses are normalised before they are compared, so the
 // IPv6 form would never match. A prefix that would hold both addresses that
 // fold and addresses that do not ("::/96" holds ::1 and ::192.0.2.1) is
 // rejected, as no single prefix can say what it means.
@@ -285,9 +285,9 @@ func foldPrefix(p netip.Prefix) (netip.Prefix, error) {
 
 // ClientIP returns the client's full address, normalised as described on
 // Resolver (without port or zone, IPv4 written in IPv6 folded to IPv4). It
-// is meant for logs; use Key to
-// limit. It returns the zero netip.Addr (IsValid reports false) when the
-// address cannot be determined, that is, when Key would return UnknownKey.
+// is meant for logs; use Key to limit. It returns the zero netip.Addr
+// (IsValid reports false) when the address cannot be determined, that is,
+// when Key would return UnknownKey.
 func (r *Resolver) ClientIP(req *http.Request) netip.Addr {
 	a, _ := r.resolve(req)
 	return a

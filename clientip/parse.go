@@ -22,9 +22,9 @@ const maxElementLen = 512
 //     client. Unfolded, every IPv4 client on the internet would share the
 //     key 64:ff9b::/64;
 //   - IPv4-compatible, ::a.b.c.d (deprecated by RFC 4291 but still written by
-//     some proxies), when a is not in 0.0.0.0/8. That exception keeps the
-//     unspecified address :: and the loopback ::1, which share the form, and
-//     the rest of ::/104, IPv6 addresses: 0.0.0.0/8 is no host's source
+//     some proxies), when a.b.c.d is not in 0.0.0.0/8. That exception keeps
+//     the unspecified address :: and the loopback ::1, which share the form,
+//     and the rest of ::/104 IPv6 addresses: 0.0.0.0/8 is no host's source
 //     address.
 //
 // Other translation prefixes (RFC 8215's 64:ff9b:1::/48, an operator's own)
@@ -83,7 +83,7 @@ func parsePeer(s string) (netip.Addr, string) {
 // parseHop reads one address as proxies write it: "192.0.2.1",
 // "192.0.2.1:8080", "2001:db8::1", "[2001:db8::1]", "[2001:db8::1]:8080",
 // "fe80::1%eth0", surrounded by optional spaces or tabs. The result is
-// normalized.
+// normalised.
 func parseHop(s string) (netip.Addr, bool) {
 	s = trimOWS(s)
 	if s == "" {
