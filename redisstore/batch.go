@@ -8,16 +8,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate-go/floodgate/algo"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/floodgate-go/floodgate"
 )
 
 // A request is one call of Decide, Refund or Reset on its way through the
 // queue. The caller fills it and waits on done; a flusher takes it, sends
 // it, fills the answer and signals done.
 type request struct {
-	set      *floodgate.LimitSet
+	set      *algo.Set
 	key      string
 	cost     int64
 	op       uint8
@@ -29,7 +28,7 @@ type request struct {
 	done  chan struct{} // capacity 1: finish never blocks
 
 	err error
-	ds  [floodgate.MaxLimits]floodgate.Decision
+	ds  [algo.MaxTransitions]algo.Decision
 }
 
 const (
@@ -55,7 +54,7 @@ func (s *Store) release(r *request) {
 }
 
 // do queues a request and waits until a flusher completes it or ctx ends.
-func (s *Store) do(ctx context.Context, op uint8, set *floodgate.LimitSet, key string, cost int64) (*request, error) {
+func (s *Store) do(ctx context.Context, op uint8, set *algo.Set, key string, cost int64) (*request, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Op: opNames[op], Err: err}
 	}
@@ -195,8 +194,8 @@ type flusher struct {
 	calls []*call
 	slots map[int]int    // slot → index in calls (groupSlot)
 	tags  map[string]int // hash tag → index in calls (groupTag)
-	sets  map[*floodgate.LimitSet]int
-	order []*floodgate.LimitSet
+	sets  map[*algo.Set]int
+	order []*algo.Set
 	buf   []byte
 	ends  []int
 }
@@ -209,7 +208,7 @@ type call struct {
 
 func (s *Store) flush() {
 	defer s.flushers.Done()
-	f := &flusher{s: s, slots: map[int]int{}, tags: map[string]int{}, sets: map[*floodgate.LimitSet]int{}}
+	f := &flusher{s: s, slots: map[int]int{}, tags: map[string]int{}, sets: map[*algo.Set]int{}}
 	for {
 		batch, ok := s.take(f.batch[:0])
 		if !ok {
@@ -319,7 +318,7 @@ func (f *flusher) args(reqs []*request, now any, zoneAt int64) []any {
 			f.order = append(f.order, r.set)
 			f.sets[r.set] = len(f.order)
 		}
-		for i := range r.set.Rules {
+		for i := range r.set.Len() {
 			f.buf = appendKey(f.buf, s.prefix, r.set, r.key, i)
 			f.ends = append(f.ends, len(f.buf))
 		}
@@ -327,7 +326,7 @@ func (f *flusher) args(reqs []*request, now any, zoneAt int64) []any {
 	nkeys := len(f.ends)
 	size := 3 + nkeys + 2 + 3*len(reqs)
 	for _, set := range f.order {
-		size += 1 + 4*len(set.Rules)
+		size += 1 + 4*set.Len()
 	}
 	args := make([]any, 0, size)
 	args = append(args, "evalsha", batchScript.sha, nkeys)
@@ -339,9 +338,9 @@ func (f *flusher) args(reqs []*request, now any, zoneAt int64) []any {
 	}
 	args = append(args, now, len(f.order))
 	for _, set := range f.order {
-		args = append(args, len(set.Rules))
-		for i := range set.Rules {
-			alg, a, c, span := ruleArgs(&set.Rules[i], zoneAt)
+		args = append(args, set.Len())
+		for i := range set.Len() {
+			alg, a, c, span := ruleArgs(set.At(i), zoneAt)
 			args = append(args, alg, a, c, span)
 		}
 	}
@@ -413,7 +412,7 @@ func (f *flusher) complete(c *call) {
 		want := 0
 		for _, r := range c.reqs {
 			if r.op == opDecide {
-				want += 4 * len(r.set.Rules)
+				want += 4 * r.set.Len()
 			}
 		}
 		if len(vals) != want {
@@ -429,8 +428,8 @@ func (f *flusher) complete(c *call) {
 	o := 0
 	for _, r := range c.reqs {
 		if r.op == opDecide {
-			for i := range r.set.Rules {
-				r.ds[i] = floodgate.Decision{
+			for i := range r.set.Len() {
+				r.ds[i] = algo.Decision{
 					Allowed:    toInt(vals[o]) == 1,
 					Remaining:  toInt(vals[o+1]),
 					ResetAfter: time.Duration(toInt(vals[o+2])) * time.Microsecond,

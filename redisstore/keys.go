@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 )
 
 // appendKey appends the Redis key of rule i of set for key to b:
@@ -14,24 +14,24 @@ import (
 // The policy and set names are escaped (see escapeName) so that the first
 // colon after the brace ends the policy and the second ends the set name:
 // distinct (policy, set, key) triples give distinct keys.
-func appendKey(b []byte, prefix string, set *floodgate.LimitSet, key string, i int) []byte {
+func appendKey(b []byte, prefix string, set *algo.Set, key string, i int) []byte {
 	b = append(b, prefix...)
 	b = append(b, '{')
-	b = appendEscaped(b, set.Policy)
+	b = appendEscaped(b, set.Policy())
 	b = append(b, ':')
-	b = appendEscaped(b, set.Name)
+	b = appendEscaped(b, set.Name())
 	b = append(b, ':')
 	b = append(b, key...)
 	b = append(b, '}', ':')
 	b = strconv.AppendInt(b, int64(i), 10)
-	return append(b, keyTags[set.Rules[i].Algorithm])
+	return append(b, keyTags[set.At(i).Kind()])
 }
 
 // Key returns the Redis key that holds the state of limit i (from 0, in the
 // order of set.Rules) of set for key under prefix. Operators use it to find
 // or inspect a client's state; key must already be normalised
 // (floodgate.NormalizeKey), as the Limiter passes it to the Store.
-func Key(prefix string, set *floodgate.LimitSet, key string, i int) string {
+func Key(prefix string, set *algo.Set, key string, i int) string {
 	return string(appendKey(nil, prefix, set, key, i))
 }
 

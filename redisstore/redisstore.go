@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 )
 
 // Defaults for Options' zero values.
@@ -118,10 +119,7 @@ type Store struct {
 	flushers sync.WaitGroup
 }
 
-var (
-	_ floodgate.Store          = (*Store)(nil)
-	_ floodgate.LimitValidator = (*Store)(nil)
-)
+var _ floodgate.Store = (*Store)(nil)
 
 // New returns a Store over client: a *redis.Client (standalone or
 // Sentinel's failover client), a *redis.ClusterClient, or any other
@@ -200,27 +198,23 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// ValidateLimit implements floodgate.LimitValidator: it rejects, when the
+// Source is the Source of the decisions a Store makes.
+const Source = "redis"
+
+// ValidateLimit implements floodgate.Store: it rejects, when the
 // Limiter is built, limits that Redis's microsecond clock and Lua's
 // numbers cannot keep exactly.
 func (s *Store) ValidateLimit(l floodgate.Limit) error { return validateLimit(l) }
-
-// BoundedByContext reports true: every call waits for Redis in a select on
-// its context, so it returns as soon as the context is done. A
-// failover.Guard therefore calls the Store directly, on the caller's
-// goroutine, instead of on a goroutine of its own.
-func (s *Store) BoundedByContext() bool { return true }
 
 // maxExact is 2^52: a margin below 2^53, where Lua's numbers (doubles)
 // stop being exact integers.
 const maxExact = 1 << 52
 
 func validateLimit(l floodgate.Limit) error {
-	switch l.Algorithm {
-	case floodgate.GCRA, floodgate.TokenBucket:
-		if intervalMicros(l) < 1 {
-			return fmt.Errorf("%w: %d per %s refills one unit every %s, below the redis engine's resolution of 1µs; use a longer period or a lower rate",
-				floodgate.ErrInvalidLimit, l.Rate, l.Period, l.Interval())
+	switch l.Spec().Kind {
+	case algo.GCRA:
+		if _, err := algo.Interval(l.Spec(), time.Microsecond); err != nil {
+			return fmt.Errorf("the redis engine keeps time in microseconds: %w", err)
 		}
 		return nil
 	}
@@ -232,7 +226,7 @@ func validateLimit(l floodgate.Limit) error {
 		return fmt.Errorf("%w: %s rate %d exceeds 2^52, beyond exact arithmetic in redis's Lua; use a lower rate",
 			floodgate.ErrInvalidLimit, l.Algorithm, l.Rate)
 	}
-	if l.Algorithm == floodgate.SlidingWindow && (l.Rate+2) > maxExact/periodMicros(l) {
+	if l.Algorithm == floodgate.SlidingWindow && (l.Rate+2) > maxExact/periodMicros(l.Spec()) {
 		return fmt.Errorf("%w: sliding_window %d per %s: rate × period in µs exceeds 2^52, beyond exact arithmetic in redis's Lua; use a shorter period, a lower rate or gcra",
 			floodgate.ErrInvalidLimit, l.Rate, l.Period)
 	}
@@ -241,18 +235,18 @@ func validateLimit(l floodgate.Limit) error {
 
 // Decide implements floodgate.Store: one atomic script call decides every
 // limit of set, batched with concurrent requests.
-func (s *Store) Decide(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
 	r, err := s.do(ctx, opDecide, set, key, cost)
 	if err != nil {
-		return floodgate.Result{}, err
+		return algo.Verdict{}, err
 	}
-	res := set.Combine(r.ds[:len(set.Rules)], floodgate.SourceRedis)
+	res := set.Combine(r.ds[:set.Len()], Source)
 	s.release(r)
 	return res, nil
 }
 
 // Refund implements floodgate.Store.
-func (s *Store) Refund(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) error {
+func (s *Store) Refund(ctx context.Context, set *algo.Set, key string, cost int64) error {
 	r, err := s.do(ctx, opRefund, set, key, cost)
 	if err != nil {
 		return err
@@ -263,7 +257,7 @@ func (s *Store) Refund(ctx context.Context, set *floodgate.LimitSet, key string,
 
 // Reset implements floodgate.Store: it deletes key's state under every
 // limit of set.
-func (s *Store) Reset(ctx context.Context, set *floodgate.LimitSet, key string) error {
+func (s *Store) Reset(ctx context.Context, set *algo.Set, key string) error {
 	r, err := s.do(ctx, opReset, set, key, 0)
 	if err != nil {
 		return err
