@@ -79,8 +79,9 @@ type Options struct {
 // Errors callers branch on with errors.Is. Every error a Store returns is
 // an *Error that names the operation.
 var (
-	// ErrClosed reports a request to a Store after Close.
-	ErrClosed = errors.New("store is closed; create a new one with redisstore.New")
+	// ErrClosed reports a request to a Store after Close. It is
+	// floodgate.ErrClosed, which failure modes never absorb.
+	ErrClosed = floodgate.ErrClosed
 
 	// ErrOverloaded reports a request that found Options.MaxPending requests
 	// already waiting: Redis is too slow or unreachable.
@@ -91,10 +92,10 @@ var (
 	// does not parse, or an instant out of the limit's reach. Only that
 	// request fails, and it has changed nothing in Redis; the other
 	// requests of its batch, and other clients, are decided as usual.
-	// Redis itself is working, so a failure policy should not count this
-	// error as an outage. errors.As finds the *CorruptStateError, which
-	// names the key.
-	ErrCorruptState = errors.New("redis holds state floodgate did not write")
+	// Redis itself is working, so failure modes (package failover, hybrid)
+	// do not count it as an outage: it is floodgate.ErrCorruptState.
+	// errors.As finds the *CorruptStateError, which names the key.
+	ErrCorruptState = floodgate.ErrCorruptState
 )
 
 // A CorruptStateError is a request that met, under one of its keys, state
