@@ -3,6 +3,7 @@ package floodgatetest
 import (
 	"strings"
 	"time"
+	_ "time/tzdata" // the cases use real zones, whatever the machine has
 
 	fg "github.com/floodgate-go/floodgate"
 )
@@ -37,6 +38,10 @@ func Cases() []Case {
 		return ""
 	}
 	ist := time.FixedZone("IST", 5*3600+1800) // UTC+5:30: hours and days start at :30 UTC
+	newYork, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		panic("floodgatetest: " + err.Error()) // time/tzdata is embedded; this cannot fail
+	}
 
 	return []Case{
 		{
@@ -221,6 +226,25 @@ func Cases() []Case {
 				{Cost: 1, Want: allow(0, 18*time.Hour+30*time.Minute)},
 				{Cost: 1, Want: deny(0, 18*time.Hour+30*time.Minute, 18*time.Hour+30*time.Minute)},
 				{Advance: 18*time.Hour + 30*time.Minute, Cost: 1, Want: allow(1, 24*time.Hour)},
+			},
+		},
+		{
+			// Days have 25 and 23 hours across New York's daylight-saving
+			// changes (2026-11-01 and 2027-03-14); a day window still
+			// ends at the next local midnight, never an hour off.
+			Name:     "fixed window of calendar days across daylight saving",
+			Policies: one("dst", fg.PerDay(3).AlignedTo(newYork)),
+			Steps: []Step{
+				// 2026-11-01 00:30 EDT (04:30 UTC); the day ends at 05:00 UTC the next day.
+				{Advance: time.Date(2026, 11, 1, 4, 30, 0, 0, time.UTC).Sub(Start), Cost: 3, Want: allow(0, 24*time.Hour+30*time.Minute)},
+				// 23:00 EST the same local day: still denied, for one more hour.
+				{Advance: 23*time.Hour + 30*time.Minute, Cost: 1, Want: deny(0, time.Hour, time.Hour)},
+				{Advance: time.Hour, Cost: 1, Want: allow(2, 24*time.Hour)},
+				// 2027-03-14 00:30 EST (05:30 UTC); the 23-hour day ends at 04:00 UTC the next day.
+				{Advance: time.Date(2027, 3, 14, 5, 30, 0, 0, time.UTC).Sub(time.Date(2026, 11, 2, 5, 0, 0, 0, time.UTC)), Cost: 3, Want: allow(0, 22*time.Hour+30*time.Minute)},
+				{Advance: 22*time.Hour + 30*time.Minute - us, Cost: 1, Want: deny(0, us, us)},
+				// Local midnight of the new day: not an hour later.
+				{Advance: us, Cost: 1, Want: allow(2, 24*time.Hour)},
 			},
 		},
 		{

@@ -372,8 +372,7 @@ func (f *flusher) args(reqs []*request, now any, zoneAt int64) []any {
 	for _, set := range f.order {
 		args = append(args, set.Len())
 		for i := range set.Len() {
-			alg, a, c, span := ruleArgs(set.At(i), zoneAt)
-			args = append(args, alg, a, c, span)
+			args = appendRuleArgs(args, set.At(i), zoneAt)
 		}
 	}
 	for _, r := range reqs {

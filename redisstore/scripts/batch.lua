@@ -1,6 +1,6 @@
 -- The driver: parse the sets, then run the requests in arrival order.
 
-local GCRA, FIXED, SLIDING, LOG = 1, 2, 3, 4
+local GCRA, FIXED, SLIDING, LOG, CALENDAR = 1, 2, 3, 4, 5
 
 local sets = {}
 local i = 3
@@ -11,6 +11,12 @@ for s = 1, tonumber(ARGV[2]) do
   for r = 1, nrules do
     rules[r] = { tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]) }
     i = i + 4
+    if rules[r][1] == CALENDAR then
+      -- A fixed window of calendar days: two more bounds follow (see
+      -- fixedwindow.lua). It is a fixed window in every other respect.
+      rules[r][1], rules[r][5], rules[r][6] = FIXED, tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+      i = i + 2
+    end
   end
   sets[s] = rules
 end
