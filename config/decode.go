@@ -236,6 +236,10 @@ func (d *decoder) scalar(n ast.Node, path string) (string, bool) {
 	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode, *ast.InfinityNode, *ast.NanNode:
 		s = n.GetToken().Value
 	case *ast.MappingNode, *ast.MappingValueNode:
+		if text, ok := d.colonScalar(n); ok {
+			s = text
+			break
+		}
 		d.errorf(n, path, "expected a single value, found a mapping")
 		return "", false
 	case *ast.SequenceNode:
@@ -670,4 +674,37 @@ func parentEnd(path string) int {
 		}
 	}
 	return strings.LastIndexAny(path, ".[")
+}
+
+// colonScalar recognises a value such as 127.0.0.1:6379 or header:X-Key
+// that the parser, inside a flow collection ([a:b]), read as a one-pair
+// mapping: the key, a colon and the value written without any space. A
+// mapping written as one (a: b) is still a mapping.
+func (d *decoder) colonScalar(n ast.Node) (string, bool) {
+	var mv *ast.MappingValueNode
+	switch t := n.(type) {
+	case *ast.MappingValueNode:
+		mv = t
+	case *ast.MappingNode:
+		if len(t.Values) != 1 {
+			return "", false
+		}
+		mv = t.Values[0]
+	}
+	if mv == nil || mv.Key == nil || mv.Value == nil {
+		return "", false
+	}
+	kt, vt := mv.Key.GetToken(), mv.Value.GetToken()
+	if kt == nil || vt == nil || kt.Position == nil || vt.Position == nil {
+		return "", false
+	}
+	switch mv.Value.(type) {
+	case *ast.StringNode, *ast.IntegerNode, *ast.FloatNode:
+	default:
+		return "", false
+	}
+	if kt.Position.Line != vt.Position.Line || kt.Position.Column+len(kt.Value)+1 != vt.Position.Column {
+		return "", false
+	}
+	return kt.Value + ":" + vt.Value, true
 }

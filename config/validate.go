@@ -140,10 +140,6 @@ func (k *checker) checkStorage() {
 	}
 	f := &s.Failure
 	switch s.Engine {
-	case EngineMemory:
-		if k.has("storage.failure") {
-			k.errf("storage.failure", "applies to the redis and hybrid engines only; the memory engine cannot fail this way")
-		}
 	case EngineRedis:
 		if !k.has("storage.failure.mode") {
 			k.errf("storage.failure", "storage.failure.mode is required with the redis engine: fail_open (allow when Redis is down), fail_closed (answer 503) or fallback_local (limit per instance)")

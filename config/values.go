@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -219,7 +218,7 @@ func ParseKeyPart(s string) (KeyPart, error) {
 		if !validHeaderName(arg) {
 			return KeyPart{}, fmt.Errorf("key %q: %q is not a valid header name", s, arg)
 		}
-		return KeyPart{Source: KeySource(strings.ToLower(src)), Header: textproto.CanonicalMIMEHeaderKey(arg)}, nil
+		return KeyPart{Source: KeySource(strings.ToLower(src)), Header: arg}, nil
 	}
 	want := []string{"ip", "header:NAME", "user:NAME", "route", "global"}
 	if sg := suggest(src, []string{"ip", "header", "user", "route", "global"}); sg != "" {
@@ -250,20 +249,6 @@ func (k *Key) decodeNode(d *decoder, n ast.Node, path string) {
 	if seq, ok := n.(*ast.SequenceNode); ok {
 		for i, e := range seq.Values {
 			e = d.resolve(e)
-			// In a flow list, [ip, header:X-API-Key] reads header:X-API-Key
-			// as a one-pair mapping; it means the source.
-			if mv, ok := e.(*ast.MappingValueNode); ok && mv.Value != nil {
-				if _, scalar := d.resolve(mv.Value).(*ast.StringNode); scalar {
-					parts = append(parts, keyText(mv.Key)+":"+d.resolve(mv.Value).(*ast.StringNode).Value)
-					continue
-				}
-			}
-			if mn, ok := e.(*ast.MappingNode); ok && len(mn.Values) == 1 && mn.Values[0].Value != nil {
-				if sn, scalar := d.resolve(mn.Values[0].Value).(*ast.StringNode); scalar {
-					parts = append(parts, keyText(mn.Values[0].Key)+":"+sn.Value)
-					continue
-				}
-			}
 			if s, ok := d.scalar(e, fmt.Sprintf("%s[%d]", path, i)); ok {
 				parts = append(parts, s)
 			}
@@ -350,7 +335,6 @@ func (c *Cost) UnmarshalText(b []byte) error {
 		if !validHeaderName(name) {
 			return fmt.Errorf("cost %q: %q is not a valid header name", s, name)
 		}
-		name = textproto.CanonicalMIMEHeaderKey(name)
 		switch kind {
 		case "header":
 			*c = Cost{Units: 1, Header: name}
