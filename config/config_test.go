@@ -243,15 +243,15 @@ func TestParseRate(t *testing.T) {
 		}
 	}
 	bad := map[string]string{
-		"1.5/s":  "write 3/2s",
-		"0/s":    "at least 1",
-		"-1/s":   "at least 1",
-		"100":    "no period",
-		"10/0s":  "positive",
-		"10/-1d": "positive",
-		"x/s":    "not a whole number",
+		"1.5/s":        "write 3/2s",
+		"0/s":          "at least 1",
+		"-1/s":         "at least 1",
+		"100":          "no period",
+		"10/0s":        "positive",
+		"10/-1d":       "positive",
+		"x/s":          "not a whole number",
 		"10/fortnight": "not a unit",
-		"":       "not COUNT/PERIOD",
+		"":             "not COUNT/PERIOD",
 	}
 	for s, want := range bad {
 		if _, err := ParseRate(s); err == nil || !strings.Contains(err.Error(), want) {

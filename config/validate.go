@@ -847,4 +847,3 @@ func (c *Config) FloodgatePolicies() (map[string]floodgate.Policy, error) {
 	}
 	return out, nil
 }
-
