@@ -512,6 +512,9 @@ func (d *decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
 	if !ok {
 		return
 	}
+	if path == "" && len(pairs) > 0 {
+		d.pos[""] = d.at(pairs[0].Key) // the document starts at its first field
+	}
 	fields := fieldsOf(v.Type())
 	seen := map[string]bool{}
 	for _, mv := range pairs {
@@ -659,7 +662,7 @@ func lookupPos(pos map[string]Pos, file, path string) Pos {
 		}
 		path = path[:i]
 	}
-	if p, ok := pos[path]; ok {
+	if p, ok := pos[""]; ok { // the document itself
 		return p
 	}
 	return Pos{File: file}
