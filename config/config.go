@@ -669,9 +669,14 @@ func (p *Postgres) setDefaults() { p.Listen = DefaultPostgresListen }
 // PostgresRateLimit are the PostgreSQL proxy's limits, checked global →
 // per user → per IP; the first denial wins and refunds the others.
 type PostgresRateLimit struct {
-	Global  *PostgresLimit `yaml:"global,omitempty"`
+	// Global limits all queries through this proxy together.
+	Global *PostgresLimit `yaml:"global,omitempty"`
+
+	// PerUser limits each database user (the startup message's user).
 	PerUser *PostgresLimit `yaml:"per_user,omitempty"`
-	PerIP   *PostgresLimit `yaml:"per_ip,omitempty"`
+
+	// PerIP limits each client address.
+	PerIP *PostgresLimit `yaml:"per_ip,omitempty"`
 }
 
 // A PostgresLimit is one level of PostgresRateLimit. Its policy is named

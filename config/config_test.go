@@ -404,3 +404,22 @@ func TestMarshalRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileYAML: self-referring merges and alias fan-out end in an
+// error, not a stack overflow or an explosion of work.
+func TestHostileYAML(t *testing.T) {
+	for _, src := range []string{
+		"policies: {x: &a {<<: *a}}\n",
+		"policies: &a {x: {<<: *a}}\n",
+		"proxy: &p {routes: [*p]}\n",
+		"a: &a [*a, *a]\n",
+	} {
+		if _, err := Parse("h.yaml", []byte(src)); err == nil {
+			t.Errorf("%q: no error", src)
+		}
+	}
+	bomb := "domain: d\ndescriptors: &a [{key: x, descriptors: *a}, {key: y, descriptors: *a}]\n"
+	if _, err := ParseEnvoy("h.yaml", []byte(bomb)); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("alias fan-out: %v", err)
+	}
+}

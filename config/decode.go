@@ -20,8 +20,8 @@ import (
 // broken file (an alias bomb, absurd nesting) fails fast with an error
 // instead of eating memory or the stack.
 const (
-	maxNodes = 200_000
-	maxDepth = 64
+	maxNodes = 100_000
+	maxDepth = 40
 )
 
 // A decoder turns a YAML syntax tree into Go values, field by field, so
@@ -397,6 +397,21 @@ func (d *decoder) decodeFloat(n ast.Node, v reflect.Value, path string) {
 // pairs returns the key/value pairs of a mapping node, merge keys (<<)
 // first so that explicit keys override what they merge in.
 func (d *decoder) pairs(n ast.Node, path string) ([]*ast.MappingValueNode, bool) {
+	return d.mergedPairs(n, path, map[ast.Node]bool{})
+}
+
+// mergedPairs is pairs with the set of mappings being merged, so that a
+// merge key that refers to its own mapping is an error, not a loop.
+func (d *decoder) mergedPairs(n ast.Node, path string, merging map[ast.Node]bool) ([]*ast.MappingValueNode, bool) {
+	if merging[n] {
+		d.errorf(n, path, "a merge key (<<) refers to the mapping it is in")
+		return nil, false
+	}
+	if d.nodes++; d.nodes > maxNodes {
+		return nil, false
+	}
+	merging[n] = true
+	defer delete(merging, n)
 	var values []*ast.MappingValueNode
 	switch t := n.(type) {
 	case *ast.MappingNode:
@@ -419,13 +434,13 @@ func (d *decoder) pairs(n ast.Node, path string) ([]*ast.MappingValueNode, bool)
 			}
 			if seq, ok := src.(*ast.SequenceNode); ok {
 				for _, e := range seq.Values {
-					if p, ok := d.pairs(d.resolve(e), path); ok {
+					if p, ok := d.mergedPairs(d.resolve(e), path, merging); ok {
 						merged = append(merged, p...)
 					}
 				}
 				continue
 			}
-			if p, ok := d.pairs(src, path); ok {
+			if p, ok := d.mergedPairs(src, path, merging); ok {
 				merged = append(merged, p...)
 			}
 			continue

@@ -83,6 +83,7 @@ type EnvoyRateLimit struct {
 
 // An EnvoyReplace names a replaced limit.
 type EnvoyReplace struct {
+	// Name is the name of the replaced rate_limit.
 	Name string `yaml:"name"`
 }
 
@@ -441,7 +442,7 @@ func (k *checker) envoyRule(policy, dp string, specs []EnvoyRateLimit, paths []s
 		unit := strings.ToLower(s.Unit)
 		period, ok := envoyUnits[unit]
 		if !ok {
-			k.oneOf(p+".unit", s.Unit, "second", "minute", "hour", "day", "week", "month", "year")
+			k.oneOf(p+".unit", s.Unit, enumEnvoyUnits...)
 			continue
 		}
 		if period > floodgate.MaxSpan {
@@ -463,7 +464,7 @@ func (k *checker) envoyRule(policy, dp string, specs []EnvoyRateLimit, paths []s
 		if s.Algorithm != "" {
 			a, err := floodgate.ParseAlgorithm(s.Algorithm)
 			if err != nil {
-				k.oneOf(p+".algorithm", s.Algorithm, "fixed_window", "gcra", "token_bucket", "sliding_window", "sliding_log")
+				k.oneOf(p+".algorithm", s.Algorithm, enumAlgorithms...)
 				continue
 			}
 			l.Algorithm = a

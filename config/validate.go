@@ -81,8 +81,8 @@ func (k *checker) check() {
 	if c.Admin != nil {
 		k.checkAdmin()
 	}
-	k.oneOf("log.format", c.Log.Format, "text", "json")
-	k.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	k.oneOf("log.format", c.Log.Format, enumLogFormats...)
+	k.oneOf("log.level", c.Log.Level, enumLogLevels...)
 	if c.ShutdownTimeout <= 0 {
 		k.errf("shutdown_timeout", "must be positive")
 	}
@@ -94,7 +94,7 @@ func (k *checker) check() {
 
 func (k *checker) checkStorage() {
 	s := &k.c.Storage
-	if !k.oneOf("storage.engine", string(s.Engine), string(EngineMemory), string(EngineRedis), string(EngineHybrid)) {
+	if !k.oneOf("storage.engine", string(s.Engine), enumEngines...) {
 		return
 	}
 	if s.Memory.MaxKeys == 0 || s.Memory.MaxKeys < -1 {
@@ -144,7 +144,7 @@ func (k *checker) checkStorage() {
 		if !k.has("storage.failure.mode") {
 			k.errf("storage.failure", "storage.failure.mode is required with the redis engine: fail_open (allow when Redis is down), fail_closed (answer 503) or fallback_local (limit per instance)")
 		} else {
-			k.oneOf("storage.failure.mode", string(f.Mode), string(FailOpen), string(FailClosed), string(FallbackLocal))
+			k.oneOf("storage.failure.mode", string(f.Mode), enumFailureModes...)
 		}
 	case EngineHybrid:
 		if !k.has("storage.failure.mode") {
@@ -170,7 +170,7 @@ func (k *checker) checkStorage() {
 
 func (k *checker) checkRedis(r *Redis) {
 	const p = "storage.redis"
-	if !k.oneOf(p+".mode", string(r.Mode), string(RedisStandalone), string(RedisSentinel), string(RedisCluster)) {
+	if !k.oneOf(p+".mode", string(r.Mode), enumRedisModes...) {
 		return
 	}
 	if len(r.Addrs) == 0 {
@@ -355,7 +355,7 @@ func (k *checker) limit(path string, s LimitSpec, inherit string) (floodgate.Lim
 	if alg != "" {
 		a, err := floodgate.ParseAlgorithm(alg)
 		if err != nil {
-			k.oneOf(path+".algorithm", alg, "gcra", "token_bucket", "fixed_window", "sliding_window", "sliding_log")
+			k.oneOf(path+".algorithm", alg, enumAlgorithms...)
 			return l, false
 		}
 		l.Algorithm = a
@@ -518,7 +518,7 @@ func (k *checker) checkProxy() {
 		k.wrapf("proxy.client_ip", err, "%s", strings.TrimPrefix(err.Error(), clientip.ErrInvalidConfig.Error()+": "))
 	}
 	k.prefixes("proxy.user_trusted_from", p.UserTrustedFrom)
-	k.oneOf("proxy.body", string(p.Body), string(BodyProblem), string(BodyJSON), string(BodyNone))
+	k.oneOf("proxy.body", string(p.Body), enumBodies...)
 
 	names := map[string]int{}
 	catchAll := -1
@@ -676,7 +676,7 @@ func (k *checker) checkRouteLimit(path string, l *RouteLimit, seen map[string]in
 	} else {
 		seen[id] = idx
 	}
-	k.oneOf(path+".count", string(l.Count), string(CountAll), string(CountFailed), string(CountSuccessful))
+	k.oneOf(path+".count", string(l.Count), enumCounts...)
 	if l.Cost.ResponseHeader != "" && l.Count != CountAll {
 		k.errf(path+".cost", "a cost from the response is charged after the response, so count must be all")
 	}
@@ -696,10 +696,10 @@ func (k *checker) checkRouteLimit(path string, l *RouteLimit, seen map[string]in
 func (k *checker) checkEnvoy() {
 	e := k.c.Envoy
 	k.listen("envoy.listen", e.Listen, false)
-	k.oneOf("envoy.response_headers", string(e.ResponseHeaders), string(HeadersNone), string(HeadersDraft), string(HeadersIETF))
+	k.oneOf("envoy.response_headers", string(e.ResponseHeaders), enumHeaderStyles...)
 	alg, err := floodgate.ParseAlgorithm(e.Algorithm)
 	if err != nil {
-		k.oneOf("envoy.algorithm", e.Algorithm, "fixed_window", "gcra", "token_bucket", "sliding_window", "sliding_log")
+		k.oneOf("envoy.algorithm", e.Algorithm, enumAlgorithms...)
 		return
 	}
 	if len(e.RatelimitConfig) == 0 {
