@@ -387,10 +387,10 @@ type PolicySpec struct {
 	// configuration.
 	Description string `yaml:"description,omitempty"`
 
-	// Overrides replace the limits for exact keys (as the limit's key
-	// builds them, e.g. "user:batch_worker" for key user:X-User-ID, or an
-	// IP address for key ip). An override without an algorithm takes the
-	// policy's.
+	// Overrides replace the limits for exact keys, written as
+	// KeyPart.Format and JoinKey build them: "user:batch_worker" for key
+	// user:X-User-ID, "ip:10.0.0.100" for key ip, "ip:10.0.0.1|route:login"
+	// for [ip, route]. An override without an algorithm takes the policy's.
 	Overrides map[string]LimitsSpec `yaml:"overrides,omitempty"`
 
 	// Tiers are alternative limit sets picked per request by a route

@@ -202,6 +202,22 @@ func (p KeyPart) String() string {
 	return string(p.Source)
 }
 
+// Format renders the part of a request's key from its value: SOURCE:VALUE
+// ("ip:192.0.2.1", "ip:2001:db8::/64", "user:42", "header:k-123",
+// "route:api"), or "global". A user or header part whose header is absent,
+// or not believed, is rendered as the request's ip part instead, so it can
+// be neither empty nor chosen by the client. Policy overrides are keyed by
+// the keys Format and JoinKey build.
+func (p KeyPart) Format(value string) string {
+	if p.Source == KeyGlobal {
+		return string(KeyGlobal)
+	}
+	return string(p.Source) + ":" + value
+}
+
+// JoinKey joins the formatted parts of a composite key with "|".
+func JoinKey(parts ...string) string { return strings.Join(parts, "|") }
+
 // ParseKeyPart parses one key source.
 func ParseKeyPart(s string) (KeyPart, error) {
 	src, arg, hasArg := strings.Cut(strings.TrimSpace(s), ":")
