@@ -146,6 +146,7 @@ func TestErrors(t *testing.T) {
 		{"pattern", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{match: {path: '/users/{id'}}]}\n", []string{"proxy.routes[0].match.path"}},
 		{"env unset", head + "policies: {api: {rate: 1/s}}\nadmin: {token: '${FLOODGATE_TEST_UNSET}'}\n", []string{"admin.token", "FLOODGATE_TEST_UNSET is not set"}},
 		{"envoy file missing", head + "policies: {api: {rate: 1/s}}\nenvoy: {ratelimit_config: [nope.yaml]}\n", []string{"envoy.ratelimit_config[0]", "cannot read"}},
+		{"check without policies", "check: {}\n", []string{"check", "there are none"}},
 		{"tier header without tiers", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, user_trusted_from: [127.0.0.1], routes: [{limits: [{policy: api, tier_header: X-Plan}]}]}\n", []string{"tier_header", "no tiers"}},
 	}
 	for _, tc := range cases {
@@ -337,6 +338,7 @@ func TestEnvAndSecretFiles(t *testing.T) {
     db: ${FG_TEST_DB:-3}
     tls: {ca: ca.pem}
   failure: {mode: fail_closed}
+policies: {api: {rate: 1/s}}
 check:
   token: ${FG_TEST_TOKEN}
 admin:

@@ -162,9 +162,14 @@ type EnvoyRules struct {
 	files   map[string]string // domain → file
 }
 
+// entryKey keys a level's descriptors by key and value ("" for key only).
+// envoyproxy/ratelimit joins them with "_", which makes (a_b, c) and
+// (a, b_c) one descriptor; a pair keeps them apart.
+type entryKey struct{ key, value string }
+
 type envoyNode struct {
-	children  map[string]*envoyNode // by "key" or "key_value"
-	wildcards []*envoyNode          // values ending in *, in file order
+	children  map[entryKey]*envoyNode
+	wildcards []*envoyNode // values ending in *, in file order
 	key       string
 	prefix    string // wildcard value without its *
 	rule      *EnvoyRule
@@ -212,9 +217,11 @@ func (r *EnvoyRules) Match(domain string, entries []DescriptorEntry) *EnvoyRule 
 	}
 	var found *envoyNode
 	for i, e := range entries {
-		next := node.children[e.Key+"_"+e.Value]
-		if next == nil || e.Value == "" {
-			next = nil
+		var next *envoyNode
+		if e.Value != "" {
+			next = node.children[entryKey{e.Key, e.Value}]
+		}
+		if next == nil {
 			for _, w := range node.wildcards {
 				if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
 					next = w
@@ -223,7 +230,7 @@ func (r *EnvoyRules) Match(domain string, entries []DescriptorEntry) *EnvoyRule 
 			}
 		}
 		if next == nil {
-			next = node.children[e.Key]
+			next = node.children[entryKey{e.Key, ""}]
 		}
 		if next == nil {
 			return nil
@@ -347,8 +354,8 @@ func compileEnvoy(srcs []envoySource, alg floodgate.Algorithm, env func(string) 
 			case r.files[f.Domain] != "":
 				k.errf("domain", "domain %q is also defined in %s; give each file its own domain", f.Domain, r.files[f.Domain])
 			default:
-				root := &envoyNode{children: map[string]*envoyNode{}}
-				k.envoyLevel(root, f.Domain, "descriptors", f.Descriptors, alg)
+				root := &envoyNode{children: map[entryKey]*envoyNode{}}
+				k.envoyLevel(root, f.Domain, "descriptors", f.Descriptors, alg, map[string]string{})
 				r.domains[f.Domain] = root
 				r.files[f.Domain] = s.name
 			}
@@ -358,7 +365,10 @@ func compileEnvoy(srcs []envoySource, alg floodgate.Algorithm, env func(string) 
 	return r, errs
 }
 
-func (k *checker) envoyLevel(parent *envoyNode, prefix, path string, ds []EnvoyDescriptor, alg floodgate.Algorithm) {
+// envoyLevel compiles one level of descriptors under parent. names maps
+// the policy names given so far to their paths: two descriptors whose
+// names join to the same string would share their counts.
+func (k *checker) envoyLevel(parent *envoyNode, prefix, path string, ds []EnvoyDescriptor, alg floodgate.Algorithm, names map[string]string) {
 	for i := range ds {
 		dsc := &ds[i]
 		dp := fmt.Sprintf("%s[%d]", path, i)
@@ -371,12 +381,17 @@ func (k *checker) envoyLevel(parent *envoyNode, prefix, path string, ds []EnvoyD
 			final += "_" + dsc.Value
 		}
 		policy := prefix + "." + final
-		if _, dup := parent.children[final]; dup {
+		if _, dup := parent.children[entryKey{dsc.Key, dsc.Value}]; dup {
 			k.errf(dp, "duplicate descriptor %q: the same key and value twice at this level", policy)
 			continue
 		}
-		n := &envoyNode{children: map[string]*envoyNode{}, key: dsc.Key}
-		parent.children[final] = n
+		if other, dup := names[policy]; dup {
+			k.errf(dp, "named %q like %s (keys and values are joined with _); rename a key or value", policy, other)
+			continue
+		}
+		names[policy] = dp
+		n := &envoyNode{children: map[entryKey]*envoyNode{}, key: dsc.Key}
+		parent.children[entryKey{dsc.Key, dsc.Value}] = n
 		if p, ok := strings.CutSuffix(dsc.Value, "*"); ok {
 			n.prefix = p
 			parent.wildcards = append(parent.wildcards, n)
@@ -401,7 +416,7 @@ func (k *checker) envoyLevel(parent *envoyNode, prefix, path string, ds []EnvoyD
 		if len(specs) > 0 {
 			n.rule = k.envoyRule(policy, dp, specs, specPaths, dsc, alg)
 		}
-		k.envoyLevel(n, policy, dp+".descriptors", dsc.Descriptors, alg)
+		k.envoyLevel(n, policy, dp+".descriptors", dsc.Descriptors, alg, names)
 	}
 }
 

@@ -128,6 +128,14 @@ descriptors:
 			}
 		})
 	}
+	// A key containing _ is matched by key and value, not their join.
+	under := mustEnvoy(t, "domain: u\ndescriptors:\n  - key: a_b\n    value: c\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+	if r := under.Match("u", entries("a", "b_c")); r != nil {
+		t.Errorf("(a, b_c) matched the rule of (a_b, c): %+v", r)
+	}
+	if r := under.Match("u", entries("a_b", "c")); r == nil {
+		t.Error("(a_b, c) not matched")
+	}
 	// Distinct values of an entry without a fixed value get distinct keys.
 	a := edge.Match("edge", entries("remote_address", "10.0.0.1"))
 	b := edge.Match("edge", entries("remote_address", "10.0.0.2"))
@@ -183,6 +191,7 @@ func TestEnvoyErrors(t *testing.T) {
 		"self replace":   {"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {name: x, unit: second, requests_per_unit: 1, replaces: [{name: x}]}\n", "cannot replace itself"},
 		"negative":       {"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: -1}\n", "must not be negative"},
 		"both forms":     {"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n    rate_limits: [{unit: second, requests_per_unit: 1}]\n", "not both"},
+		"joined names":   {"domain: d\ndescriptors:\n  - {key: a_b, value: c}\n  - {key: a, value: b_c}\n", `named "d.a_b_c" like descriptors[0]`},
 		"window burst":   {"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, burst: 5}\n", "descriptors[0].rate_limit.burst"},
 	}
 	for name, tc := range cases {

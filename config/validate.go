@@ -69,6 +69,9 @@ func (k *checker) check() {
 		k.checkProxy()
 	}
 	if c.Check != nil {
+		if len(c.Policies) == 0 {
+			k.errf("check", "the check API decides with the policies under policies, and there are none")
+		}
 		k.listen("check.listen", c.Check.Listen, false)
 		k.secret("check", &c.Check.Token, &c.Check.TokenFile)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -41,10 +42,11 @@ type Watcher struct {
 }
 
 // Watch loads the file at path and watches it until ctx is done. The
-// initial load must succeed (its error is returned, an Errors); later, fn
-// is called with each changed configuration, or with the error that makes
-// the changed file invalid (the caller keeps serving the old one). Calls
-// to fn are sequential, on the watcher's goroutine.
+// initial load must succeed (its error is returned, an Errors). Later, fn
+// receives either a changed configuration (and a nil error) or an error
+// (and a nil configuration): the changed file is invalid, so the caller
+// keeps serving the old one, or watching itself failed. Calls to fn are
+// sequential, on the watcher's goroutine.
 func Watch(ctx context.Context, path string, fn func(*Config, error)) (*Watcher, error) {
 	c, files, err := load(path)
 	if err != nil {
@@ -133,20 +135,29 @@ func (w *Watcher) check() {
 		w.current = c
 	}
 	w.mu.Unlock()
-	if werr := w.watchDirs(files); werr != nil && err == nil {
-		err = werr
-	}
+	werr := w.watchDirs(files)
 	if changed {
 		w.fn(c, err)
+	}
+	if werr != nil {
+		w.fn(nil, werr)
 	}
 }
 
 // watchDirs adds the directories of files to the watch list. Directories
 // no longer needed stay watched; an event there costs one read.
 func (w *Watcher) watchDirs(files map[string][]byte) error {
-	var errs []error
+	var dirs []string
 	for f := range files {
-		dir := filepath.Dir(f)
+		dirs = append(dirs, filepath.Dir(f))
+		// A symlink's target may live elsewhere; watch there too, so that
+		// writes to the target are seen, not only a replaced link.
+		if real, err := filepath.EvalSymlinks(f); err == nil && filepath.Dir(real) != filepath.Dir(f) {
+			dirs = append(dirs, filepath.Dir(real))
+		}
+	}
+	var errs []error
+	for _, dir := range dirs {
 		w.mu.Lock()
 		seen := w.dirs[dir]
 		w.mu.Unlock()
@@ -154,7 +165,7 @@ func (w *Watcher) watchDirs(files map[string][]byte) error {
 			continue
 		}
 		if err := w.fsw.Add(dir); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("config: cannot watch %s for changes: %w", dir, err))
 			continue
 		}
 		w.mu.Lock()

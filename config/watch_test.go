@@ -212,3 +212,19 @@ func TestWatchInitialError(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestWatchSymlinkTarget: the configured path is a symlink to a file in
+// another directory, which is edited in place.
+func TestWatchSymlinkTarget(t *testing.T) {
+	target := filepath.Join(t.TempDir(), "real.yaml")
+	write(t, target, watchConfig("1/h"))
+	path := filepath.Join(t.TempDir(), "floodgate.yaml")
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+	_, ch := startWatch(t, path)
+	replace(t, target, watchConfig("2/h"))
+	if got := rateOf(t, nextGood(t, ch)); got != "2/h" {
+		t.Fatalf("after editing the target: %s", got)
+	}
+}
