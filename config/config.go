@@ -10,6 +10,13 @@ import (
 // onto the YAML: each field's yaml tag is its name in the file, and its
 // comment says what it means and what an absent field defaults to.
 //
+// Top-level fields whose names start with "x-" are ignored, so that a file
+// can define YAML anchors there for the fields below to use:
+//
+//	x-strict: &strict {rate: 5/min, algorithm: sliding_window}
+//	policies:
+//	  login: *strict
+//
 // A Config returned by Parse or Load is complete: defaults are filled in,
 // relative file names are resolved against the file's directory, secrets
 // read from their files, and every field validated.

@@ -425,3 +425,28 @@ func TestHostileYAML(t *testing.T) {
 		t.Errorf("alias fan-out: %v", err)
 	}
 }
+
+func TestAnchors(t *testing.T) {
+	src := `x-limits:
+  strict: &strict {rate: 5/min, algorithm: sliding_window}
+policies:
+  login: *strict
+  signup:
+    <<: *strict
+    rate: 3/min
+proxy: {upstream: demo}
+`
+	c, err := Parse("a.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Policies["login"]; l.Rate.String() != "5/min" || l.Algorithm != "sliding_window" {
+		t.Errorf("login = %+v", l)
+	}
+	if s := c.Policies["signup"]; s.Rate.String() != "3/min" || s.Algorithm != "sliding_window" {
+		t.Errorf("signup = %+v", s)
+	}
+	if _, err := Parse("a.yaml", []byte("policies: {a: *nope}\nproxy: {upstream: demo}\n")); err == nil {
+		t.Error("an unknown alias was accepted")
+	}
+}

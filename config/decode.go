@@ -535,6 +535,12 @@ func (d *decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
 	for _, mv := range pairs {
 		key := keyText(mv.Key)
 		fpath := joinPath(path, key)
+		if path == "" && strings.HasPrefix(key, "x-") {
+			// Top-level x- fields are ignored, as in Compose files: a
+			// place to define anchors (&limits) that fields below use.
+			d.registerAnchors(mv.Value, 0)
+			continue
+		}
 		var f *fieldInfo
 		for i := range fields {
 			if fields[i].name == key {
@@ -725,4 +731,33 @@ func (d *decoder) colonScalar(n ast.Node) (string, bool) {
 		return "", false
 	}
 	return kt.Value + ":" + vt.Value, true
+}
+
+// registerAnchors records the anchors under n without decoding it.
+func (d *decoder) registerAnchors(n ast.Node, depth int) {
+	if n == nil || depth > maxDepth {
+		return
+	}
+	if d.nodes++; d.nodes > maxNodes {
+		return
+	}
+	switch t := n.(type) {
+	case *ast.AnchorNode:
+		if t.Name != nil {
+			d.anchors[t.Name.GetToken().Value] = t.Value
+		}
+		d.registerAnchors(t.Value, depth+1)
+	case *ast.TagNode:
+		d.registerAnchors(t.Value, depth+1)
+	case *ast.MappingNode:
+		for _, mv := range t.Values {
+			d.registerAnchors(mv, depth+1)
+		}
+	case *ast.MappingValueNode:
+		d.registerAnchors(t.Value, depth+1)
+	case *ast.SequenceNode:
+		for _, e := range t.Values {
+			d.registerAnchors(e, depth+1)
+		}
+	}
 }

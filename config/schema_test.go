@@ -197,6 +197,9 @@ func (g *schemaGen) define(t reflect.Type) {
 func generateSchema(t *testing.T) []byte {
 	g := &schemaGen{docs: readDocs(t), defs: map[string]any{}}
 	g.define(reflect.TypeFor[Config]())
+	g.defs["Config"].(map[string]any)["patternProperties"] = map[string]any{
+		"^x-": map[string]any{"description": "Ignored: a place for YAML anchors used below."},
+	}
 	root := map[string]any{
 		"$schema":     "https://json-schema.org/draft/2020-12/schema",
 		"title":       "floodgate configuration",
@@ -326,6 +329,8 @@ func validate(root map[string]any, s map[string]any, v any, path string) []strin
 				errs = append(errs, validate(root, p, val, path+"."+k)...)
 			} else if ap, ok := s["additionalProperties"].(map[string]any); ok {
 				errs = append(errs, validate(root, ap, val, path+"."+k)...)
+			} else if pp, _ := s["patternProperties"].(map[string]any); pp["^x-"] != nil && strings.HasPrefix(k, "x-") {
+				continue // an extension field: anything goes
 			} else if s["additionalProperties"] == false {
 				errs = append(errs, fmt.Sprintf("%s.%s: not allowed", path, k))
 			}
