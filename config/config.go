@@ -397,13 +397,14 @@ type PolicySpec struct {
 	// Overrides replace the limits for exact keys, written as
 	// KeyPart.Format and JoinKey build them: "user:batch_worker" for key
 	// user:X-User-ID, "ip:10.0.0.100" for key ip, "ip:10.0.0.1|route:login"
-	// for [ip, route]. An override without an algorithm takes the policy's.
+	// for [ip, route]. An override that gives neither algorithm nor align
+	// takes the policy's (when the policy is one limit).
 	Overrides map[string]LimitsSpec `yaml:"overrides,omitempty"`
 
 	// Tiers are alternative limit sets picked per request by a route
 	// limit's tier_header (free, pro, ...). A request whose tier is
-	// missing or unknown gets the policy's own limits. A tier without an
-	// algorithm takes the policy's.
+	// missing or unknown gets the policy's own limits. Like overrides, a
+	// tier takes the policy's algorithm and align when it gives neither.
 	Tiers map[string]LimitsSpec `yaml:"tiers,omitempty"`
 }
 

@@ -275,6 +275,7 @@ func TestFloodgatePolicies(t *testing.T) {
   daily:
     rate: 1000/d
     align: America/New_York
+    overrides: {"ip:10.0.0.1": {rate: 5000/d}}
 postgres:
   upstream: 127.0.0.1:5432
   rate_limit:
@@ -301,6 +302,9 @@ postgres:
 	daily := ps["daily"].Limits[0]
 	if daily.Algorithm != floodgate.FixedWindow || daily.Location == nil || daily.Location.String() != "America/New_York" {
 		t.Errorf("daily = %v", daily)
+	}
+	if o := ps["daily"].Overrides["ip:10.0.0.1"][0]; o.Location.String() != "America/New_York" || o.Algorithm != floodgate.FixedWindow {
+		t.Errorf("override does not inherit the alignment: %v", o)
 	}
 	if pg := ps["postgres.per_user"]; pg.Name != "postgres.per_user" || pg.Limits[0] != floodgate.PerSecond(100).WithBurst(50) {
 		t.Errorf("postgres per user = %+v", pg)

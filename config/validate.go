@@ -272,10 +272,10 @@ func (k *checker) checkPolicies() {
 // the library value.
 func (k *checker) buildPolicy(path, name string, base *LimitsSpec, overrides, tiers map[string]LimitsSpec) floodgate.Policy {
 	fp := floodgate.Policy{Name: name}
-	fp.Limits = k.limits(path, base, "")
-	alg := ""
+	fp.Limits = k.limits(path, base, LimitSpec{})
+	var inherit LimitSpec // what overrides and tiers take from a one-limit policy
 	if list := base.List(); len(list) == 1 {
-		alg = list[0].Algorithm
+		inherit = LimitSpec{Algorithm: list[0].Algorithm, Align: list[0].Align}
 	}
 	for _, key := range k.sortedByPos(path+".overrides", keysOf(overrides)) {
 		if key == "" {
@@ -285,7 +285,7 @@ func (k *checker) buildPolicy(path, name string, base *LimitsSpec, overrides, ti
 		if fp.Overrides == nil {
 			fp.Overrides = map[string][]floodgate.Limit{}
 		}
-		fp.Overrides[key] = k.limits(mapKeyPath(path+".overrides", key), &s, alg)
+		fp.Overrides[key] = k.limits(mapKeyPath(path+".overrides", key), &s, inherit)
 	}
 	for _, tier := range k.sortedByPos(path+".tiers", keysOf(tiers)) {
 		if tier == "" {
@@ -295,15 +295,15 @@ func (k *checker) buildPolicy(path, name string, base *LimitsSpec, overrides, ti
 		if fp.Tiers == nil {
 			fp.Tiers = map[string][]floodgate.Limit{}
 		}
-		fp.Tiers[tier] = k.limits(mapKeyPath(path+".tiers", tier), &s, alg)
+		fp.Tiers[tier] = k.limits(mapKeyPath(path+".tiers", tier), &s, inherit)
 	}
 	return fp
 }
 
 // limits checks one limit set and builds its floodgate limits. inherit is
-// the algorithm of the policy's single limit, taken by overrides and tiers
-// that name none.
-func (k *checker) limits(path string, s *LimitsSpec, inherit string) []floodgate.Limit {
+// the algorithm and alignment of the policy's single limit, taken by
+// overrides and tiers that give neither.
+func (k *checker) limits(path string, s *LimitsSpec, inherit LimitSpec) []floodgate.Limit {
 	short := !s.Rate.IsZero()
 	for _, f := range []string{"burst", "algorithm", "align"} {
 		if !short && k.has(path+"."+f) {
@@ -349,12 +349,12 @@ func (k *checker) limits(path string, s *LimitsSpec, inherit string) []floodgate
 
 // limit builds one floodgate.Limit and validates it with the library, so
 // that the file is held to exactly the rules the engines enforce.
-func (k *checker) limit(path string, s LimitSpec, inherit string) (floodgate.Limit, bool) {
+func (k *checker) limit(path string, s LimitSpec, inherit LimitSpec) (floodgate.Limit, bool) {
 	l := floodgate.Limit{Rate: s.Rate.Count, Period: s.Rate.Period, Burst: s.Burst}
-	alg := s.Algorithm
-	if alg == "" && s.Align == "" {
-		alg = inherit
+	if s.Algorithm == "" && s.Align == "" {
+		s.Algorithm, s.Align = inherit.Algorithm, inherit.Align
 	}
+	alg := s.Algorithm
 	if alg != "" {
 		a, err := floodgate.ParseAlgorithm(alg)
 		if err != nil {
