@@ -70,25 +70,25 @@ func (c *Config) Position(path string) Pos {
 
 // Defaults of fields that the structs below name.
 const (
-	DefaultProxyListen      = ":8080"
-	DefaultCheckListen      = "127.0.0.1:8081"
-	DefaultEnvoyListen      = "127.0.0.1:8082"
-	DefaultPostgresListen   = "127.0.0.1:6432"
-	DefaultAdminListen      = "127.0.0.1:9090"
-	DefaultMaxKeys          = 1 << 21
-	DefaultRedisAddr        = "127.0.0.1:6379"
-	DefaultKeyPrefix        = "floodgate:"
-	DefaultDialTimeout      = time.Second
-	DefaultIOTimeout        = 500 * time.Millisecond
-	DefaultFailureTimeout   = 100 * time.Millisecond
-	DefaultBreakerFailures  = 5
-	DefaultBreakerBackoff   = time.Second
-	DefaultBreakerMaxWait   = 2 * time.Second
-	DefaultHeadroom         = 2.0
-	DefaultShutdownTimeout  = 10 * time.Second
-	DemoUpstream            = "demo"
-	defaultEnvoyAlgorithm   = "fixed_window"
-	defaultEnvoyHeaderStyle = HeadersNone
+	DefaultProxyListen       = ":8080"
+	DefaultCheckListen       = "127.0.0.1:8081"
+	DefaultEnvoyListen       = "127.0.0.1:8082"
+	DefaultPostgresListen    = "127.0.0.1:6432"
+	DefaultAdminListen       = "127.0.0.1:9090"
+	DefaultMaxKeys           = 1 << 21
+	DefaultRedisAddr         = "127.0.0.1:6379"
+	DefaultKeyPrefix         = "floodgate:"
+	DefaultDialTimeout       = time.Second
+	DefaultIOTimeout         = 500 * time.Millisecond
+	DefaultFailureTimeout    = 100 * time.Millisecond
+	DefaultBreakerFailures   = 5
+	DefaultBreakerBackoff    = time.Second
+	DefaultBreakerMaxBackoff = 2 * time.Second
+	DefaultHeadroom          = 2.0
+	DefaultShutdownTimeout   = 10 * time.Second
+	DemoUpstream             = "demo"
+	defaultEnvoyAlgorithm    = "fixed_window"
+	defaultEnvoyHeaderStyle  = HeadersNone
 )
 
 func (c *Config) setDefaults() {
@@ -346,7 +346,7 @@ type Breaker struct {
 func (b *Breaker) setDefaults() {
 	b.Failures = DefaultBreakerFailures
 	b.Backoff = Duration(DefaultBreakerBackoff)
-	b.MaxBackoff = Duration(DefaultBreakerMaxWait)
+	b.MaxBackoff = Duration(DefaultBreakerMaxBackoff)
 }
 
 // A LimitSpec is one limit as written in the file.
@@ -532,7 +532,8 @@ type Route struct {
 	Limits []RouteLimit `yaml:"limits,omitempty"`
 }
 
-// Match selects requests. All given conditions must hold.
+// Match selects requests. All given conditions must hold; Matches says
+// exactly how, on the cleaned path.
 type Match struct {
 	// Host is the request's host without port, exact ("api.example.com")
 	// or a wildcard for one or more labels ("*.example.com").
@@ -549,7 +550,8 @@ type Match struct {
 	// /admin/x, not /administrator.
 	PathPrefix []string `yaml:"path_prefix,omitempty"`
 
-	// Methods are the HTTP methods matched; empty means all.
+	// Methods are the HTTP methods matched, exactly (list HEAD beside GET
+	// when it should count too); empty means all.
 	Methods []string `yaml:"methods,omitempty"`
 }
 

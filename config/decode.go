@@ -686,7 +686,7 @@ func lookupPos(pos map[string]Pos, file, path string) Pos {
 	if p, ok := pos[""]; ok { // the document itself
 		return p
 	}
-	return Pos{File: file}
+	return Pos{File: file, Line: 1, Column: 1} // an empty file
 }
 
 // parentEnd returns the length of path's parent path: path without its last

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"go/ast"
+	"go/doc/comment"
 	"go/parser"
 	"go/token"
 	"os"
@@ -41,14 +42,15 @@ var typeEnums = map[string][]string{
 
 // docs holds the doc comments of the package's types and fields.
 type docs struct {
-	types  map[string]string
-	fields map[string]string // "Type.Field"
+	types    map[string]string
+	typesRaw map[string]string // as written, for Markdown
+	fields   map[string]string // "Type.Field"
 }
 
 func readDocs(t *testing.T) docs {
 	t.Helper()
 	fset := token.NewFileSet()
-	d := docs{types: map[string]string{}, fields: map[string]string{}}
+	d := docs{types: map[string]string{}, typesRaw: map[string]string{}, fields: map[string]string{}}
 	files, _ := filepath.Glob("*.go")
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
@@ -70,6 +72,7 @@ func readDocs(t *testing.T) docs {
 					doc = ts.Doc
 				}
 				d.types[ts.Name.Name] = clean(doc.Text())
+				d.typesRaw[ts.Name.Name] = doc.Text()
 				st, ok := ts.Type.(*ast.StructType)
 				if !ok {
 					continue
@@ -497,7 +500,9 @@ func generateDocs(t *testing.T) []byte {
 		if len(s.paths) > 1 {
 			fmt.Fprintf(&b, "Also at: %s.\n\n", "`"+strings.Join(s.paths[1:], "`, `")+"`")
 		}
-		fmt.Fprintf(&b, "%s\n\n", d.types[s.t.Name()])
+		var p comment.Parser
+		b.Write((&comment.Printer{}).Markdown(p.Parse(d.typesRaw[s.t.Name()])))
+		b.WriteString("\n")
 		b.WriteString("| Field | Type | Default | Description |\n| --- | --- | --- | --- |\n")
 		defaults := reflect.New(s.t)
 		if df, ok := defaults.Interface().(defaulter); ok {
