@@ -394,8 +394,8 @@ type PolicySpec struct {
 	// configuration.
 	Description string `yaml:"description,omitempty"`
 
-	// Overrides replace the limits for exact keys, written as
-	// KeyPart.Format and JoinKey build them: "user:batch_worker" for key
+	// Overrides replace the limits for exact keys, written as Key.Build
+	// builds them: "user:batch_worker" for key
 	// user:X-User-ID, "ip:10.0.0.100" for key ip, "ip:10.0.0.1|route:login"
 	// for [ip, route]. An override that gives neither algorithm nor align
 	// takes the policy's (when the policy is one limit).
@@ -590,6 +590,15 @@ type RouteLimit struct {
 	// TierHeader names a request header whose value picks one of the
 	// policy's tiers. Believed only from proxy.user_trusted_from.
 	TierHeader string `yaml:"tier_header,omitempty"`
+}
+
+// Tier returns the tier of a request: the TierHeader's value when the peer
+// is trusted (see KeyInput), else "" (the policy's own limits).
+func (l *RouteLimit) Tier(header func(name string) string, trusted bool) string {
+	if l.TierHeader == "" || !trusted || header == nil {
+		return ""
+	}
+	return header(l.TierHeader)
 }
 
 func (l *RouteLimit) setDefaults() {

@@ -65,3 +65,42 @@ func TestProxyRoute(t *testing.T) {
 		}
 	}
 }
+
+func TestKeyBuild(t *testing.T) {
+	headers := map[string]string{"X-User-ID": "42", "X-API-Key": "k|1", "X-Plan": "pro"}
+	get := func(n string) string { return headers[n] }
+	in := KeyInput{IP: "192.0.2.1", Header: get, Trusted: true, Route: "api"}
+	untrusted := in
+	untrusted.Trusted = false
+	cases := []struct {
+		key  string
+		in   KeyInput
+		want string
+	}{
+		{"ip", in, "ip:192.0.2.1"},
+		{"user:X-User-ID", in, "user:42"},
+		{"user:X-User-ID", untrusted, "ip:192.0.2.1"},
+		{"user:X-Missing", in, "ip:192.0.2.1"},
+		{"header:X-API-Key", untrusted, `header:k\|1`},
+		{"header:X-Missing", in, "ip:192.0.2.1"},
+		{"route", in, "route:api"},
+		{"global", in, "global"},
+	}
+	for _, tc := range cases {
+		p, err := ParseKeyPart(tc.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := (Key{p}).Build(tc.in); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.key, got, tc.want)
+		}
+	}
+	composite := Key{{Source: KeyIP}, {Source: KeyRoute}}
+	if got := composite.Build(in); got != "ip:192.0.2.1|route:api" {
+		t.Errorf("composite = %q", got)
+	}
+	l := RouteLimit{TierHeader: "X-Plan"}
+	if l.Tier(get, true) != "pro" || l.Tier(get, false) != "" {
+		t.Error("tier header believed from an untrusted peer, or not from a trusted one")
+	}
+}

@@ -202,22 +202,6 @@ func (p KeyPart) String() string {
 	return string(p.Source)
 }
 
-// Format renders the part of a request's key from its value: SOURCE:VALUE
-// ("ip:192.0.2.1", "ip:2001:db8::/64", "user:42", "header:k-123",
-// "route:api"), or "global". A user or header part whose header is absent,
-// or not believed, is rendered as the request's ip part instead, so it can
-// be neither empty nor chosen by the client. Policy overrides are keyed by
-// the keys Format and JoinKey build.
-func (p KeyPart) Format(value string) string {
-	if p.Source == KeyGlobal {
-		return string(KeyGlobal)
-	}
-	return string(p.Source) + ":" + value
-}
-
-// JoinKey joins the formatted parts of a composite key with "|".
-func JoinKey(parts ...string) string { return strings.Join(parts, "|") }
-
 // ParseKeyPart parses one key source.
 func ParseKeyPart(s string) (KeyPart, error) {
 	src, arg, hasArg := strings.Cut(strings.TrimSpace(s), ":")
@@ -288,6 +272,61 @@ func (k *Key) decodeNode(d *decoder, n ast.Node, path string) {
 		out = append(out, p)
 	}
 	*k = out
+}
+
+// A KeyInput is what a request's key is built from.
+type KeyInput struct {
+	// IP is the client's address key, as clientip.Resolver.Key gives it
+	// ("192.0.2.1", "2001:db8::/64").
+	IP string
+
+	// Header returns a request header's value ("" when absent), e.g.
+	// http.Header.Get.
+	Header func(name string) string
+
+	// Trusted reports whether the direct peer is in
+	// proxy.user_trusted_from, so that user headers are believed.
+	Trusted bool
+
+	// Route is the name of the route that matched.
+	Route string
+}
+
+var keyEscaper = strings.NewReplacer(`\`, `\\`, `|`, `\|`)
+
+// Build returns the key of a request: each part as SOURCE:VALUE
+// ("ip:192.0.2.1", "header:k-123", "user:42", "route:api", or "global"),
+// joined by "|" for a composite key, with | and \ in values escaped by \.
+// A header part whose header is absent, and a user part whose header is
+// absent or not Trusted, is the ip part instead, so that a client can
+// neither escape its limit by leaving a header out nor pick another's by
+// sending one. Policy overrides are keyed by these strings.
+func (k Key) Build(in KeyInput) string {
+	var b strings.Builder
+	for i, p := range k {
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		v := ""
+		if p.Header != "" && in.Header != nil && (p.Source == KeyHeader || in.Trusted) {
+			v = in.Header(p.Header)
+		}
+		switch {
+		case p.Source == KeyGlobal:
+			b.WriteString(string(KeyGlobal))
+			continue
+		case p.Source == KeyRoute:
+			v = in.Route
+		case p.Source == KeyIP || v == "":
+			b.WriteString("ip:")
+			b.WriteString(keyEscaper.Replace(in.IP))
+			continue
+		}
+		b.WriteString(string(p.Source))
+		b.WriteByte(':')
+		b.WriteString(keyEscaper.Replace(v))
+	}
+	return b.String()
 }
 
 // MarshalYAML renders the key as in the file.
