@@ -57,6 +57,12 @@ type Config struct {
 	// File is the name the configuration was parsed under.
 	File string `yaml:"-"`
 
+	// Digest is a hex SHA-256 of the file and of every file it refers to
+	// (Envoy configurations, secret files): equal digests, equal inputs.
+	// It names a configuration's version in logs, metrics and the status
+	// page without showing its secrets.
+	Digest string `yaml:"-"`
+
 	pos map[string]Pos
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	_ "embed"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -76,6 +77,8 @@ func parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 	if len(d.errs) > 0 {
 		return nil, files, d.errs.sorted()
 	}
+	sum := digest(files)
+	c.Digest = hex.EncodeToString(sum[:])
 	return c, files, nil
 }
 

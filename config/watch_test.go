@@ -96,11 +96,16 @@ func TestWatchWriteAndRename(t *testing.T) {
 	if got := w.Config().Policies["api"].Rate.String(); got != "1/s" {
 		t.Fatalf("initial rate %s", got)
 	}
+	first := w.Config().Digest
 
 	// In-place write.
 	write(t, path, watchConfig("2/s"))
-	if got := rateOf(t, nextGood(t, ch)); got != "2/s" {
+	r2 := nextGood(t, ch)
+	if got := rateOf(t, r2); got != "2/s" {
 		t.Fatalf("after write: %s", got)
+	}
+	if len(r2.c.Digest) != 64 || r2.c.Digest == first {
+		t.Errorf("digest %q after a change, was %q", r2.c.Digest, first)
 	}
 
 	// The same bytes again, then new ones: the first must not call back,
