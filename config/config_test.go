@@ -454,3 +454,15 @@ proxy: {upstream: demo}
 		t.Error("an unknown alias was accepted")
 	}
 }
+
+// TestNullLeavesDefault: "field:" with no value keeps the default.
+func TestNullLeavesDefault(t *testing.T) {
+	c, err := Parse("n.yaml", []byte("policies: {api: {rate: 1/s}}\nproxy:\n  listen:\n  routes:\n    - limits: [{policy: api, key: , cost: }]\nshutdown_timeout:\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.Proxy.Routes[0].Limits[0]
+	if c.Proxy.Listen != DefaultProxyListen || c.ShutdownTimeout.D() != DefaultShutdownTimeout || l.Key.String() != "ip" || l.Cost.Units != 1 {
+		t.Errorf("defaults lost: listen %q, shutdown %s, key %s, cost %s", c.Proxy.Listen, c.ShutdownTimeout.D(), l.Key, l.Cost)
+	}
+}

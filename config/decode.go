@@ -161,6 +161,11 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, path string) {
 	}
 	d.pos[path] = d.at(orig)
 
+	if _, null := n.(*ast.NullNode); null && (isValue(v) || v.Kind() != reflect.Pointer && v.Kind() != reflect.Struct) {
+		// "field:" with nothing after it leaves the default. (A section
+		// left empty, "proxy:", is there with its defaults.)
+		return
+	}
 	if v.CanAddr() {
 		if nd, ok := v.Addr().Interface().(nodeDecoder); ok {
 			nd.decodeNode(d, n, path)
@@ -176,11 +181,6 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, path string) {
 			}
 			return
 		}
-	}
-
-	if _, null := n.(*ast.NullNode); null && v.Kind() != reflect.Pointer && v.Kind() != reflect.Struct {
-		// "field:" with nothing after it leaves the default.
-		return
 	}
 
 	switch v.Kind() {
@@ -760,4 +760,17 @@ func (d *decoder) registerAnchors(n ast.Node, depth int) {
 			d.registerAnchors(e, depth+1)
 		}
 	}
+}
+
+// isValue reports whether v reads itself from one YAML value (a Rate, a
+// Duration, a Key) rather than being a section.
+func isValue(v reflect.Value) bool {
+	if !v.CanAddr() {
+		return false
+	}
+	switch v.Addr().Interface().(type) {
+	case nodeDecoder, encoding.TextUnmarshaler:
+		return true
+	}
+	return false
 }
