@@ -457,7 +457,7 @@ proxy: {upstream: demo}
 
 // TestNullLeavesDefault: "field:" with no value keeps the default.
 func TestNullLeavesDefault(t *testing.T) {
-	c, err := Parse("n.yaml", []byte("policies: {api: {rate: 1/s}}\nproxy:\n  listen:\n  routes:\n    - limits: [{policy: api, key: , cost: }]\nshutdown_timeout:\n"))
+	c, err := Parse("n.yaml", []byte("policies: {api: {rate: 1/s}}\nproxy:\n  upstream: demo\n  listen:\n  routes:\n    - limits: [{policy: api, key: , cost: }]\nshutdown_timeout:\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
