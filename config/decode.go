@@ -249,6 +249,9 @@ func (d *decoder) scalar(n ast.Node, path string) (string, bool) {
 		d.errorf(n, path, "expected a single value, found %s", n.Type())
 		return "", false
 	}
+	if d.env == nil { // a file format without expansion
+		return s, true
+	}
 	out, err := expandEnv(s, d.env)
 	if err != nil {
 		d.wrap(n, path, err)

@@ -306,7 +306,7 @@ func LoadEnvoy(paths ...string) (*EnvoyRules, error) {
 		}
 		srcs = append(srcs, envoySource{p, data})
 	}
-	rules, cerrs := compileEnvoy(srcs, floodgate.FixedWindow, os.LookupEnv)
+	rules, cerrs := compileEnvoy(srcs, floodgate.FixedWindow)
 	errs = append(errs, cerrs...)
 	if len(errs) > 0 {
 		return nil, errs.sorted()
@@ -316,7 +316,7 @@ func LoadEnvoy(paths ...string) (*EnvoyRules, error) {
 
 // ParseEnvoy parses one envoyproxy/ratelimit configuration file's content.
 func ParseEnvoy(name string, data []byte) (*EnvoyRules, error) {
-	rules, errs := compileEnvoy([]envoySource{{name, data}}, floodgate.FixedWindow, os.LookupEnv)
+	rules, errs := compileEnvoy([]envoySource{{name, data}}, floodgate.FixedWindow)
 	if len(errs) > 0 {
 		return nil, errs.sorted()
 	}
@@ -336,12 +336,15 @@ type envoySource struct {
 	data []byte
 }
 
-func compileEnvoy(srcs []envoySource, alg floodgate.Algorithm, env func(string) (string, bool)) (*EnvoyRules, Errors) {
+// compileEnvoy loads envoyproxy/ratelimit files. They are taken as they
+// are: ${...} in them is text, not an environment variable, since a
+// descriptor value may well contain it.
+func compileEnvoy(srcs []envoySource, alg floodgate.Algorithm) (*EnvoyRules, Errors) {
 	r := &EnvoyRules{domains: map[string]*envoyNode{}, files: map[string]string{}}
 	var errs Errors
 	for _, s := range srcs {
 		d := newDecoder(s.name)
-		d.env = env
+		d.env = nil
 		var f EnvoyFile
 		if body := d.parseYAML(s.data); body != nil {
 			d.decode(body, reflect.ValueOf(&f).Elem(), "")

@@ -128,6 +128,11 @@ descriptors:
 			}
 		})
 	}
+	// Values are taken as written: no environment expansion.
+	lit := mustEnvoy(t, "domain: l\ndescriptors:\n  - {key: k, value: '${NOT_AN_ENV_VAR}', rate_limit: {unit: second, requests_per_unit: 1}}\n")
+	if lit.Match("l", entries("k", "${NOT_AN_ENV_VAR}")) == nil {
+		t.Error("a value with ${ was not kept literally")
+	}
 	// A key containing _ is matched by key and value, not their join.
 	under := mustEnvoy(t, "domain: u\ndescriptors:\n  - key: a_b\n    value: c\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
 	if r := under.Match("u", entries("a", "b_c")); r != nil {

@@ -721,7 +721,7 @@ func (k *checker) checkEnvoy() {
 		}
 		files = append(files, envoySource{name: path, data: data})
 	}
-	rules, errs := compileEnvoy(files, alg, k.d.env)
+	rules, errs := compileEnvoy(files, alg)
 	k.d.errs = append(k.d.errs, errs...)
 	e.Rules = rules
 }
