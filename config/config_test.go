@@ -466,3 +466,19 @@ func TestNullLeavesDefault(t *testing.T) {
 		t.Errorf("defaults lost: listen %q, shutdown %s, key %s, cost %s", c.Proxy.Listen, c.ShutdownTimeout.D(), l.Key, l.Cost)
 	}
 }
+
+// TestUnknownAliases: an alias to no anchor, anywhere a value can be, is
+// an error and never a crash.
+func TestUnknownAliases(t *testing.T) {
+	for _, src := range []string{
+		"proxy: {upstream: demo, routes: [{limits: [{policy: p, key: [*nope]}]}]}\n",
+		"policies: {a: {<<: [*nope]}}\nproxy: {upstream: demo}\n",
+		"policies: {a: {<<: *nope}}\nproxy: {upstream: demo}\n",
+		"proxy: {upstream: *nope}\n",
+		"storage: {redis: {addrs: [*nope]}}\n",
+	} {
+		if _, err := Parse("u.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "unknown alias") {
+			t.Errorf("%q: %v", src, err)
+		}
+	}
+}

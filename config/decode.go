@@ -225,6 +225,8 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, path string) {
 func (d *decoder) scalar(n ast.Node, path string) (string, bool) {
 	var s string
 	switch t := n.(type) {
+	case nil: // an alias that resolved to nothing, already reported
+		return "", false
 	case *ast.StringNode:
 		s = t.Value
 	case *ast.LiteralNode:
@@ -338,6 +340,8 @@ func (d *decoder) numberText(n ast.Node, path, want string) (string, bool) {
 
 func (d *decoder) scalarKindError(n ast.Node, path, want string) {
 	switch n.(type) {
+	case nil:
+		d.errorf(n, path, "expected %s", want)
 	case *ast.MappingNode, *ast.MappingValueNode:
 		d.errorf(n, path, "expected %s, found a mapping", want)
 	case *ast.SequenceNode:
@@ -406,6 +410,9 @@ func (d *decoder) pairs(n ast.Node, path string) ([]*ast.MappingValueNode, bool)
 // mergedPairs is pairs with the set of mappings being merged, so that a
 // merge key that refers to its own mapping is an error, not a loop.
 func (d *decoder) mergedPairs(n ast.Node, path string, merging map[ast.Node]bool) ([]*ast.MappingValueNode, bool) {
+	if n == nil { // an alias that resolved to nothing, already reported
+		return nil, false
+	}
 	if merging[n] {
 		d.errorf(n, path, "a merge key (<<) refers to the mapping it is in")
 		return nil, false
