@@ -138,11 +138,13 @@ func Cases() []Case {
 				{Name: "multi", Limits: []fg.Limit{fg.PerMinute(100)}}, // the first limit on its own
 			},
 			Steps: []Step{
-				{Cost: 2, Want: Want{Allowed: true, Remaining: 0, ResetAfter: 1200 * ms, Limit: 1}},
-				{Cost: 1, Want: Want{Remaining: 0, ResetAfter: 1200 * ms, RetryAfter: 500 * ms, Limit: 1}},
+				// Every field is the driving limit's: the per-second one
+				// is full again after 1s, whatever the minute limit says.
+				{Cost: 2, Want: Want{Allowed: true, Remaining: 0, ResetAfter: s, Limit: 1}},
+				{Cost: 1, Want: Want{Remaining: 0, ResetAfter: s, RetryAfter: 500 * ms, Limit: 1}},
 				// The denied request charged neither limit: 98 of 100 are left.
 				{Policy: 1, Cost: 0, Want: allow(98, 1200*ms)},
-				{Advance: 500 * ms, Cost: 1, Want: Want{Allowed: true, Remaining: 0, ResetAfter: 1300 * ms, Limit: 1}},
+				{Advance: 500 * ms, Cost: 1, Want: Want{Allowed: true, Remaining: 0, ResetAfter: s, Limit: 1}},
 				{Policy: 1, Cost: 0, Want: allow(97, 1300*ms)},
 			},
 		},
@@ -150,7 +152,7 @@ func Cases() []Case {
 			Name:     "multi-limit: longest wait drives",
 			Policies: one("wait", fg.PerSecond(10), fg.PerMinute(12)),
 			Steps: []Step{
-				{Cost: 10, Want: Want{Allowed: true, Remaining: 0, ResetAfter: 50 * s, Limit: 0}},
+				{Cost: 10, Want: Want{Allowed: true, Remaining: 0, ResetAfter: s, Limit: 0}},
 				{Advance: s, Cost: 3, Want: Want{Remaining: 2, ResetAfter: 49 * s, RetryAfter: 4 * s, Limit: 1}},
 				{Cost: 2, Want: Want{Allowed: true, Remaining: 0, ResetAfter: 59 * s, Limit: 1}},
 				{Cost: 1, Want: Want{Remaining: 0, ResetAfter: 59 * s, RetryAfter: 4 * s, Limit: 1}},
@@ -186,12 +188,12 @@ func Cases() []Case {
 			Policies: one("refund", fg.PerMinute(10)),
 			Steps: []Step{
 				{Cost: 5, Want: allow(5, 30*s)},
-				{Op: OpRefund, Cost: 3},
+				{Do: DoRefund, Cost: 3},
 				{Cost: 0, Want: allow(8, 12*s)},
-				{Op: OpRefund, Cost: 100},
+				{Do: DoRefund, Cost: 100},
 				{Cost: 0, Want: allow(10, 0)},
 				{Cost: 10, Want: allow(0, time.Minute)},
-				{Op: OpReset},
+				{Do: DoReset},
 				{Cost: 1, Want: allow(9, 6*s)},
 			},
 		},
@@ -206,7 +208,7 @@ func Cases() []Case {
 				{Advance: us, Cost: 1, Want: allow(2, time.Minute)},
 				{Advance: time.Minute, Cost: 0, Want: allow(3, 0)},
 				{Cost: 3, Want: allow(0, time.Minute)},
-				{Op: OpRefund, Cost: 1},
+				{Do: DoRefund, Cost: 1},
 				{Cost: 0, Want: allow(1, time.Minute)},
 			},
 		},
@@ -240,7 +242,7 @@ func Cases() []Case {
 				{Advance: us, Cost: 1, Want: allow(0, 114*s)},
 				{Cost: 1, Want: deny(0, 114*s, 6*s)},
 				{Advance: 6 * s, Cost: 0, Want: allow(1, 108*s)},
-				{Op: OpRefund, Cost: 1},
+				{Do: DoRefund, Cost: 1},
 				{Cost: 0, Want: allow(2, 48*s)},
 				{Advance: 48 * s, Cost: 0, Want: allow(10, 0)},
 			},
@@ -256,7 +258,7 @@ func Cases() []Case {
 				{Cost: 2, Want: deny(0, time.Minute, 50*s)},
 				{Advance: 40*s - us, Cost: 1, Want: deny(0, 20*s+us, us)},
 				{Advance: us, Cost: 1, Want: allow(0, time.Minute)},
-				{Op: OpRefund, Cost: 1}, // drops the admission just made: the newest left is from +20s
+				{Do: DoRefund, Cost: 1}, // drops the admission just made: the newest left is from +20s
 				{Cost: 0, Want: allow(1, 20*s)},
 				{Advance: 2 * time.Minute, Cost: 0, Want: allow(3, 0)},
 			},
@@ -268,10 +270,10 @@ func Cases() []Case {
 				{Name: "mixed", Limits: []fg.Limit{fg.PerSecond(5)}},
 			},
 			Steps: []Step{
-				{Cost: 5, Want: Want{Allowed: true, Remaining: 0, ResetAfter: time.Minute, Limit: 0}},
+				{Cost: 5, Want: Want{Allowed: true, Remaining: 0, ResetAfter: s, Limit: 0}},
 				{Advance: s, Cost: 2, Want: Want{Remaining: 1, ResetAfter: 59 * s, RetryAfter: 59 * s, Limit: 1}},
 				{Policy: 1, Cost: 0, Want: allow(5, 0)},
-				{Cost: 1, Want: Want{Allowed: true, Remaining: 0, ResetAfter: time.Minute, Limit: 1}},
+				{Cost: 1, Want: Want{Allowed: true, Remaining: 0, ResetAfter: 59 * s, Limit: 1}},
 			},
 		},
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/hybrid"
 	"github.com/floodgate-go/floodgate/memstore"
@@ -82,9 +83,9 @@ type flaky struct {
 	down bool
 }
 
-func (f *flaky) Decide(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+func (f *flaky) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
 	if f.down {
-		return floodgate.Result{}, fmt.Errorf("connection refused")
+		return algo.Verdict{}, fmt.Errorf("connection refused")
 	}
 	return f.Store.Decide(ctx, set, key, cost)
 }

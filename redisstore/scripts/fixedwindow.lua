@@ -4,15 +4,25 @@
 -- {alg, offset, capacity, period}; offset is the zone offset in
 -- microseconds that aligns windows to a location's wall clock (0 for UTC).
 
-local function fixed_load(key)
-  local v = redis.call('GET', key)
-  if v then
-    local e, c = string.match(v, '^(%d+) (%d+)$')
-    if e then
-      return tonumber(e), tonumber(c)
+-- fixed_load returns the window end and count under key (0, 0 when there
+-- are none), or nil, nil and the problem with the stored value.
+local function fixed_load(key, p)
+  local v, bad = get(key)
+  if not v then
+    if bad then
+      return nil, nil, bad
     end
+    return 0, 0
   end
-  return 0, 0
+  local e, c = string.match(v, '^(%d+) (%d+)$')
+  e, c = uint(e), uint(c)
+  if not e or not c then
+    return nil, nil, bad_value(v, 'a window ("<end> <count>" in decimal integers)')
+  end
+  if too_far(e, p[4]) then
+    return nil, nil, bad_instant(v)
+  end
+  return e, c
 end
 
 -- fixed_step returns allowed, remaining, reset, retry and, when allowed with
@@ -46,8 +56,8 @@ local function fixed_save(key, e, c)
   setx(key, int(e) .. ' ' .. int(c), e)
 end
 
-local function fixed_refund(key, now, cost)
-  local e, c = fixed_load(key)
+-- fixed_refund takes cost units back from the window that fixed_load read.
+local function fixed_refund(key, e, c, now, cost)
   if e == 0 then
     return
   end
