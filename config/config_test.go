@@ -249,7 +249,7 @@ func TestParseRate(t *testing.T) {
 		"-1/s":         "at least 1",
 		"100":          "no period",
 		"10/0s":        "positive",
-		"10/-1d":       "positive",
+		"10/-1d":       "period",
 		"x/s":          "not a whole number",
 		"10/fortnight": "not a unit",
 		"":             "not COUNT/PERIOD",

@@ -55,8 +55,8 @@ type EnvoyDescriptor struct {
 // An EnvoyRateLimit is requests_per_unit requests per unit.
 type EnvoyRateLimit struct {
 	// Unit is second, minute, hour, day, week, month (30 days) or year
-	// (rejected: longer than floodgate's longest period). Case does not
-	// matter. Required unless Unlimited.
+	// (rejected: longer than the longest period floodgate keeps exactly).
+	// Case does not matter. Required unless Unlimited.
 	Unit string `yaml:"unit,omitempty"`
 
 	// RequestsPerUnit is the limit; 0 denies every request.
@@ -463,10 +463,6 @@ func (k *checker) envoyRule(policy, dp string, specs []EnvoyRateLimit, paths []s
 			k.oneOf(p+".unit", s.Unit, enumEnvoyUnits...)
 			continue
 		}
-		if period > floodgate.MaxSpan {
-			k.errf(p+".unit", "unit %s (%s) is longer than floodgate's longest period (%s); use month with requests_per_unit divided by 12", unit, period, floodgate.MaxSpan)
-			continue
-		}
 		if s.RequestsPerUnit < 0 {
 			k.errf(p+".requests_per_unit", "must not be negative")
 			continue
@@ -488,11 +484,16 @@ func (k *checker) envoyRule(policy, dp string, specs []EnvoyRateLimit, paths []s
 			l.Algorithm = a
 		}
 		if err := l.Validate(); err != nil {
+			msg := strings.TrimPrefix(err.Error(), floodgate.ErrInvalidLimit.Error()+": ")
 			field := ".requests_per_unit"
-			if s.Burst != 0 && strings.Contains(err.Error(), "burst") {
+			switch {
+			case unit == "year":
+				// Longer than any period floodgate keeps exactly.
+				field, msg = ".unit", msg+"; write the limit per month (30 days) instead"
+			case s.Burst != 0 && strings.Contains(err.Error(), "burst"):
 				field = ".burst"
 			}
-			k.wrapf(p+field, err, "%s", strings.TrimPrefix(err.Error(), floodgate.ErrInvalidLimit.Error()+": "))
+			k.wrapf(p+field, err, "%s", msg)
 			continue
 		}
 		rule.Limits = append(rule.Limits, l)

@@ -189,7 +189,7 @@ func TestEnvoyErrors(t *testing.T) {
 		"unknown key":    {"domain: d\ndescriptors:\n  - key: a\n    rate_limt: {unit: second}\n", `rl.yaml:4:5: descriptors[0].rate_limt: unknown field "rate_limt"; did you mean "rate_limit"?`},
 		"empty key":      {"domain: d\ndescriptors:\n  - value: a\n", "descriptors[0]: a descriptor needs a key"},
 		"bad unit":       {"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: minutes, requests_per_unit: 1}\n", `did you mean "minute"?`},
-		"year":           {"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: year, requests_per_unit: 1}\n", "longer than floodgate's longest period"},
+		"year":           {"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: year, requests_per_unit: 1}\n", "longer than the supported"},
 		"no unit":        {"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {requests_per_unit: 1}\n", "needs a unit"},
 		"unlimited unit": {"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unlimited: true, unit: second}\n", "takes no unit"},
 		"duplicate":      {"domain: d\ndescriptors:\n  - key: a\n  - key: a\n", "duplicate descriptor \"d.a\""},

@@ -44,8 +44,8 @@ check: {}
 	fmt.Println(login.Limits[0], "and", login.Limits[1])
 	fmt.Println(login.Overrides["user:batch_worker"][0])
 	// Output:
-	// 5/1m0s gcra and 20/1h0m0s sliding_window
-	// 500/1s burst 200 gcra
+	// 5/min and 20/h sliding_window
+	// 500/s burst 200
 }
 
 func ExampleEnvoyRules_Match() {
@@ -62,5 +62,5 @@ descriptors:
 	r := rules.Match("edge", []config.DescriptorEntry{{Key: "remote_address", Value: "10.0.0.1"}})
 	fmt.Println(r.Policy, r.Key, r.Limits[0])
 	// Output:
-	// edge.remote_address remote_address=10.0.0.1 10/1s fixed_window
+	// edge.remote_address remote_address=10.0.0.1 10/s fixed_window
 }

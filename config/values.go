@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/goccy/go-yaml/ast"
 )
 
@@ -53,25 +54,13 @@ type Rate struct {
 // IsZero reports whether the rate was not set.
 func (r Rate) IsZero() bool { return r.Count == 0 && r.Period == 0 }
 
-// String formats r as in the file, with the shortest unit name when the
-// period is one unit ("100/min") and Go duration syntax otherwise
-// ("10/30s").
+// String formats r as in the file, its period as floodgate.FormatPeriod
+// writes it: "100/min", "10/30s", "5/2h", "1000/d".
 func (r Rate) String() string {
 	if r.IsZero() {
 		return ""
 	}
-	for _, u := range []struct {
-		name string
-		d    time.Duration
-	}{{"s", time.Second}, {"min", time.Minute}, {"h", time.Hour}, {"d", 24 * time.Hour}, {"w", 7 * 24 * time.Hour}} {
-		if r.Period == u.d {
-			return fmt.Sprintf("%d/%s", r.Count, u.name)
-		}
-	}
-	if r.Period%(24*time.Hour) == 0 {
-		return fmt.Sprintf("%d/%dd", r.Count, r.Period/(24*time.Hour))
-	}
-	return fmt.Sprintf("%d/%s", r.Count, r.Period)
+	return strconv.FormatInt(r.Count, 10) + "/" + floodgate.FormatPeriod(r.Period)
 }
 
 // MarshalText formats r as String does.
@@ -138,20 +127,22 @@ func parsePeriod(s string) (time.Duration, error) {
 	if d, ok := rateUnits[strings.ToLower(s)]; ok {
 		return d, nil
 	}
-	// "1d", "2w": whole days and weeks, which Go's syntax lacks.
-	if len(s) >= 2 {
-		if u, ok := map[byte]time.Duration{'d': 24 * time.Hour, 'w': 7 * 24 * time.Hour}[s[len(s)-1]]; ok {
-			if n, err := strconv.ParseInt(s[:len(s)-1], 10, 64); err == nil {
-				if n <= 0 || n > int64(math.MaxInt64/u) {
-					return 0, fmt.Errorf("period %q must be positive", s)
-				}
-				return time.Duration(n) * u, nil
+	// A count and a unit name: "30s", "15min", "2h", "1d", "2w", "3days".
+	if i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' }); i > 0 {
+		if u, ok := rateUnits[strings.ToLower(s[i:])]; ok {
+			n, err := strconv.ParseInt(s[:i], 10, 64)
+			if err != nil || n > int64(math.MaxInt64/u) {
+				return 0, fmt.Errorf("period %q is too long", s)
 			}
+			if n == 0 {
+				return 0, fmt.Errorf("period %q must be positive", s)
+			}
+			return time.Duration(n) * u, nil
 		}
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("period %q is not a unit (s, min, h, d, w) or a duration such as 30s or 1h30m", s)
+		return 0, fmt.Errorf("period %q is not a unit (s, min, h, d, w) or a duration such as 30s, 15min or 1h30m", s)
 	}
 	if d <= 0 {
 		return 0, fmt.Errorf("period %q must be positive", s)
