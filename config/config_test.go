@@ -233,6 +233,9 @@ func TestParseRate(t *testing.T) {
 		"2/w":            {2, 7 * 24 * time.Hour},
 		" 3 / sec ":      {3, time.Second},
 		"1_000/h":        {1000, time.Hour},
+		"5/15min":        {5, 15 * time.Minute},
+		"9/3days":        {9, 72 * time.Hour},
+		"4/500ms":        {4, 500 * time.Millisecond},
 	}
 	for s, want := range ok {
 		got, err := ParseRate(s)
