@@ -128,7 +128,7 @@ type Storage struct {
 	Engine Engine `yaml:"engine"`
 
 	// Memory configures the in-process engine, also used by the hybrid
-	// engine's local filter and by fallback_local.
+	// engine's local filter and by local_fallback.
 	Memory Memory `yaml:"memory"`
 
 	// Redis is the Redis server or cluster; required by redis and hybrid.
@@ -310,16 +310,16 @@ const (
 	// not the client, failed), never 429.
 	FailClosed FailureMode = "fail_closed"
 
-	// FallbackLocal decides in this process with the same limits, so N
+	// LocalFallback decides in this process with the same limits, so N
 	// instances admit up to N times the limit while Redis is down.
-	FallbackLocal FailureMode = "fallback_local"
+	LocalFallback FailureMode = "local_fallback"
 )
 
 // Failure is the failure policy of a remote engine.
 type Failure struct {
-	// Mode is fail_open, fail_closed or fallback_local. Required for the
+	// Mode is fail_open, fail_closed or local_fallback. Required for the
 	// redis engine; the hybrid engine always falls back on its local
-	// filter (fallback_local, its default and only mode).
+	// filter (local_fallback, its default and only mode).
 	Mode FailureMode `yaml:"mode,omitempty"`
 
 	// Timeout bounds every call to Redis. Default 100ms.

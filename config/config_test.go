@@ -90,8 +90,8 @@ func TestPhotoPlacesExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dev.Storage.Failure.Mode != FallbackLocal {
-		t.Errorf("development failure mode = %q, want fallback_local", dev.Storage.Failure.Mode)
+	if dev.Storage.Failure.Mode != LocalFallback {
+		t.Errorf("development failure mode = %q, want local_fallback", dev.Storage.Failure.Mode)
 	}
 	for _, c := range []*Config{prod, dev} {
 		ps, err := c.FloodgatePolicies()

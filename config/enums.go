@@ -5,7 +5,7 @@ package config
 var (
 	enumEngines      = []string{string(EngineMemory), string(EngineRedis), string(EngineHybrid)}
 	enumRedisModes   = []string{string(RedisStandalone), string(RedisSentinel), string(RedisCluster)}
-	enumFailureModes = []string{string(FailOpen), string(FailClosed), string(FallbackLocal)}
+	enumFailureModes = []string{string(FailOpen), string(FailClosed), string(LocalFallback)}
 	enumBodies       = []string{string(BodyProblem), string(BodyJSON), string(BodyNone)}
 	enumCounts       = []string{string(CountAll), string(CountFailed), string(CountSuccessful)}
 	enumHeaderStyles = []string{string(HeadersNone), string(HeadersDraft), string(HeadersIETF)}

@@ -145,15 +145,15 @@ func (k *checker) checkStorage() {
 	switch s.Engine {
 	case EngineRedis:
 		if !k.has("storage.failure.mode") {
-			k.errf("storage.failure", "storage.failure.mode is required with the redis engine: fail_open (allow when Redis is down), fail_closed (answer 503) or fallback_local (limit per instance)")
+			k.errf("storage.failure", "storage.failure.mode is required with the redis engine: fail_open (allow when Redis is down), fail_closed (answer 503) or local_fallback (limit per instance)")
 		} else {
 			k.oneOf("storage.failure.mode", string(f.Mode), enumFailureModes...)
 		}
 	case EngineHybrid:
 		if !k.has("storage.failure.mode") {
-			f.Mode = FallbackLocal
-		} else if f.Mode != FallbackLocal {
-			k.errf("storage.failure.mode", "the hybrid engine always falls back on its local filter; remove mode or set fallback_local")
+			f.Mode = LocalFallback
+		} else if f.Mode != LocalFallback {
+			k.errf("storage.failure.mode", "the hybrid engine always falls back on its local filter; remove mode or set local_fallback")
 		}
 	}
 	if f.Timeout <= 0 {
