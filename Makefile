@@ -4,7 +4,7 @@
 #                postgresql, staticcheck), then runs gofmt, go vet, staticcheck and
 #                every test under -race against real servers the tests start.
 #   make bench   runs the side-by-side benchmarks (see docs/BENCHMARKS.md).
-#   make demo    shows limits at work on the embedded defaults.
+#   make demo    a tour: real headers and a 429, a spoofed X-Forwarded-For, Redis failing over.
 
 GO          ?= go
 GOBIN       := $(shell $(GO) env GOPATH)/bin
