@@ -46,7 +46,7 @@ func (l *limiter) Unwrap() floodgate.Limiter { return l.Limiter }
 // Allow calls the wrapped Allow, so a Limiter whose Allow is more than
 // AllowN(ctx, key, 1) keeps its behaviour.
 func (l *limiter) Allow(ctx context.Context, key string) (floodgate.Result, error) {
-	start := time.Now()
+	start := monotonic()
 	res, err := l.Limiter.Allow(ctx, key)
 	l.pm.observe(start, res, err, false)
 	return res, err
@@ -54,7 +54,7 @@ func (l *limiter) Allow(ctx context.Context, key string) (floodgate.Result, erro
 
 // AllowN calls the wrapped AllowN and counts its answer.
 func (l *limiter) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
-	start := time.Now()
+	start := monotonic()
 	res, err := l.Limiter.AllowN(ctx, key, cost)
 	l.pm.observe(start, res, err, cost == 0)
 	return res, err
@@ -90,8 +90,15 @@ type sourceCounters struct {
 	c      [2][3]prometheus.Counter
 }
 
-func (pm *policyMetrics) observe(start time.Time, res floodgate.Result, err error, peek bool) {
-	pm.latency.Observe(time.Since(start).Seconds())
+// epoch anchors monotonic.
+var epoch = time.Now()
+
+// monotonic reads the monotonic clock only: time.Now reads the wall clock
+// as well, a second clock read per call that a duration does not need.
+func monotonic() time.Duration { return time.Since(epoch) }
+
+func (pm *policyMetrics) observe(start time.Duration, res floodgate.Result, err error, peek bool) {
+	pm.latency.Observe((monotonic() - start).Seconds())
 	kind := kindDecision
 	if peek {
 		kind = kindPeek
