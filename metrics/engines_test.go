@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/hybrid"
@@ -257,4 +259,40 @@ floodgate_decisions_total{decision="error",policy="api",source="hybrid:local"} 0
 # TYPE floodgate_memory_keys gauge
 floodgate_memory_keys{engine="hybrid-local"} 1
 `, append(guardMetrics, "floodgate_memory_keys")...)
+}
+
+// downStore is an engine that is always down.
+type downStore struct{ floodgate.Store }
+
+func (downStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
+	return algo.Verdict{}, errors.New("connection refused")
+}
+
+// TestGuardOptionsKeepsHooks: the hook GuardOptions installs counts and
+// then calls the one the options had; other options pass through.
+func TestGuardOptionsKeepsHooks(t *testing.T) {
+	m, reg := newMetrics(t, metrics.Options{})
+	var seen []string
+	o := m.GuardOptions("down", failover.GuardOptions{
+		Failures: 1, Timeout: time.Minute, ContextBound: true,
+		OnStateChange: func(from, to failover.BreakerState) { seen = append(seen, from.String()+">"+to.String()) },
+	})
+	if o.Failures != 1 || o.Timeout != time.Minute || !o.ContextBound {
+		t.Fatalf("GuardOptions changed the options: %+v", o)
+	}
+	g, err := failover.NewGuard(downStore{memStore(t, memstore.Options{})}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WatchGuard("down", g); err != nil {
+		t.Fatal(err)
+	}
+	lim := newLimiter(t, g, "api", floodgate.PerSecond(1))
+	if _, err := lim.Allow(context.Background(), "k"); err == nil {
+		t.Fatal("a Guard over a store that is down decided without error")
+	}
+	if len(seen) != 1 || seen[0] != "closed>open" {
+		t.Errorf("the options' own hook saw %v; want [closed>open]", seen)
+	}
+	compare(t, reg, guardText("down", 1, 1, 0, failover.Open, 1, 0, 0, 0), guardMetrics...)
 }
