@@ -20,7 +20,7 @@ func BenchmarkAllow(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		wrap bool
-	}{{"bare", false}, {"metrics", true}} {
+	}{{"wrap=bare", false}, {"wrap=metrics", true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			lim := benchLimiter(b, bc.wrap)
 			ctx := context.Background()
@@ -48,7 +48,7 @@ func BenchmarkAllowParallel(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		wrap bool
-	}{{"bare", false}, {"metrics", true}} {
+	}{{"wrap=bare", false}, {"wrap=metrics", true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			lim := benchLimiter(b, bc.wrap)
 			b.ReportAllocs()
