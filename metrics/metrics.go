@@ -61,18 +61,21 @@ const otherSource = "other"
 // an error, where no engine decided.
 const noSource = "none"
 
-// DefaultBuckets are the upper bounds, in seconds, of the decision latency
-// histogram: 10 µs to 1 s in 1-2.5-5 steps. An in-memory decision lands in
-// the first bucket, a Redis round trip between 100 µs and a few
+// DefaultBuckets returns the upper bounds, in seconds, of the decision
+// latency histogram: 10 µs to 1 s in 1-2.5-5 steps. An in-memory decision
+// lands in the first bucket, a Redis round trip between 100 µs and a few
 // milliseconds, a failover timeout (100 ms by default) near the top. Whole
-// milliseconds would put every fast decision at 0.
-var DefaultBuckets = []float64{
-	10e-6, 25e-6, 50e-6,
-	100e-6, 250e-6, 500e-6,
-	1e-3, 2.5e-3, 5e-3,
-	10e-3, 25e-3, 50e-3,
-	100e-3, 250e-3, 500e-3,
-	1,
+// milliseconds would put every fast decision at 0. It is a function so that
+// no caller can change the defaults of every other.
+func DefaultBuckets() []float64 {
+	return []float64{
+		10e-6, 25e-6, 50e-6,
+		100e-6, 250e-6, 500e-6,
+		1e-3, 2.5e-3, 5e-3,
+		10e-3, 25e-3, 50e-3,
+		100e-3, 250e-3, 500e-3,
+		1,
+	}
 }
 
 // Options configures Metrics. The zero value is a good default.
@@ -86,7 +89,7 @@ type Options struct {
 	MaxPolicies int
 
 	// Buckets are the latency histogram's upper bounds in seconds, in
-	// increasing order. Nil means DefaultBuckets.
+	// increasing order. Nil means DefaultBuckets().
 	Buckets []float64
 }
 
@@ -119,10 +122,10 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 	}
 	buckets := o.Buckets
 	if buckets == nil {
-		buckets = DefaultBuckets
+		buckets = DefaultBuckets()
 	}
 	if len(buckets) == 0 {
-		return nil, errors.New("metrics: Buckets is empty; use nil for DefaultBuckets")
+		return nil, errors.New("metrics: Buckets is empty; use nil for DefaultBuckets()")
 	}
 	for i := 1; i < len(buckets); i++ {
 		if !(buckets[i] > buckets[i-1]) {

@@ -131,8 +131,8 @@ func histogramCount(t *testing.T, reg prometheus.Gatherer, policy string) uint64
 			for _, lp := range mt.GetLabel() {
 				if lp.GetName() == "policy" && lp.GetValue() == policy {
 					h := mt.GetHistogram()
-					if got := len(h.GetBucket()); got != len(metrics.DefaultBuckets) {
-						t.Errorf("histogram has %d buckets; want %d", got, len(metrics.DefaultBuckets))
+					if got := len(h.GetBucket()); got != len(metrics.DefaultBuckets()) {
+						t.Errorf("histogram has %d buckets; want %d", got, len(metrics.DefaultBuckets()))
 					}
 					return h.GetSampleCount()
 				}
@@ -340,4 +340,53 @@ floodgate_decisions_total{decision="allowed",policy="bad`+"\uFFFD"+`name",source
 floodgate_decisions_total{decision="denied",policy="bad`+"\uFFFD"+`name",source="memory"} 0
 floodgate_decisions_total{decision="error",policy="bad`+"\uFFFD"+`name",source="memory"} 0
 `, "floodgate_decisions_total")
+}
+
+// sourceMaker is a Limiter whose every answer names a source of its own,
+// as an engine that built sources from request data would.
+type sourceMaker struct {
+	floodgate.Limiter
+	n int
+}
+
+func (s *sourceMaker) Allow(ctx context.Context, key string) (floodgate.Result, error) {
+	s.n++
+	return floodgate.Result{Allowed: true, Source: floodgate.Source(fmt.Sprintf("src-%d", s.n)), Policy: s.Name()}, nil
+}
+
+func TestSourceLabelsBounded(t *testing.T) {
+	m, reg := newMetrics(t, metrics.Options{})
+	lim := m.Limiter(&sourceMaker{Limiter: newLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(1))})
+	for range 40 {
+		if _, err := lim.Allow(context.Background(), "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "floodgate_decisions_total" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			var src, dec string
+			for _, lp := range mt.GetLabel() {
+				switch lp.GetName() {
+				case "source":
+					src = lp.GetValue()
+				case "decision":
+					dec = lp.GetValue()
+				}
+			}
+			if dec == "allowed" {
+				sources[src] = mt.GetCounter().GetValue()
+			}
+		}
+	}
+	if len(sources) != 17 || sources["other"] != 24 || sources["src-1"] != 1 || sources["src-16"] != 1 {
+		t.Errorf("allowed decisions by source: %v; want src-1 … src-16 once each and 24 under other", sources)
+	}
 }
