@@ -3,6 +3,8 @@ module github.com/floodgate-go/floodgate
 go 1.26.0
 
 require (
+	github.com/fsnotify/fsnotify v1.10.1
+	github.com/goccy/go-yaml v1.19.2
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
