@@ -185,11 +185,19 @@ func (s *RLS) Register(reg grpc.ServiceRegistrar) {
 	s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 }
 
-func (s *RLS) serve(ln net.Listener) error {
+// bind makes the gRPC server for ln; serve then serves it. They are apart
+// so that a shutdown right after Start finds the server to stop.
+func (s *RLS) bind(ln net.Listener) {
 	srv := grpc.NewServer()
 	s.Register(srv)
 	s.mu.Lock()
 	s.srv, s.ln = srv, ln
+	s.mu.Unlock()
+}
+
+func (s *RLS) serve() error {
+	s.mu.Lock()
+	srv, ln := s.srv, s.ln
 	s.mu.Unlock()
 	err := srv.Serve(ln)
 	if errors.Is(err, grpc.ErrServerStopped) {

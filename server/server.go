@@ -201,8 +201,9 @@ func (s *Server) Start() error {
 		s.log.Info("listening", slog.String("listener", l.name), slog.String("addr", l.ln.Addr().String()))
 	}
 	if envoyLn != nil {
+		s.envoy.bind(envoyLn)
 		go func() {
-			if err := s.envoy.serve(envoyLn); err != nil {
+			if err := s.envoy.serve(); err != nil {
 				s.errc <- fmt.Errorf("server: envoy listener: %w", err)
 			}
 		}()
