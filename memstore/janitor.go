@@ -166,6 +166,9 @@ func (s *Store) Evictions() uint64 { return s.evictions.Load() }
 
 // Refund implements floodgate.Store.
 func (s *Store) Refund(_ context.Context, set *floodgate.LimitSet, key string, cost int64) error {
+	if s.closed.Load() {
+		return errClosed
+	}
 	h := s.hash(set, key)
 	sh := s.shardOf(h)
 	sh.mu.Lock()
@@ -196,6 +199,9 @@ func (s *Store) Refund(_ context.Context, set *floodgate.LimitSet, key string, c
 
 // Reset implements floodgate.Store.
 func (s *Store) Reset(_ context.Context, set *floodgate.LimitSet, key string) error {
+	if s.closed.Load() {
+		return errClosed
+	}
 	h := s.hash(set, key)
 	sh := s.shardOf(h)
 	sh.mu.Lock()

@@ -16,6 +16,7 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,7 @@ type Store struct {
 	seed     maphash.Seed
 	clock    floodgate.Clock
 	ownClock *floodgate.CoarseClock
+	closed   atomic.Bool
 
 	evictions atomic.Uint64
 	stop      chan struct{}
@@ -129,10 +131,16 @@ func New(o Options) *Store {
 	return s
 }
 
-// Close stops the janitor and the Store's own clock. The Store keeps
-// working afterwards, without expiry sweeps and with a clock that stands
-// still, so Close it only when done.
+// errClosed is what every call after Close returns. A Store closed while
+// limiters still use it would otherwise decide on state that no longer
+// expires, denying its exhausted keys for ever without a word.
+var errClosed = fmt.Errorf("%w (memstore: Close was called; keep a Store open while limiters use it and close it at shutdown, not with defer in the function that builds them)", floodgate.ErrClosed)
+
+// Close stops the janitor and the Store's own clock. Every later Decide,
+// Refund and Reset returns an error wrapping floodgate.ErrClosed, so Close a
+// Store only when no limiter uses it any more. Close is idempotent.
 func (s *Store) Close() error {
+	s.closed.Store(true)
 	s.closeOnce.Do(func() {
 		if s.stop != nil {
 			close(s.stop)
@@ -188,6 +196,9 @@ func mix(x uint64) uint64 {
 
 // Decide implements floodgate.Store.
 func (s *Store) Decide(_ context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+	if s.closed.Load() {
+		return floodgate.Result{}, errClosed
+	}
 	h := s.hash(set, key)
 	if r := &set.Rules[0]; len(set.Rules) == 1 && r.Algorithm <= floodgate.TokenBucket {
 		var d floodgate.Decision
