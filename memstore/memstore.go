@@ -77,16 +77,34 @@ type Store struct {
 type shard struct {
 	mu   sync.Mutex
 	tats atomic.Pointer[gcraTable] // GCRA and TokenBucket: the TAT; read without mu
-	wins table[floodgate.State]    // window algorithms
-	logs map[uint64]*floodgate.Log
+	// Each window algorithm has a table of its own: eviction reads the
+	// counts of a state, which each algorithm keeps in its own way.
+	fixed   table[floodgate.State]
+	sliding table[floodgate.State]
+	logs    map[uint64]*keyLog
 	// scratch stands in for the log of a key that has none, so checking it
 	// allocates nothing. Only used under mu.
 	scratch floodgate.Log
-	_       [24]byte // keep neighbouring shards on separate cache lines
+	_       [40]byte // keep neighbouring shards on separate cache lines
+}
+
+// keyLog is the Log of one SlidingLog key with the rule that charged it
+// last, which eviction needs to count the units the log holds.
+type keyLog struct {
+	floodgate.Log
+	rule *floodgate.Rule
+}
+
+// windows returns the table of r, a window algorithm's rule.
+func (sh *shard) windows(r *floodgate.Rule) *table[floodgate.State] {
+	if r.Algorithm == floodgate.FixedWindow {
+		return &sh.fixed
+	}
+	return &sh.sliding
 }
 
 func (sh *shard) len() int {
-	n := sh.wins.n + len(sh.logs)
+	n := sh.fixed.n + sh.sliding.n + len(sh.logs)
 	if t := sh.tats.Load(); t != nil {
 		n += t.live
 	}
@@ -218,23 +236,11 @@ func (s *Store) decide(set *floodgate.LimitSet, h uint64, cost int64, ds *[flood
 	rules := set.Rules
 
 	var keys [floodgate.MaxLimits]uint64
-	var next [floodgate.MaxLimits]floodgate.State
-	var prev [floodgate.MaxLimits]int64 // GCRA: the TAT the decision read
+	var read, next [floodgate.MaxLimits]floodgate.State
 	allowed := true
 	for i := range rules {
-		r := &rules[i]
-		k := ruleKey(h, i)
-		keys[i] = k
-		switch r.Algorithm {
-		case floodgate.GCRA, floodgate.TokenBucket:
-			prev[i] = sh.tat(k)
-			next[i], ds[i] = r.Step(floodgate.State{A: prev[i]}, now, cost)
-		case floodgate.SlidingLog:
-			ds[i] = r.CheckLog(sh.log(k, false), now, cost)
-		default:
-			st, _ := sh.wins.get(k)
-			next[i], ds[i] = r.Step(st, now, cost)
-		}
+		keys[i] = ruleKey(h, i)
+		read[i], next[i], ds[i] = sh.step(&rules[i], keys[i], now, cost)
 		allowed = allowed && ds[i].Allowed
 	}
 	if !allowed {
@@ -242,7 +248,7 @@ func (s *Store) decide(set *floodgate.LimitSet, h uint64, cost int64, ds *[flood
 		// their uncharged state.
 		for i := range rules {
 			if ds[i].Allowed && cost > 0 {
-				ds[i] = s.peek(sh, &rules[i], keys[i], now)
+				_, _, ds[i] = sh.step(&rules[i], keys[i], now, 0)
 			}
 		}
 		return len(rules)
@@ -255,13 +261,13 @@ func (s *Store) decide(set *floodgate.LimitSet, h uint64, cost int64, ds *[flood
 		k := keys[i]
 		switch r.Algorithm {
 		case floodgate.GCRA, floodgate.TokenBucket:
-			s.chargeGCRA(sh, r, k, prev[i], next[i].A, now, cost)
+			s.chargeGCRA(sh, r, k, read[i].A, next[i].A, now, cost)
 		case floodgate.SlidingLog:
-			s.makeRoom(sh, k)
-			r.ChargeLog(sh.log(k, true), now, cost)
+			s.makeRoom(sh, k, now)
+			r.ChargeLog(sh.chargedLog(k, r), now, cost)
 		default:
-			s.makeRoom(sh, k)
-			sh.wins.put(k, next[i])
+			s.makeRoom(sh, k, now)
+			sh.windows(r).put(k, next[i])
 		}
 	}
 	return len(rules)
@@ -288,10 +294,11 @@ func (s *Store) decideGCRA(sh *shard, r *floodgate.Rule, k uint64, cost int64, d
 			return
 		}
 	}
-	next, dd := r.Step(floodgate.State{}, s.clock.UnixNano(), cost)
+	now := s.clock.UnixNano()
+	next, dd := r.Step(floodgate.State{}, now, cost)
 	*d = dd
 	if dd.Allowed && cost > 0 {
-		s.insertGCRA(sh, k, next.A)
+		s.insertGCRA(sh, k, next.A, now)
 	}
 }
 
@@ -324,7 +331,7 @@ func (s *Store) chargeGCRA(sh *shard, r *floodgate.Rule, k uint64, read, next, n
 		slot = t.find(k)
 	}
 	if slot == nil {
-		s.insertGCRA(sh, k, next)
+		s.insertGCRA(sh, k, next, now)
 		return
 	}
 	for !slot.tat.CompareAndSwap(read, next) {
@@ -335,8 +342,8 @@ func (s *Store) chargeGCRA(sh *shard, r *floodgate.Rule, k uint64, read, next, n
 
 // insertGCRA adds k, absent from the shard, with tat. The caller holds the
 // shard lock.
-func (s *Store) insertGCRA(sh *shard, k uint64, tat int64) {
-	s.makeRoom(sh, k)
+func (s *Store) insertGCRA(sh *shard, k uint64, tat, now int64) {
+	s.makeRoom(sh, k, now)
 	t := sh.tats.Load()
 	switch {
 	case t == nil:
@@ -360,51 +367,64 @@ func (sh *shard) tat(k uint64) int64 {
 	return 0
 }
 
-func (s *Store) peek(sh *shard, r *floodgate.Rule, k uint64, now int64) floodgate.Decision {
+// step decides cost units of r for k at now on the state the shard holds,
+// and stores nothing: it returns the state it read, the next state (both
+// zero for SlidingLog, whose Log the caller charges) and the decision. The
+// caller holds the shard lock.
+func (sh *shard) step(r *floodgate.Rule, k uint64, now, cost int64) (read, next floodgate.State, d floodgate.Decision) {
 	switch r.Algorithm {
 	case floodgate.GCRA, floodgate.TokenBucket:
-		_, d := r.Step(floodgate.State{A: sh.tat(k)}, now, 0)
-		return d
+		read = floodgate.State{A: sh.tat(k)}
 	case floodgate.SlidingLog:
-		return r.CheckLog(sh.log(k, false), now, 0)
+		return read, next, r.CheckLog(sh.log(k), now, cost)
 	default:
-		st, _ := sh.wins.get(k)
-		_, d := r.Step(st, now, 0)
-		return d
+		read, _ = sh.windows(r).get(k)
 	}
+	next, d = r.Step(read, now, cost)
+	return read, next, d
 }
 
-// log returns the Log of k, creating it when create is set. Without create,
-// a missing log is an empty one that must not be written.
-func (sh *shard) log(k uint64, create bool) *floodgate.Log {
+// log returns the Log of k. For a key without one it returns an empty Log
+// that must not be written.
+func (sh *shard) log(k uint64) *floodgate.Log {
 	if l, ok := sh.logs[k]; ok {
-		return l
+		return &l.Log
 	}
-	if !create {
-		sh.scratch = floodgate.Log{}
-		return &sh.scratch
+	sh.scratch = floodgate.Log{}
+	return &sh.scratch
+}
+
+// chargedLog returns the Log of k for r to charge, creating it when k has
+// none.
+func (sh *shard) chargedLog(k uint64, r *floodgate.Rule) *floodgate.Log {
+	l, ok := sh.logs[k]
+	if !ok {
+		if sh.logs == nil {
+			sh.logs = make(map[uint64]*keyLog)
+		}
+		l = new(keyLog)
+		sh.logs[k] = l
 	}
-	if sh.logs == nil {
-		sh.logs = make(map[uint64]*floodgate.Log)
-	}
-	l := new(floodgate.Log)
-	sh.logs[k] = l
-	return l
+	l.rule = r
+	return &l.Log
 }
 
 // makeRoom evicts an entry when the shard is full and k is new to it.
-func (s *Store) makeRoom(sh *shard, k uint64) {
+func (s *Store) makeRoom(sh *shard, k uint64, now int64) {
 	if s.perShard == 0 || sh.len() < s.perShard || sh.has(k) {
 		return
 	}
-	s.evict(sh, k)
+	s.evict(sh, k, now)
 }
 
 func (sh *shard) has(k uint64) bool {
 	if t := sh.tats.Load(); t != nil && t.find(k) != nil {
 		return true
 	}
-	if _, ok := sh.wins.get(k); ok {
+	if _, ok := sh.fixed.get(k); ok {
+		return true
+	}
+	if _, ok := sh.sliding.get(k); ok {
 		return true
 	}
 	_, ok := sh.logs[k]
