@@ -21,9 +21,8 @@ import (
 // interval. Debts are compared within one table only.
 //
 // Sampling keeps eviction O(1), as in Redis's approximated LRU; the walk
-// starts at k's hash, which clients cannot predict. Only when every sampled
-// entry carries more debt than some unsampled one does eviction miss the
-// least-debt entry.
+// starts at k's hash, which clients cannot predict. The price is that an
+// exhausted key is lost when every entry of its sample is exhausted too.
 func (s *Store) evict(sh *shard, k uint64, now int64) {
 	s.evictions.Add(1)
 	t := sh.tats.Load()
@@ -32,7 +31,7 @@ func (s *Store) evict(sh *shard, k uint64, now int64) {
 		gcra = t.live
 	}
 	switch max(gcra, sh.fixed.n, sh.sliding.n, len(sh.logs)) {
-	case 0:
+	case 0: // nothing to evict; makeRoom does not call for this
 	case gcra:
 		evictGCRA(t, k, now)
 	case sh.fixed.n:
