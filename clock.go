@@ -34,14 +34,13 @@ func (f ClockFunc) UnixNano() int64 { return f() }
 
 // A CoarseClock caches SystemClock so that reading the time costs an atomic
 // load instead of a system clock read. Two things refresh it: a background
-// goroutine every tick, and the reads themselves, about one in refreshReads
-// of which reads SystemClock and stores the result. The background refresh
-// bounds the lag while the process has CPU to spare; under CPU saturation
-// that goroutine may wait long for a CPU, but every goroutine that is reading
-// the clock is running, so the refreshes by reads keep the lag within the
-// time the process takes for about refreshReads reads. A limiter reading the
-// clock for every decision therefore decides at most about refreshReads
-// times on a stale time in a row, however loaded the machine.
+// goroutine every tick, and the reads themselves, one in refreshReads of
+// which (on average) reads SystemClock and stores the result. The goroutine
+// bounds the lag by about a tick while the process has CPU to spare. Under
+// CPU saturation it may wait long for a CPU, but a goroutine that reads the
+// clock is running, so the reads bound the lag: a limiter that reads the
+// clock once per decision decides on a stale time for about refreshReads
+// decisions after a pause, however loaded the machine.
 //
 // The cached value only ever lags real time, never leads it: every stored
 // value is a reading of SystemClock taken before it was stored, and a store
