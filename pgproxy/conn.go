@@ -46,9 +46,9 @@ type conn struct {
 
 	// Set once by the server-to-client relay when BackendKeyData passes,
 	// read by cancel requests.
-	keyMu     sync.Mutex
-	upPID     uint32
-	upSecret  []byte
+	keyMu        sync.Mutex
+	upPID        uint32
+	upSecret     []byte
 	clientPID    uint32 // 0 until registered
 	clientSecret []byte
 

@@ -1,7 +1,10 @@
 package pgproxy_test
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
+	"io"
 	"context"
 	"errors"
 	"fmt"
@@ -206,4 +209,91 @@ func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// A rawSession speaks the protocol by hand, for what no client library
+// sends: malformed messages, disconnects at chosen moments.
+type rawSession struct {
+	t  *testing.T
+	nc net.Conn
+	r  *bufio.Reader
+}
+
+// rawConnect opens a session as user (which must be trusted) and reads up
+// to the first ReadyForQuery.
+func rawConnect(t *testing.T, addr, user string) *rawSession {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
+	s := &rawSession{t: t, nc: nc, r: bufio.NewReader(nc)}
+	s.write(startupPacket(3<<16, "user", user, "database", "postgres"))
+	for {
+		typ, body := s.read()
+		switch typ {
+		case 'E':
+			t.Fatalf("startup failed: %q", body)
+		case 'Z':
+			return s
+		}
+	}
+}
+
+func startupPacket(version uint32, kv ...string) []byte {
+	b := binary.BigEndian.AppendUint32(make([]byte, 4), version)
+	for _, s := range kv {
+		b = append(append(b, s...), 0)
+	}
+	b = append(b, 0)
+	binary.BigEndian.PutUint32(b, uint32(len(b)))
+	return b
+}
+
+// msg frames a client message.
+func msg(typ byte, body string) []byte {
+	b := binary.BigEndian.AppendUint32([]byte{typ}, uint32(4+len(body)))
+	return append(b, body...)
+}
+
+func (s *rawSession) write(b []byte) {
+	s.t.Helper()
+	if _, err := s.nc.Write(b); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// read returns the next message from the proxy.
+func (s *rawSession) read() (byte, []byte) {
+	s.t.Helper()
+	typ, body, err := s.tryRead()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return typ, body
+}
+
+func (s *rawSession) tryRead() (byte, []byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(s.r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	body := make([]byte, binary.BigEndian.Uint32(hdr[1:])-4)
+	_, err := io.ReadFull(s.r, body)
+	return hdr[0], body, err
+}
+
+// until reads messages up to one of type typ and returns the types read.
+func (s *rawSession) until(typ byte) string {
+	s.t.Helper()
+	var seen []byte
+	for {
+		tp, _ := s.read()
+		seen = append(seen, tp)
+		if tp == typ {
+			return string(seen)
+		}
+	}
 }

@@ -59,6 +59,7 @@ type metrics struct {
 	uncharged      [numReasons]atomic.Uint64
 	waits          [numScopes][numOutcomes]atomic.Uint64
 	waitNanos      atomic.Uint64
+	waiting        atomic.Int64
 	connDenied     [numScopes]atomic.Uint64
 	clientConns    atomic.Int64
 	upstreamErrors atomic.Uint64
@@ -67,7 +68,7 @@ type metrics struct {
 	toServer       atomic.Uint64
 	toClient       atomic.Uint64
 
-	dQueries, dUncharged, dWaits, dWaitSeconds, dConnDenied, dConns, dUpErrors, dMalformed, dCancels, dBytes *prometheus.Desc
+	dQueries, dUncharged, dWaits, dWaitSeconds, dWaiting, dConnDenied, dConns, dUpErrors, dMalformed, dCancels, dBytes *prometheus.Desc
 }
 
 func (m *metrics) init() {
@@ -82,6 +83,8 @@ func (m *metrics) init() {
 		[]string{"scope", "outcome"}, nil)
 	m.dWaitSeconds = prometheus.NewDesc("floodgate_pg_query_wait_seconds_total",
 		"Time queries spent waiting under max_wait.", nil, nil)
+	m.dWaiting = prometheus.NewDesc("floodgate_pg_queries_waiting",
+		"Queries waiting under max_wait now.", nil, nil)
 	m.dConnDenied = prometheus.NewDesc("floodgate_pg_connections_denied_total",
 		"New connections refused by a connection rate limit (or its failure), by scope.",
 		[]string{"scope"}, nil)
@@ -101,7 +104,7 @@ func (m *metrics) init() {
 // caller's registry to export its metrics.
 func (p *Proxy) Describe(ch chan<- *prometheus.Desc) {
 	m := &p.metrics
-	for _, d := range []*prometheus.Desc{m.dQueries, m.dUncharged, m.dWaits, m.dWaitSeconds, m.dConnDenied, m.dConns, m.dUpErrors, m.dMalformed, m.dCancels, m.dBytes} {
+	for _, d := range []*prometheus.Desc{m.dQueries, m.dUncharged, m.dWaits, m.dWaitSeconds, m.dWaiting, m.dConnDenied, m.dConns, m.dUpErrors, m.dMalformed, m.dCancels, m.dBytes} {
 		ch <- d
 	}
 }
@@ -127,6 +130,7 @@ func (p *Proxy) Collect(ch chan<- prometheus.Metric) {
 		counter(m.dUncharged, m.uncharged[r].Load(), reasonNames[r])
 	}
 	ch <- prometheus.MustNewConstMetric(m.dWaitSeconds, prometheus.CounterValue, time.Duration(m.waitNanos.Load()).Seconds())
+	ch <- prometheus.MustNewConstMetric(m.dWaiting, prometheus.GaugeValue, float64(m.waiting.Load()))
 	ch <- prometheus.MustNewConstMetric(m.dConns, prometheus.GaugeValue, float64(m.clientConns.Load()))
 	counter(m.dUpErrors, m.upstreamErrors.Load())
 	counter(m.dMalformed, m.malformed.Load())

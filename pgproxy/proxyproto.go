@@ -43,13 +43,23 @@ func readProxyHeader(r *bufio.Reader) (netip.Addr, error) {
 }
 
 func readProxyV1(r *bufio.Reader) (netip.Addr, error) {
-	b, err := r.Peek(proxyV1Max)
-	end := bytes.Index(b, []byte("\r\n"))
-	if end < 0 {
-		if err != nil && !errors.Is(err, io.EOF) {
+	// The line is read as it arrives: the client may well send nothing
+	// more until it is answered.
+	var b []byte
+	end := -1
+	for n := 1; end < 0; n = len(b) + 1 {
+		if n > proxyV1Max {
+			return netip.Addr{}, fmt.Errorf("%w: PROXY v1 header without CRLF in its first %d bytes", errMalformed, proxyV1Max)
+		}
+		var err error
+		if b, err = r.Peek(max(n, r.Buffered())); err != nil && len(b) < n {
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("%w: connection ended inside a PROXY v1 header", errMalformed)
+			}
 			return netip.Addr{}, err
 		}
-		return netip.Addr{}, fmt.Errorf("%w: PROXY v1 header without CRLF in its first %d bytes", errMalformed, proxyV1Max)
+		b = b[:min(len(b), proxyV1Max)]
+		end = bytes.Index(b, []byte("\r\n"))
 	}
 	line := string(b[:end])
 	_, _ = r.Discard(end + 2)
@@ -75,7 +85,7 @@ func readProxyV1(r *bufio.Reader) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("%w: PROXY v1 destination address %q", errMalformed, f[3])
 	}
 	for _, port := range f[4:] {
-		if n, err := strconv.ParseUint(string(port), 10, 16); err != nil || (len(port) > 1 && port[0] == '0') || n > 65535 {
+		if _, err := strconv.ParseUint(string(port), 10, 16); err != nil || (len(port) > 1 && port[0] == '0') {
 			return netip.Addr{}, fmt.Errorf("%w: PROXY v1 port %q", errMalformed, port)
 		}
 	}

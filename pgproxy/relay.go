@@ -461,6 +461,8 @@ const (
 
 // sleep waits d, or less if the client cancels its query or disconnects.
 func (c *conn) sleep(d time.Duration, w *watcher) sleepResult {
+	c.p.metrics.waiting.Add(1)
+	defer c.p.metrics.waiting.Add(-1)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
