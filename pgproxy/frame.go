@@ -30,13 +30,15 @@ var errMalformed = errors.New("malformed message")
 // readStartup reads one startup-phase packet: a length (itself included)
 // and a code, then the rest. body aliases a fresh slice.
 func readStartup(r *bufio.Reader, max int) (code uint32, packet []byte, err error) {
-	hdr, err := r.Peek(8)
+	hdr, err := r.Peek(4)
 	if err != nil {
 		if len(hdr) > 0 && errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
 		return 0, nil, err
 	}
+	// The length is checked before anything else is read, so a bad one
+	// fails at once instead of waiting for bytes that never come.
 	n := binary.BigEndian.Uint32(hdr)
 	if n < 8 || n > uint32(max) {
 		return 0, nil, fmt.Errorf("%w: startup packet length %d is outside 8..%d", errMalformed, n, max)

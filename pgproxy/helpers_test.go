@@ -3,11 +3,11 @@ package pgproxy_test
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
-	"io"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
