@@ -136,6 +136,9 @@ func header(hdr []byte, max int) (typ byte, size int, err error) {
 	if n < 4 || uint64(n) >= uint64(max) {
 		return typ, 0, fmt.Errorf("%w: message %q of length %d is outside 4..%d (MaxMessageSize)", errMalformed, typ, n, max-1)
 	}
+	if n != 4 && (typ == 'S' || typ == 'H' || typ == 'c' || typ == 'X') {
+		return typ, 0, fmt.Errorf("%w: message %q has a body of %d bytes; it has none", errMalformed, typ, n-4)
+	}
 	return typ, int(n) + 1, nil
 }
 

@@ -172,7 +172,7 @@ func (c *conn) clientToServer() error {
 			if c.exempt {
 				charge = false
 				m.uncharged[reasonReplication].Add(1)
-			} else if typ == 'Q' && !c.p.cfg.ChargeEmptyQuery && size-5 <= maxEmptyCheck {
+			} else if typ == 'Q' && !c.p.cfg.ChargeEmptyQuery && size-5 <= maxEmptyCheck && size <= r.Size() {
 				b, err := c.peek(size)
 				if err != nil {
 					return err
