@@ -350,8 +350,14 @@ func (c *conn) relay(startup []byte) {
 	c.expected.Store(1)
 	c.status.Store('I')
 
+	// Whichever direction ends first ends the session: a server that went
+	// away must not leave its client waiting on a live-looking connection.
 	done := make(chan error, 1)
-	go func() { done <- c.serverToClient() }()
+	go func() {
+		err := c.serverToClient()
+		c.close()
+		done <- err
+	}()
 	cerr := c.clientToServer()
 	c.close()
 	serr := <-done

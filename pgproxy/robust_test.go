@@ -96,6 +96,26 @@ func TestBadClients(t *testing.T) {
 		t.Fatalf("the good session at the end: %q, %v", v, err)
 	}
 
+	t.Run("ServerEndsSession", func(t *testing.T) {
+		// The server ends the session: the client gets its FATAL and then
+		// the end of the connection, not a connection that looks alive.
+		s := rawConnect(t, tp.Addr, testenv.PostgresTrustUser)
+		s.write(msg('Q', "SELECT pg_backend_pid()\x00"))
+		_, row := s.read() // RowDescription
+		_, row = s.read()  // DataRow: count, length, value
+		pid := string(row[6:])
+		s.until('Z')
+		if out := pg.Exec("SELECT pg_terminate_backend(" + pid + ")"); out != "t" {
+			t.Fatalf("pg_terminate_backend(%s): %q", pid, out)
+		}
+		if typ, body := s.read(); typ != 'E' || !strings.Contains(string(body), "57P01") {
+			t.Fatalf("got %q %q, want the server's FATAL 57P01", typ, body)
+		}
+		if _, _, err := s.tryRead(); err == nil || strings.Contains(err.Error(), "timeout") {
+			t.Fatalf("after the server's FATAL: %v; want the connection closed", err)
+		}
+	})
+
 	t.Run("GreaseVersion", func(t *testing.T) {
 		// A 3.x minor version the server does not know is negotiated down
 		// by the server itself (NegotiateProtocolVersion), through the proxy.
