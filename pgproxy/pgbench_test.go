@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,7 +32,8 @@ import (
 //
 // Environment: PGBENCH_T seconds per run (default 20), PGBENCH_ROUNDS
 // (default 3), PGBENCH_MODES (default "prepared simple extended"),
-// PGBENCH_CLIENTS (8) and PGBENCH_JOBS (2).
+// PGBENCH_CLIENTS (8), PGBENCH_JOBS (2), and PGBENCH_TARGETS (default all:
+// "direct floodgate pgbouncer relay"), to profile one alone.
 func BenchmarkPgbench(b *testing.B) {
 	dur := envInt(b, "PGBENCH_T", 20)
 	rounds := envInt(b, "PGBENCH_ROUNDS", 3)
@@ -80,7 +82,11 @@ func BenchmarkPgbench(b *testing.B) {
 		{"pgbouncer", bouncer.Addr},
 		{"relay", relay},
 	}
-	tps := map[string][]float64{} // mode/target → one per round
+	if only := strings.Fields(os.Getenv("PGBENCH_TARGETS")); len(only) > 0 {
+		targets = slices.DeleteFunc(targets, func(tg struct{ name, addr string }) bool { return !slices.Contains(only, tg.name) })
+	}
+	tps := map[string][]float64{}      // mode/target → one per round
+	cpuPerTx := map[string][]float64{} // the same, for the hop's CPU time
 	tpsRe := regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
 	b.ResetTimer()
 	for round := range rounds {
@@ -92,7 +98,9 @@ func BenchmarkPgbench(b *testing.B) {
 				cmd := exec.CommandContext(ctx, pgbench, "-n", "-S", "-M", mode,
 					"-c", strconv.Itoa(clients), "-j", strconv.Itoa(jobs), "-T", strconv.Itoa(dur),
 					"-h", host, "-p", port, "-U", testenv.PostgresSuperuser, "postgres")
+				cpu0 := proxyCPU(b, tg.name, bouncer.Pid())
 				out, err := cmd.CombinedOutput()
+				cpu := proxyCPU(b, tg.name, bouncer.Pid()) - cpu0
 				cancel()
 				if err != nil {
 					b.Fatalf("pgbench -M %s through %s: %v\n%s", mode, tg.name, err, out)
@@ -104,7 +112,12 @@ func BenchmarkPgbench(b *testing.B) {
 				v, _ := strconv.ParseFloat(string(m[1]), 64)
 				key := mode + "/" + tg.name
 				tps[key] = append(tps[key], v)
-				fmt.Printf("round %d  -M %-8s %-10s %10.0f tps\n", round+1, mode, tg.name, v)
+				txs := parseTransactions(b, out)
+				usPerTx := float64(cpu/time.Microsecond) / txs
+				if tg.name != "direct" {
+					cpuPerTx[key] = append(cpuPerTx[key], usPerTx)
+				}
+				fmt.Printf("round %d  -M %-8s %-10s %10.0f tps  %6.1f µs proxy CPU per transaction\n", round+1, mode, tg.name, v, usPerTx)
 			}
 		}
 	}
@@ -116,10 +129,54 @@ func BenchmarkPgbench(b *testing.B) {
 		med := func(t string) float64 { return median(tps[mode+"/"+t]) }
 		fg, pb, rl, dr := med("floodgate"), med("pgbouncer"), med("relay"), med("direct")
 		fmt.Printf("%-9s %10.0f %10.0f %10.0f %10.0f   %-18.2f %-18.2f %-18.2f\n", mode, dr, fg, pb, rl, fg/pb, fg/rl, rl/dr)
+		cfg, cpb, crl := median(cpuPerTx[mode+"/floodgate"]), median(cpuPerTx[mode+"/pgbouncer"]), median(cpuPerTx[mode+"/relay"])
+		fmt.Printf("%-9s %10s %10.1f %10.1f %10.1f   µs of the hop's CPU per transaction\n", "", "", cfg, cpb, crl)
 		b.ReportMetric(fg/pb, mode+"-floodgate/pgbouncer")
 		b.ReportMetric(fg/rl, mode+"-floodgate/relay")
 	}
 }
+
+var txRe = regexp.MustCompile(`number of transactions actually processed: ([0-9]+)`)
+
+func parseTransactions(b *testing.B, out []byte) float64 {
+	m := txRe.FindSubmatch(out)
+	if m == nil {
+		b.Fatalf("pgbench printed no transaction count:\n%s", out)
+	}
+	n, _ := strconv.ParseFloat(string(m[1]), 64)
+	return n
+}
+
+// proxyCPU returns the CPU time (user and system) used so far by the hop
+// of target: this process for floodgate and the relay, pgbouncer's process
+// for pgbouncer, nothing for direct. Other goroutines of this process are
+// idle while pgbench runs.
+func proxyCPU(b *testing.B, target string, bouncerPid int) time.Duration {
+	switch target {
+	case "floodgate", "relay":
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	case "pgbouncer":
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(bouncerPid) + "/stat")
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Fields 14 and 15 (utime, stime, in clock ticks) follow the
+		// command name, which is in parentheses.
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		return time.Duration(ut+st) * time.Second / clockTicks
+	}
+	return 0
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat times: 100 on Linux
+// for every architecture Go supports.
+const clockTicks = 100
 
 func median(v []float64) float64 {
 	s := slices.Clone(v)

@@ -120,3 +120,7 @@ server_login_retry = 1
 func (s *PgBouncerServer) DSN(user, db string) string {
 	return "postgres://" + user + "@" + s.Addr + "/" + db + "?sslmode=disable"
 }
+
+// Pid returns the process ID of pgbouncer, e.g. to read its CPU time in
+// /proc.
+func (s *PgBouncerServer) Pid() int { return s.proc.cmd.Process.Pid }
