@@ -15,7 +15,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p results
-args=(-run '^$' -bench '^BenchmarkPgbench$' -benchtime 1x -timeout 120m)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+args=(-run '^$' -bench '^BenchmarkPgbench$' -benchtime 1x -timeout 120m -o "$tmp/pgproxy.test")
 if [[ -n ${PROFILE:-} ]]; then
 	args+=(-cpuprofile "$PROFILE")
 fi

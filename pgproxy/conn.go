@@ -37,8 +37,11 @@ type conn struct {
 
 	params startupParams
 
-	up  net.Conn
-	uw  *bufio.Writer
+	// connMu guards the fields close reads that serve sets once it runs:
+	// client (after TLS) and up.
+	connMu sync.Mutex
+	up     net.Conn
+	uw     *bufio.Writer
 	upN int // bytes written to uw since the last Flush
 
 	ctx    context.Context
@@ -98,6 +101,8 @@ func newConn(p *Proxy, nc net.Conn) *conn {
 func (c *conn) close() {
 	c.closeOnce.Do(func() {
 		c.cancel()
+		c.connMu.Lock()
+		defer c.connMu.Unlock()
 		c.raw.Close()
 		if c.client != c.raw {
 			c.client.Close()
@@ -246,7 +251,9 @@ func (c *conn) startTLS(direct bool) bool {
 		tc.Close()
 		return false
 	}
+	c.connMu.Lock()
 	c.client = tc
+	c.connMu.Unlock()
 	c.cr = bufio.NewReaderSize(tc, bufSize)
 	return true
 }
@@ -334,11 +341,14 @@ func (c *conn) relay(startup []byte) {
 			hint: "The server may be down or unreachable from the proxy; see the proxy's log."})
 		return
 	}
-	c.up = up
+	c.connMu.Lock()
 	if c.ctx.Err() != nil { // closed while dialing
+		c.connMu.Unlock()
 		up.Close()
 		return
 	}
+	c.up = up
+	c.connMu.Unlock()
 	c.uw = bufio.NewWriterSize(up, bufSize)
 	if _, err := up.Write(startup); err != nil {
 		p.metrics.upstreamErrors.Add(1)

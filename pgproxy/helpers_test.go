@@ -58,8 +58,8 @@ func startProxy(t *testing.T, pg *testenv.PostgresServer, cfg pgproxy.Config) *t
 	go func() { served <- p.Serve(ln) }()
 	t.Cleanup(func() {
 		p.Close()
-		if err := <-served; !errors.Is(err, pgproxy.ErrClosed) {
-			t.Errorf("Serve returned %v, want ErrClosed", err)
+		if err := <-served; !errors.Is(err, pgproxy.ErrProxyClosed) {
+			t.Errorf("Serve returned %v, want ErrProxyClosed", err)
 		}
 		if t.Failed() {
 			t.Logf("proxy log:\n%s", lb.String())

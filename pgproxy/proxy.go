@@ -177,9 +177,9 @@ type Proxy struct {
 	wg        sync.WaitGroup
 }
 
-// ErrClosed is returned by Serve and ListenAndServe after Close or
+// ErrProxyClosed is returned by Serve and ListenAndServe after Close or
 // Shutdown.
-var ErrClosed = errors.New("pgproxy: proxy closed")
+var ErrProxyClosed = errors.New("pgproxy: proxy closed")
 
 // New validates cfg and returns a Proxy. It does not listen yet: call Serve
 // or ListenAndServe.
@@ -298,13 +298,13 @@ func (p *Proxy) ListenAndServe() error {
 }
 
 // Serve accepts connections on ln until Close or Shutdown, and closes ln.
-// It returns ErrClosed after those, or the listener's error.
+// It returns ErrProxyClosed after those, or the listener's error.
 func (p *Proxy) Serve(ln net.Listener) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		ln.Close()
-		return ErrClosed
+		return ErrProxyClosed
 	}
 	p.listeners[ln] = struct{}{}
 	p.mu.Unlock()
@@ -322,7 +322,7 @@ func (p *Proxy) Serve(ln net.Listener) error {
 			closed := p.closed
 			p.mu.Unlock()
 			if closed {
-				return ErrClosed
+				return ErrProxyClosed
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
@@ -339,7 +339,7 @@ func (p *Proxy) Serve(ln net.Listener) error {
 		c := newConn(p, nc)
 		if !p.track(c) {
 			nc.Close()
-			return ErrClosed
+			return ErrProxyClosed
 		}
 		go c.serve()
 	}
