@@ -42,7 +42,7 @@ type conn struct {
 	connMu sync.Mutex
 	up     net.Conn
 	uw     *bufio.Writer
-	upN int // bytes written to uw since the last Flush
+	upN    int // bytes written to uw since the last Flush
 
 	ctx    context.Context
 	cancel context.CancelFunc

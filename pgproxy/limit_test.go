@@ -192,6 +192,44 @@ func TestQueryLimits(t *testing.T) {
 		}
 	})
 
+	t.Run("PipelinedRejection", func(t *testing.T) {
+		// The second of two pipelined queries is refused: its error comes
+		// after the first one's result, never before it.
+		lim, _ := memLimiter(t, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{burst(1)}})
+		tp := startProxy(t, pg, pgproxy.Config{Limits: pgproxy.Limits{Global: pgproxy.Scope{Limiter: lim}}})
+		c := tp.connect(t, testenv.PostgresTrustUser, "")
+		ctx := ctxT(t)
+		pl := c.PgConn().StartPipeline(ctx)
+		pl.SendQueryParams("SELECT pg_sleep(0.2), 'first'", nil, nil, nil, nil)
+		pl.SendPipelineSync()
+		pl.SendQueryParams("SELECT 'second'", nil, nil, nil, nil)
+		pl.SendPipelineSync()
+		if err := pl.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		res, err := pl.GetResults()
+		rr, ok := res.(*pgconn.ResultReader)
+		if err != nil || !ok {
+			t.Fatalf("first result: %T, %v; want the first query's rows", res, err)
+		}
+		r := rr.Read()
+		if r.Err != nil || len(r.Rows) != 1 || string(r.Rows[0][1]) != "first" {
+			t.Fatalf("first query: %v, %q", r.Err, r.Rows)
+		}
+		if res, err := pl.GetResults(); err != nil {
+			t.Fatalf("first sync: %T, %v", res, err)
+		}
+		if _, err := pl.GetResults(); pgCode(err) != "53400" {
+			t.Fatalf("second query: %v; want 53400", err)
+		}
+		if res, err := pl.GetResults(); err != nil {
+			t.Fatalf("second sync: %T, %v", res, err)
+		}
+		if err := pl.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("PerUserOverride", func(t *testing.T) {
 		lim, _ := memLimiter(t, floodgate.Policy{
 			Name:      "user",

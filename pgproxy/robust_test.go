@@ -16,6 +16,7 @@ import (
 	"github.com/floodgate-go/floodgate/internal/testenv"
 	"github.com/floodgate-go/floodgate/pgproxy"
 	"github.com/floodgate-go/floodgate/redisstore"
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -173,6 +174,23 @@ func TestSharedRedis(t *testing.T) {
 		}
 		proxies = append(proxies, startProxy(t, pg, pgproxy.Config{Limits: pgproxy.Limits{Global: pgproxy.Scope{Limiter: lim}}}))
 	}
+	// Alternating, one at a time: the shared limit lets 10 through in all,
+	// 5 through each proxy.
+	conns := []*pgx.Conn{proxies[0].connect(t, testenv.PostgresTrustUser, ""), proxies[1].connect(t, testenv.PostgresTrustUser, "")}
+	var perProxy [2]int
+	for i := range 20 {
+		_, err := conns[i%2].Exec(ctx, "SELECT 1")
+		switch {
+		case err == nil:
+			perProxy[i%2]++
+		case pgCode(err) != "53400":
+			t.Fatal(err)
+		}
+	}
+	if perProxy != [2]int{5, 5} {
+		t.Fatalf("passed per proxy %v; want [5 5] under one shared limit of 10", perProxy)
+	}
+	// Then all at once from both: the limit is spent, nothing passes.
 	var passed, denied atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 4 {
@@ -192,12 +210,12 @@ func TestSharedRedis(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if passed.Load() != 10 || denied.Load() != 30 {
-		t.Fatalf("%d passed and %d denied through two proxies; want 10 and 30 (one shared limit)", passed.Load(), denied.Load())
+	if passed.Load() != 0 || denied.Load() != 40 {
+		t.Fatalf("%d passed and %d denied once the shared limit was spent; want 0 and 40", passed.Load(), denied.Load())
 	}
 	for i, tp := range proxies {
-		if tp.metric(t, "floodgate_pg_queries_total", "scope", "global", "decision", "allowed") == 0 {
-			t.Errorf("proxy %d passed nothing: the test did not exercise both", i)
+		if got := tp.metric(t, "floodgate_pg_queries_total", "scope", "global", "decision", "allowed"); got != 5 {
+			t.Errorf("proxy %d allowed metric %v, want 5", i, got)
 		}
 	}
 }
