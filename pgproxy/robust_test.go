@@ -102,8 +102,8 @@ func TestBadClients(t *testing.T) {
 		// the end of the connection, not a connection that looks alive.
 		s := rawConnect(t, tp.Addr, testenv.PostgresTrustUser)
 		s.write(msg('Q', "SELECT pg_backend_pid()\x00"))
-		_, row := s.read() // RowDescription
-		_, row = s.read()  // DataRow: count, length, value
+		s.read()           // RowDescription
+		_, row := s.read() // DataRow: count, length, value
 		pid := string(row[6:])
 		s.until('Z')
 		if out := pg.Exec("SELECT pg_terminate_backend(" + pid + ")"); out != "t" {
