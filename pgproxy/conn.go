@@ -20,9 +20,15 @@ import (
 
 var errTooManyFiles = syscall.EMFILE
 
-// bufSize is the size of each relay buffer: large enough that a round of
-// pipelined messages travels in one read and one write.
-const bufSize = 64 << 10
+// Buffer sizes, per connection: large enough that a round of pipelined
+// messages travels in one read and one write, small enough that thousands
+// of idle sessions cost little. Client messages larger than bufSize stream
+// through without being held whole; the server's answers pass through in
+// chunks of serverBufSize.
+const (
+	bufSize       = 16 << 10 // the client reader and the upstream writer
+	serverBufSize = 32 << 10 // the server-to-client chunk
+)
 
 // A conn is one client connection and, after startup, its upstream
 // connection.

@@ -35,7 +35,7 @@ import (
 
 // serverToClient relays the server's bytes to the client.
 func (c *conn) serverToClient() error {
-	buf := make([]byte, bufSize)
+	buf := make([]byte, serverBufSize)
 	have, skip := 0, 0 // bytes in buf; bytes of a message in transit still to come
 	m := &c.p.metrics
 	for {
