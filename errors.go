@@ -1,6 +1,10 @@
 package floodgate
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/floodgate-go/floodgate/algo"
+)
 
 // Sentinel errors that callers branch on with errors.Is. The wrapping error
 // always says which value was wrong and what to do about it.
@@ -8,7 +12,7 @@ var (
 	// ErrInvalidLimit reports a Limit that cannot work: a rate or period that
 	// is not positive, a negative burst, or numbers too large or too fine for
 	// the engine that has to keep them.
-	ErrInvalidLimit = errors.New("floodgate: invalid limit")
+	ErrInvalidLimit = algo.ErrInvalid
 
 	// ErrInvalidPolicy reports a Policy without a name, without limits, or
 	// with more limits than one decision can check.
@@ -24,4 +28,11 @@ var (
 	// not treat it as an outage: a closed store is a programming error, not
 	// a remote engine that may come back.
 	ErrClosed = errors.New("floodgate: store is closed; create a new one")
+
+	// ErrCorruptState reports state of one key that an engine cannot read,
+	// such as a value of a foreign type or format under its key prefix. It
+	// fails that key's decisions only, and charges nothing; failure
+	// policies do not treat it as an outage. The wrapping error names the
+	// key to delete.
+	ErrCorruptState = errors.New("floodgate: corrupt limiter state")
 )

@@ -32,9 +32,9 @@ func ExampleNew() {
 	res, _ := lim.Allow(ctx, "user:42")
 	fmt.Printf("after 500ms: allowed=%v\n", res.Allowed)
 	// Output:
-	// allowed=true remaining=1 retry=0s limit=2/1s gcra
-	// allowed=true remaining=0 retry=0s limit=2/1s gcra
-	// allowed=false remaining=0 retry=500ms limit=2/1s gcra
+	// allowed=true remaining=1 retry=0s limit=2/s
+	// allowed=true remaining=0 retry=0s limit=2/s
+	// allowed=false remaining=0 retry=500ms limit=2/s
 	// after 500ms: allowed=true
 }
 
@@ -65,9 +65,9 @@ func ExamplePolicy_overridesAndTiers() {
 		fmt.Printf("%s: %s, %d remaining\n", key, res.Limit, res.Remaining)
 	}
 	// Output:
-	// free:1: 10/1s gcra, 9 remaining
-	// pro:7: 100/1s gcra, 99 remaining
-	// batch_worker: 500/1s gcra, 499 remaining
+	// free:1: 10/s, 9 remaining
+	// pro:7: 100/s, 99 remaining
+	// batch_worker: 500/s, 499 remaining
 }
 
 // A chain checks global, per-user and per-IP limits in order; a denial
@@ -86,14 +86,14 @@ func ExampleAllowAll() {
 	global, perUser, perIP := mk("global", floodgate.PerSecond(1000)), mk("user", floodgate.PerSecond(100)), mk("ip", floodgate.PerSecond(1))
 
 	for i := 0; i < 2; i++ {
-		res, err := floodgate.AllowAll(ctx,
+		res, check, err := floodgate.AllowAll(ctx,
 			floodgate.Check{Limiter: global, Cost: 1},
 			floodgate.Check{Limiter: perUser, Key: "alice", Cost: 1},
 			floodgate.Check{Limiter: perIP, Key: "192.0.2.1", Cost: 1},
 		)
-		fmt.Println(res.Allowed, res.Policy, err)
+		fmt.Println(res.Allowed, "check", check, res.Policy, err)
 	}
 	// Output:
-	// true ip <nil>
-	// false ip <nil>
+	// true check 2 ip <nil>
+	// false check 2 ip <nil>
 }

@@ -30,19 +30,26 @@ package floodgate
 import (
 	"context"
 	"fmt"
+
+	"github.com/floodgate-go/floodgate/algo"
 )
 
 // A Limiter decides for keys under one policy. Implementations are safe for
-// concurrent use.
+// concurrent use. A wrapper (metrics, logging) that embeds the Limiter it
+// wraps keeps every method, so front ends lose nothing through it.
 type Limiter interface {
+	// Name is the name of the policy the limiter decides for. Two limiters
+	// of one name on one store share their state.
+	Name() string
+
 	// Allow is AllowN with a cost of 1.
 	Allow(ctx context.Context, key string) (Result, error)
 
 	// AllowN reports whether cost units for key may pass now and, if so,
 	// charges them. A cost of 0 peeks without charging. The error is non-nil
-	// only when the limiter could not decide (an invalid cost, an engine
-	// failure that its failure policy does not absorb); the Result is then
-	// not a decision.
+	// only when the limiter could not decide (an invalid cost, a closed
+	// store, an engine failure that its failure policy does not absorb);
+	// the Result is then not a decision.
 	AllowN(ctx context.Context, key string, cost int64) (Result, error)
 
 	// RefundN gives back up to cost units charged earlier to key, e.g. when
@@ -56,18 +63,26 @@ type Limiter interface {
 }
 
 // A Store keeps the state of limits and decides on it. Engines (memstore,
-// redisstore) and compositions (hybrid, failure policies) are Stores. The
-// key is already normalised; cost is between 0 and set.Capacity().
+// redisstore) and compositions (hybrid, failover) are Stores; package algo
+// holds what they decide with. The key is already normalised (NormalizeKey)
+// and cost is between 0 and set.Capacity().
 type Store interface {
-	// Decide charges cost units to key under every rule of set, all or
-	// nothing, and returns the combined Result (see LimitSet.Combine).
-	Decide(ctx context.Context, set *LimitSet, key string, cost int64) (Result, error)
+	// Decide charges cost units to key under every transition of set, all
+	// or nothing, and returns the combined Verdict (algo.Set.Combine).
+	Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error)
 
-	// Refund gives back up to cost units to key under every rule of set.
-	Refund(ctx context.Context, set *LimitSet, key string, cost int64) error
+	// Refund gives back up to cost units to key under every transition of
+	// set.
+	Refund(ctx context.Context, set *algo.Set, key string, cost int64) error
 
-	// Reset drops key's state under every rule of set.
-	Reset(ctx context.Context, set *LimitSet, key string) error
+	// Reset drops key's state under every transition of set.
+	Reset(ctx context.Context, set *algo.Set, key string) error
+
+	// ValidateLimit reports whether the store can keep l, e.g. an engine
+	// whose clock ticks in microseconds cannot keep a finer interval. New
+	// asks it about every limit, so such limits fail at construction, not on
+	// a request. A composition asks every store it decides with.
+	ValidateLimit(l Limit) error
 }
 
 // PolicyLimiter is the Limiter that New builds: a validated Policy over a
@@ -77,15 +92,16 @@ type PolicyLimiter struct {
 	p     *compiled
 }
 
+var _ Limiter = (*PolicyLimiter)(nil)
+
 // New validates p and returns a Limiter that keeps its state in store. A
-// limit the store cannot keep (see LimitValidator) is an error here, never
+// limit the store cannot keep (Store.ValidateLimit) is an error here, never
 // at request time.
 func New(store Store, p Policy) (*PolicyLimiter, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: policy %s: no store given", ErrInvalidPolicy, p.Name)
 	}
-	v, _ := store.(LimitValidator)
-	c, err := compilePolicy(p, v)
+	c, err := compilePolicy(p, store.ValidateLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -96,8 +112,7 @@ func New(store Store, p Policy) (*PolicyLimiter, error) {
 func (l *PolicyLimiter) Name() string { return l.p.name }
 
 // LimitsFor returns the limit set that applies to key: its override, its
-// tier or the policy's defaults. Front ends use it to describe the policy
-// (for example in a RateLimit-Policy header).
+// tier or the policy's defaults.
 func (l *PolicyLimiter) LimitsFor(key string) *LimitSet { return l.p.setFor(key) }
 
 // Allow is AllowN with a cost of 1.
@@ -111,15 +126,18 @@ func (l *PolicyLimiter) AllowN(ctx context.Context, key string, cost int64) (Res
 		return Result{Policy: l.p.name}, fmt.Errorf("%w: policy %s: cost %d is negative; use 0 to peek", ErrInvalidCost, l.p.name, cost)
 	}
 	set := l.p.setFor(key)
-	if cost > set.capacity {
-		return set.Impossible(), nil
+	if cost > set.set.Capacity() {
+		return set.result(set.set.Impossible(string(SourcePolicy))), nil
 	}
-	res, err := l.store.Decide(ctx, set, NormalizeKey(key), cost)
+	v, err := l.store.Decide(ctx, set.set, NormalizeKey(key), cost)
 	if err != nil {
 		return Result{Policy: l.p.name}, fmt.Errorf("floodgate: policy %s: decide: %w", l.p.name, err)
 	}
-	res.Policy = l.p.name
-	return res, nil
+	if v.Source == string(SourceFailOpen) {
+		// No state was read: there is no limit to describe.
+		return Result{Allowed: v.Allowed, Source: SourceFailOpen, Policy: l.p.name}, nil
+	}
+	return set.result(v), nil
 }
 
 // RefundN implements Limiter.
@@ -130,7 +148,7 @@ func (l *PolicyLimiter) RefundN(ctx context.Context, key string, cost int64) err
 	if cost == 0 {
 		return nil
 	}
-	if err := l.store.Refund(ctx, l.p.setFor(key), NormalizeKey(key), cost); err != nil {
+	if err := l.store.Refund(ctx, l.p.setFor(key).set, NormalizeKey(key), cost); err != nil {
 		return fmt.Errorf("floodgate: policy %s: refund: %w", l.p.name, err)
 	}
 	return nil
@@ -138,7 +156,7 @@ func (l *PolicyLimiter) RefundN(ctx context.Context, key string, cost int64) err
 
 // Reset implements Limiter.
 func (l *PolicyLimiter) Reset(ctx context.Context, key string) error {
-	if err := l.store.Reset(ctx, l.p.setFor(key), NormalizeKey(key)); err != nil {
+	if err := l.store.Reset(ctx, l.p.setFor(key).set, NormalizeKey(key)); err != nil {
 		return fmt.Errorf("floodgate: policy %s: reset: %w", l.p.name, err)
 	}
 	return nil

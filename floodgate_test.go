@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 )
@@ -16,8 +17,8 @@ import (
 func TestLimitValidate(t *testing.T) {
 	valid := []floodgate.Limit{
 		floodgate.PerSecond(1), floodgate.PerMinute(100).WithBurst(5), floodgate.PerHour(3).WithAlgorithm(floodgate.TokenBucket),
-		floodgate.PerDay(10).AlignedTo(time.UTC), floodgate.Every(time.Nanosecond),
-		floodgate.PerSecond(floodgate.MaxSlidingWindowRate).WithAlgorithm(floodgate.SlidingWindow),
+		floodgate.PerDay(10).AlignedTo(time.UTC), floodgate.Every(time.Nanosecond), floodgate.PerSecond(10_000_000),
+		floodgate.PerSecond(algo.MaxSlidingWindowRate).WithAlgorithm(floodgate.SlidingWindow),
 		floodgate.PerMinute(7).WithBurst(7).WithAlgorithm(floodgate.SlidingLog),
 	}
 	for _, l := range valid {
@@ -52,10 +53,13 @@ func TestParseAlgorithm(t *testing.T) {
 
 func TestLimitString(t *testing.T) {
 	for l, want := range map[floodgate.Limit]string{
-		floodgate.PerSecond(10):                                  "10/1s gcra",
-		floodgate.PerMinute(10).WithBurst(20):                    "10/1m0s burst 20 gcra",
-		floodgate.PerDay(5).AlignedTo(time.UTC):                  "5/24h0m0s fixed_window in UTC",
-		floodgate.PerHour(1).WithAlgorithm(floodgate.SlidingLog): "1/1h0m0s sliding_log",
+		floodgate.PerSecond(10):                                   "10/s",
+		floodgate.PerMinute(10).WithBurst(20):                     "10/min burst 20",
+		floodgate.PerDay(5).AlignedTo(time.UTC):                   "5/d fixed_window in UTC",
+		floodgate.PerHour(1).WithAlgorithm(floodgate.SlidingLog):  "1/h sliding_log",
+		floodgate.Limit{Rate: 7, Period: 90 * time.Second}:        "7/90s",
+		floodgate.Limit{Rate: 7, Period: 1500 * time.Millisecond}: "7/1.5s",
+		floodgate.Limit{Rate: 2, Period: 48 * time.Hour}:          "2/2d",
 	} {
 		if got := l.String(); got != want {
 			t.Errorf("String() = %q, want %q", got, want)
@@ -76,30 +80,55 @@ func TestNormalizeKey(t *testing.T) {
 	if floodgate.NormalizeKey(long1) != h1 {
 		t.Error("normalisation is not deterministic")
 	}
+	// A short key that spells the digest of a long one must not share its
+	// bucket.
+	if got := floodgate.NormalizeKey(h1); got == h1 {
+		t.Errorf("the literal key %q normalised to itself, the digest of a long key", h1)
+	}
 }
 
-func TestCombine(t *testing.T) {
-	set, err := floodgate.NewLimitSet("p", "", []floodgate.Limit{floodgate.PerSecond(10), floodgate.PerMinute(100), floodgate.PerHour(1000)})
+func TestRedactKey(t *testing.T) {
+	a, b := floodgate.RedactKey("user:alice"), floodgate.RedactKey("user:bob")
+	if a == b || a != floodgate.RedactKey("user:alice") || strings.Contains(a, "alice") || len(a) != len("k:")+12 {
+		t.Errorf("RedactKey gave %q and %q", a, b)
+	}
+}
+
+// TestMultiLimitResultDescribesDrivingLimit is the defect seen in review:
+// [PerHour(20), PerSecond(10)], 6 at t=0, 9 at t=1s, ask 6. Both limits deny;
+// the hourly one, which waits longest, drives, and every field must be its
+// own: Remaining 5 (not the per-second limit's 1), its own ResetAfter.
+func TestMultiLimitResultDescribesDrivingLimit(t *testing.T) {
+	clock := floodgatetest.NewClock(floodgatetest.Start)
+	s := memstore.New(memstore.Options{Clock: clock, SweepInterval: -1})
+	defer s.Close()
+	hour, sec := floodgate.PerHour(20), floodgate.PerSecond(10)
+	lim, err := floodgate.New(s, floodgate.Policy{Name: "p", Limits: []floodgate.Limit{hour, sec}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds := []floodgate.Decision{
-		{Allowed: true, Remaining: 5, ResetAfter: time.Second},
-		{Remaining: 3, ResetAfter: time.Minute, RetryAfter: 2 * time.Second},
-		{Remaining: 7, ResetAfter: 30 * time.Second, RetryAfter: 9 * time.Second},
+	ctx := context.Background()
+	if res, _ := lim.AllowN(ctx, "k", 6); !res.Allowed || res.Limit != sec || res.Index != 1 || res.Remaining != 4 {
+		t.Fatalf("first: %+v, want allowed, driven by the per-second limit with 4 left", res)
 	}
-	got := set.Combine(ds, floodgate.SourceMemory)
-	want := floodgate.Result{Limit: floodgate.PerHour(1000), Remaining: 3, ResetAfter: time.Minute, RetryAfter: 9 * time.Second, Source: floodgate.SourceMemory, Policy: "p"}
-	if got != want {
-		t.Errorf("denied: got %+v\nwant %+v", got, want)
+	clock.Advance(time.Second)
+	if res, _ := lim.AllowN(ctx, "k", 9); !res.Allowed || res.Limit != sec || res.Remaining != 1 {
+		t.Fatalf("second: %+v, want allowed with 1 left per second", res)
 	}
-	for i := range ds {
-		ds[i].Allowed, ds[i].RetryAfter = true, 0
+	res, err := lim.AllowN(ctx, "k", 6)
+	if err != nil {
+		t.Fatal(err)
 	}
-	got = set.Combine(ds, floodgate.SourceRedis)
-	want = floodgate.Result{Allowed: true, Limit: floodgate.PerMinute(100), Remaining: 3, ResetAfter: time.Minute, Source: floodgate.SourceRedis, Policy: "p"}
-	if got != want {
-		t.Errorf("allowed: got %+v\nwant %+v", got, want)
+	// The hourly bucket holds 15 of 20 units of debt at 3 minutes each, less
+	// the one second that passed: full again after 15×180s − 1s.
+	want := floodgate.Result{Limit: hour, Index: 0, Set: res.Set, Remaining: 5,
+		ResetAfter: 15*180*time.Second - time.Second, RetryAfter: 180*time.Second - time.Second,
+		Source: memstore.Source, Policy: "p"}
+	if res != want {
+		t.Errorf("denied: got  %+v\nwant %+v", res, want)
+	}
+	if res.Set == nil || res.Set.Len() != 2 || res.Set.Limit(res.Index) != res.Limit {
+		t.Errorf("Set does not hold the driving limit at Index: %+v", res.Set)
 	}
 }
 
@@ -146,22 +175,22 @@ func TestAllowAllRefundsEarlierChecks(t *testing.T) {
 		return lim
 	}
 	global, user, ip := mk("global", floodgate.PerMinute(100)), mk("user", floodgate.PerMinute(10)), mk("ip", floodgate.PerMinute(2))
-	chain := func() (floodgate.Result, error) {
+	chain := func() (floodgate.Result, int, error) {
 		return floodgate.AllowAll(ctx,
 			floodgate.Check{Limiter: global, Cost: 1},
 			floodgate.Check{Limiter: user, Key: "alice", Cost: 1},
 			floodgate.Check{Limiter: ip, Key: "10.0.0.1", Cost: 1})
 	}
 	for i := 0; i < 2; i++ {
-		res, err := chain()
-		if err != nil || !res.Allowed || res.Policy != "ip" {
-			t.Fatalf("request %d: %+v, %v; want allowed, driven by the ip limit", i, res, err)
+		res, drove, err := chain()
+		if err != nil || !res.Allowed || res.Policy != "ip" || drove != 2 {
+			t.Fatalf("request %d: %+v, check %d, %v; want allowed, driven by the ip limit (check 2)", i, res, drove, err)
 		}
 	}
 	for i := 0; i < 5; i++ {
-		res, err := chain()
-		if err != nil || res.Allowed || res.Policy != "ip" {
-			t.Fatalf("denied request %d: %+v, %v", i, res, err)
+		res, drove, err := chain()
+		if err != nil || res.Allowed || res.Policy != "ip" || drove != 2 {
+			t.Fatalf("denied request %d: %+v, check %d, %v", i, res, drove, err)
 		}
 	}
 	// Only the two admitted requests were charged to the earlier links.
@@ -177,9 +206,11 @@ type failingStore struct{ floodgate.Store }
 
 var errDown = errors.New("store down")
 
-func (failingStore) Decide(context.Context, *floodgate.LimitSet, string, int64) (floodgate.Result, error) {
-	return floodgate.Result{}, errDown
+func (failingStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
+	return algo.Verdict{}, errDown
 }
+
+func (failingStore) ValidateLimit(floodgate.Limit) error { return nil }
 
 func TestEngineErrorsCarryContext(t *testing.T) {
 	lim, err := floodgate.New(failingStore{}, floodgate.Policy{Name: "api", Limits: []floodgate.Limit{floodgate.PerSecond(1)}})
@@ -224,14 +255,14 @@ func (f fixedLimiter) AllowN(context.Context, string, int64) (floodgate.Result, 
 
 func TestAllowAllPrefersResultsThatReadState(t *testing.T) {
 	open := fixedLimiter{res: floodgate.Result{Allowed: true, Source: floodgate.SourceFailOpen, Policy: "remote"}}
-	local := fixedLimiter{res: floodgate.Result{Allowed: true, Remaining: 7, Source: floodgate.SourceMemory, Policy: "local"}}
-	for _, order := range [][]floodgate.Check{{{Limiter: open}, {Limiter: local}}, {{Limiter: local}, {Limiter: open}}} {
-		res, err := floodgate.AllowAll(context.Background(), order...)
-		if err != nil || res.Policy != "local" {
-			t.Errorf("AllowAll = %+v, %v; want the memory result, which read state", res, err)
+	local := fixedLimiter{res: floodgate.Result{Allowed: true, Remaining: 7, Source: memstore.Source, Policy: "local"}}
+	for i, order := range [][]floodgate.Check{{{Limiter: open}, {Limiter: local}}, {{Limiter: local}, {Limiter: open}}} {
+		res, drove, err := floodgate.AllowAll(context.Background(), order...)
+		if err != nil || res.Policy != "local" || drove != 1-i {
+			t.Errorf("AllowAll = %+v, check %d, %v; want the memory result (check %d), which read state", res, drove, err, 1-i)
 		}
 	}
-	res, _ := floodgate.AllowAll(context.Background(), floodgate.Check{Limiter: open}, floodgate.Check{Limiter: open})
+	res, _, _ := floodgate.AllowAll(context.Background(), floodgate.Check{Limiter: open}, floodgate.Check{Limiter: open})
 	if res.Source != floodgate.SourceFailOpen || !res.Allowed {
 		t.Errorf("all fail-open: %+v", res)
 	}
@@ -262,5 +293,37 @@ func TestHugeRefundNeverCharges(t *testing.T) {
 			}
 		}
 		s.Close()
+	}
+}
+
+// refundFails is a Limiter whose refunds fail.
+type refundFails struct{ floodgate.Limiter }
+
+func (refundFails) RefundN(context.Context, string, int64) error { return errDown }
+
+// TestRefundErrorsRedactKeys: a refund that fails mid-chain ends up in a
+// log line; it must carry the redacted key, never the key itself (a 1 MiB
+// API key would be a 1 MiB log line, and a secret in the logs).
+func TestRefundErrorsRedactKeys(t *testing.T) {
+	s := memstore.New(memstore.Options{SweepInterval: -1})
+	defer s.Close()
+	mk := func(name string, n int64) floodgate.Limiter {
+		lim, err := floodgate.New(s, floodgate.Policy{Name: name, Limits: []floodgate.Limit{floodgate.PerMinute(n)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lim
+	}
+	secret := "sk_live_" + strings.Repeat("x", 1<<20)
+	first, second := refundFails{mk("first", 10)}, mk("second", 1)
+	second.Allow(context.Background(), "k")
+	_, drove, err := floodgate.AllowAll(context.Background(),
+		floodgate.Check{Limiter: first, Key: secret, Cost: 1},
+		floodgate.Check{Limiter: second, Key: "k", Cost: 1})
+	if !errors.Is(err, errDown) || drove != 1 {
+		t.Fatalf("AllowAll: check %d, %v; want the refund's error from check 1", drove, err)
+	}
+	if strings.Contains(err.Error(), "sk_live_") || len(err.Error()) > 200 || !strings.Contains(err.Error(), floodgate.RedactKey(secret)) {
+		t.Fatalf("error of %d bytes does not carry just the redacted key: %.200s", len(err.Error()), err)
 	}
 }

@@ -2,8 +2,11 @@ package floodgate
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/floodgate-go/floodgate/algo"
 )
 
 // An Algorithm decides how a Limit spreads its rate over time.
@@ -64,24 +67,6 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	return 0, fmt.Errorf("%w: unknown algorithm %q (use one of %s)", ErrInvalidLimit, s, strings.Join(algorithmNames[:], ", "))
 }
 
-// Upper bounds that keep every computation in exact int64 arithmetic, in Go
-// with nanoseconds and in Redis's Lua with microseconds (whose numbers are
-// doubles, exact to 2^53).
-const (
-	// MaxSlidingWindowRate bounds the per-window count of SlidingWindow,
-	// whose state packs two counters into one int64.
-	MaxSlidingWindowRate = 1<<31 - 1
-
-	// MaxSlidingLogRate bounds SlidingLog, whose state holds up to Rate
-	// entries per key.
-	MaxSlidingLogRate = 100_000
-
-	// MaxSpan bounds a bucket's time span (Burst × Period/Rate) and a
-	// window's Period: about 104 days, so that spans in microseconds stay
-	// exact in Lua and products of counts and spans stay within int64.
-	MaxSpan = 9_000_000 * time.Second
-)
-
 // A Limit is Rate units per Period.
 //
 // The zero value is not a valid Limit; build one with PerSecond, PerMinute,
@@ -139,32 +124,66 @@ func (l Limit) AlignedTo(loc *time.Location) Limit {
 // Capacity is the most units that may pass at once: Burst (or Rate when
 // Burst is zero) for GCRA and TokenBucket, Rate for window algorithms. A
 // cost above Capacity can never pass.
-func (l Limit) Capacity() int64 {
-	if l.Burst > 0 && (l.Algorithm == GCRA || l.Algorithm == TokenBucket) {
-		return l.Burst
-	}
-	return l.Rate
-}
+func (l Limit) Capacity() int64 { return l.Spec().Capacity() }
 
 // Interval is the time one unit takes to refill under GCRA and TokenBucket:
-// Period/Rate, rounded down to a nanosecond. Rounding down keeps refills on
-// time: after k×Period/Rate, at least k units are back.
+// Period/Rate rounded up to a nanosecond, so a limit never admits more than
+// its rate (Validate rejects a rate whose rounding would lose more than 1%).
+// It is zero for the window algorithms and for an invalid limit.
 func (l Limit) Interval() time.Duration {
-	if l.Rate <= 0 {
+	if l.Algorithm.kind() != algo.GCRA {
 		return 0
 	}
-	return l.Period / time.Duration(l.Rate)
+	iv, err := algo.Interval(l.Spec(), time.Nanosecond)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(iv)
 }
 
-// String formats the limit as in configuration, e.g. "10/1s burst 20 gcra".
+// kind maps an Algorithm onto the state transition that runs it. It is the
+// only place that knows TokenBucket is GCRA.
+func (a Algorithm) kind() algo.Kind {
+	switch a {
+	case GCRA, TokenBucket:
+		return algo.GCRA
+	case FixedWindow:
+		return algo.FixedWindow
+	case SlidingWindow:
+		return algo.SlidingWindow
+	case SlidingLog:
+		return algo.SlidingLog
+	}
+	return algo.Kinds // unknown: algo.New rejects it
+}
+
+// Spec returns l in the terms of package algo, for engines that must check
+// what they can keep (Store.ValidateLimit).
+func (l Limit) Spec() algo.Spec {
+	return algo.Spec{Kind: l.Algorithm.kind(), Rate: l.Rate, Period: l.Period, Burst: l.Burst, Location: l.Location}
+}
+
+// transition validates l and compiles it.
+func (l Limit) transition() (algo.Transition, error) {
+	if int(l.Algorithm) >= len(algorithmNames) {
+		return algo.Transition{}, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidLimit, l.Algorithm)
+	}
+	// algo's errors name the fields of Limit and wrap ErrInvalidLimit.
+	return algo.New(l.Spec())
+}
+
+// String formats the limit the way configuration writes it, e.g. "100/min",
+// "10/s burst 20", "5/d fixed_window in Europe/Berlin".
 func (l Limit) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d/%s", l.Rate, l.Period)
+	fmt.Fprintf(&b, "%d/%s", l.Rate, FormatPeriod(l.Period))
 	if l.Burst != 0 && l.Burst != l.Rate {
 		fmt.Fprintf(&b, " burst %d", l.Burst)
 	}
-	b.WriteString(" ")
-	b.WriteString(l.Algorithm.String())
+	if l.Algorithm != GCRA {
+		b.WriteString(" ")
+		b.WriteString(l.Algorithm.String())
+	}
 	if l.Location != nil {
 		b.WriteString(" in ")
 		b.WriteString(l.Location.String())
@@ -172,42 +191,28 @@ func (l Limit) String() string {
 	return b.String()
 }
 
+// FormatPeriod writes a period as configuration does: "s", "min", "h" and
+// "d" for one unit, else a count and a unit ("30s", "15min", "2h", "7d"),
+// else Go's duration syntax ("1.5s").
+func FormatPeriod(d time.Duration) string {
+	units := []struct {
+		d    time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "min"}, {time.Second, "s"}}
+	for _, u := range units {
+		if d > 0 && d%u.d == 0 {
+			if d == u.d {
+				return u.name
+			}
+			return strconv.FormatInt(int64(d/u.d), 10) + u.name
+		}
+	}
+	return d.String()
+}
+
 // Validate reports whether l can work, with an error wrapping ErrInvalidLimit
 // that names the field and what to change.
 func (l Limit) Validate() error {
-	switch {
-	case int(l.Algorithm) >= len(algorithmNames):
-		return fmt.Errorf("%w: unknown algorithm %d", ErrInvalidLimit, l.Algorithm)
-	case l.Rate <= 0:
-		return fmt.Errorf("%w: rate must be positive, got %d", ErrInvalidLimit, l.Rate)
-	case l.Period <= 0:
-		return fmt.Errorf("%w: period must be positive, got %s", ErrInvalidLimit, l.Period)
-	case l.Burst < 0:
-		return fmt.Errorf("%w: burst must not be negative, got %d (0 means burst = rate)", ErrInvalidLimit, l.Burst)
-	case l.Period > MaxSpan:
-		return fmt.Errorf("%w: period %s is longer than the supported %s", ErrInvalidLimit, l.Period, MaxSpan)
-	case l.Location != nil && l.Algorithm != FixedWindow:
-		return fmt.Errorf("%w: a location aligns fixed windows only; %s has none", ErrInvalidLimit, l.Algorithm)
-	}
-	switch l.Algorithm {
-	case GCRA, TokenBucket:
-		iv := l.Interval()
-		if iv < 1 {
-			return fmt.Errorf("%w: %d per %s is more than one unit per nanosecond; use a longer period or a lower rate", ErrInvalidLimit, l.Rate, l.Period)
-		}
-		if l.Capacity() > int64(MaxSpan/iv) {
-			return fmt.Errorf("%w: burst %d × interval %s spans more than %s; lower the burst", ErrInvalidLimit, l.Capacity(), iv, MaxSpan)
-		}
-	default:
-		if l.Burst != 0 && l.Burst != l.Rate {
-			return fmt.Errorf("%w: %s admits rate units per window and has no separate burst; set burst to 0 or %d", ErrInvalidLimit, l.Algorithm, l.Rate)
-		}
-	}
-	if l.Algorithm == SlidingWindow && l.Rate > MaxSlidingWindowRate {
-		return fmt.Errorf("%w: sliding_window rate %d exceeds %d; use gcra for larger rates", ErrInvalidLimit, l.Rate, MaxSlidingWindowRate)
-	}
-	if l.Algorithm == SlidingLog && l.Rate > MaxSlidingLogRate {
-		return fmt.Errorf("%w: sliding_log keeps one entry per unit and rate %d exceeds %d; use sliding_window or gcra", ErrInvalidLimit, l.Rate, MaxSlidingLogRate)
-	}
-	return nil
+	_, err := l.transition()
+	return err
 }

@@ -3,14 +3,15 @@ package floodgate
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sort"
+
+	"github.com/floodgate-go/floodgate/algo"
 )
 
 // MaxLimits is the most limits one policy may combine. Engines keep the
 // per-limit decisions on the stack, so the bound keeps decisions free of
 // allocations.
-const MaxLimits = 8
+const MaxLimits = algo.MaxTransitions
 
 // A Policy is a named set of limits that must all pass, with optional
 // per-key overrides and tiers.
@@ -38,59 +39,64 @@ type Policy struct {
 	TierOf func(key string) string
 }
 
-// A LimitSet is one validated list of limits of a policy: its default
-// limits, one override, or one tier. Engines receive a LimitSet with each
-// decision and keep its state under (ID, key).
+// A LimitSet is the list of limits that applies to a key: a policy's
+// defaults, one of its overrides or one of its tiers. A Result names the set
+// that decided it, so front ends can describe every limit of it (the
+// RateLimit-Policy header does). A LimitSet is immutable and lives as long
+// as its Limiter, so what front ends derive from it can be cached per set.
 type LimitSet struct {
-	// Policy is the policy's name.
-	Policy string
-
-	// Name is "" for the default limits, "override:"+key or "tier:"+name.
-	Name string
-
-	// ID is a stable hash of Policy and Name. Engines use it to keep the
-	// state of different sets apart.
-	ID uint64
-
-	// Rules are the validated limits, in the policy's order.
-	Rules []Rule
-
-	// capacity is the smallest Capacity of Rules; capIndex its rule.
-	capacity int64
-	capIndex int
+	policy, name string
+	limits       []Limit
+	set          *algo.Set
 }
 
-// A LimitValidator is implemented by engines that cannot keep every valid
-// Limit, e.g. because their clock ticks in microseconds. New asks it about
-// every limit so that such limits fail at construction, not on a request.
-type LimitValidator interface {
-	ValidateLimit(Limit) error
-}
+// Policy is the name of the policy the set belongs to.
+func (s *LimitSet) Policy() string { return s.policy }
 
-// NewLimitSet validates limits and compiles them into a LimitSet. Engines and
-// composed stores use it; most callers build a Policy instead.
-func NewLimitSet(policy, name string, limits []Limit) (*LimitSet, error) {
+// Name is "" for the policy's default limits, "override:"+key for an
+// override, "tier:"+tier for a tier.
+func (s *LimitSet) Name() string { return s.name }
+
+// Len is the number of limits.
+func (s *LimitSet) Len() int { return len(s.limits) }
+
+// Limit returns limit i, in the policy's order.
+func (s *LimitSet) Limit(i int) Limit { return s.limits[i] }
+
+// Capacity is the largest cost that can ever pass: the smallest Capacity of
+// the set's limits.
+func (s *LimitSet) Capacity() int64 { return s.set.Capacity() }
+
+// Engine returns the set as engines receive it, for tools that look at an
+// engine's state directly (redisstore.Key).
+func (s *LimitSet) Engine() *algo.Set { return s.set }
+
+// newLimitSet validates limits and compiles them; v, when not nil, is asked
+// about each limit too.
+func newLimitSet(policy, name string, limits []Limit, v func(Limit) error) (*LimitSet, error) {
+	label := setLabel(policy, name)
 	if len(limits) == 0 {
-		return nil, fmt.Errorf("%w: %q has no limits; give it at least one", ErrInvalidPolicy, setLabel(policy, name))
+		return nil, fmt.Errorf("%w: %s has no limits; give it at least one", ErrInvalidPolicy, label)
 	}
 	if len(limits) > MaxLimits {
-		return nil, fmt.Errorf("%w: %q has %d limits, more than the %d one decision checks", ErrInvalidPolicy, setLabel(policy, name), len(limits), MaxLimits)
+		return nil, fmt.Errorf("%w: %s has %d limits, more than the %d one decision checks", ErrInvalidPolicy, label, len(limits), MaxLimits)
 	}
-	h := fnv.New64a()
-	h.Write([]byte(policy))
-	h.Write([]byte{0})
-	h.Write([]byte(name))
-	s := &LimitSet{Policy: policy, Name: name, ID: h.Sum64(), Rules: make([]Rule, len(limits))}
+	ts := make([]algo.Transition, len(limits))
 	for i, l := range limits {
-		if err := l.Validate(); err != nil {
-			return nil, fmt.Errorf("%s limit %d (%s): %w", setLabel(policy, name), i+1, l, err)
+		t, err := l.transition()
+		if err == nil && v != nil {
+			err = v(l)
 		}
-		s.Rules[i] = newRule(l)
-		if c := l.Capacity(); i == 0 || c < s.capacity {
-			s.capacity, s.capIndex = c, i
+		if err != nil {
+			return nil, fmt.Errorf("%s limit %d (%s): %w", label, i+1, l, err)
 		}
+		ts[i] = t
 	}
-	return s, nil
+	set, err := algo.NewSet(policy, name, ts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidPolicy, label, err)
+	}
+	return &LimitSet{policy: policy, name: name, limits: append([]Limit(nil), limits...), set: set}, nil
 }
 
 func setLabel(policy, name string) string {
@@ -98,64 +104,6 @@ func setLabel(policy, name string) string {
 		return "policy " + policy
 	}
 	return "policy " + policy + " " + name
-}
-
-// Capacity is the largest cost that can ever pass: the smallest Capacity of
-// the set's limits.
-func (s *LimitSet) Capacity() int64 { return s.capacity }
-
-// Impossible returns the Result for a cost above Capacity: denied, never
-// retriable, decided without any engine. Remaining and ResetAfter are zero
-// because no state was read.
-func (s *LimitSet) Impossible() Result {
-	return Result{Limit: s.Rules[s.capIndex].Limit, RetryAfter: RetryNever, Source: SourcePolicy, Policy: s.Policy}
-}
-
-// Combine folds the decisions of the set's rules, one per rule in order, into
-// a Result. When any rule denied, the decisions of the rules that allowed must
-// be the uncharged ones (cost 0), because a denied request is charged to none
-// of its limits.
-func (s *LimitSet) Combine(ds []Decision, src Source) Result {
-	if len(ds) == 1 {
-		return s.CombineOne(ds[0], src)
-	}
-	r := Result{Allowed: true, Source: src, Policy: s.Policy}
-	drive := -1
-	for i, d := range ds {
-		if d.ResetAfter > r.ResetAfter {
-			r.ResetAfter = d.ResetAfter
-		}
-		if !d.Allowed {
-			if r.Allowed || d.RetryAfter > r.RetryAfter {
-				r.RetryAfter = d.RetryAfter
-				drive = i
-			}
-			r.Allowed = false
-		}
-	}
-	r.Remaining = -1
-	for i, d := range ds {
-		if r.Remaining < 0 || d.Remaining < r.Remaining {
-			r.Remaining = d.Remaining
-			if r.Allowed {
-				drive = i
-			}
-		}
-	}
-	if drive >= 0 {
-		r.Limit = s.Rules[drive].Limit
-	}
-	if r.Remaining < 0 {
-		r.Remaining = 0
-	}
-	return r
-}
-
-// CombineOne is Combine for a set of one rule. It is small enough to be
-// inlined, so an engine's hot path builds the Result in place.
-func (s *LimitSet) CombineOne(d Decision, src Source) Result {
-	return Result{Allowed: d.Allowed, Limit: s.Rules[0].Limit, Remaining: d.Remaining,
-		ResetAfter: d.ResetAfter, RetryAfter: d.RetryAfter, Source: src, Policy: s.Policy}
 }
 
 // compiled is a Policy ready to serve: every limit set validated.
@@ -167,7 +115,7 @@ type compiled struct {
 	tierOf    func(string) string
 }
 
-func compilePolicy(p Policy, v LimitValidator) (*compiled, error) {
+func compilePolicy(p Policy, v func(Limit) error) (*compiled, error) {
 	if p.Name == "" {
 		return nil, fmt.Errorf("%w: the policy needs a name", ErrInvalidPolicy)
 	}
@@ -177,15 +125,7 @@ func compilePolicy(p Policy, v LimitValidator) (*compiled, error) {
 	c := &compiled{name: p.Name, tierOf: p.TierOf}
 	var errs []error
 	add := func(name string, limits []Limit) *LimitSet {
-		s, err := NewLimitSet(p.Name, name, limits)
-		if err == nil && v != nil {
-			for i, l := range limits {
-				if verr := v.ValidateLimit(l); verr != nil {
-					err = fmt.Errorf("%s limit %d (%s): %w", setLabel(p.Name, name), i+1, l, verr)
-					break
-				}
-			}
-		}
+		s, err := newLimitSet(p.Name, name, limits, v)
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -1,61 +1,64 @@
 package floodgate
 
 import (
-	"math"
 	"time"
+
+	"github.com/floodgate-go/floodgate/algo"
 )
 
 // RetryNever is the RetryAfter of a request that can never pass: its cost is
 // above the Capacity of one of its limits.
-const RetryNever = time.Duration(math.MaxInt64)
+const RetryNever = algo.Never
 
-// A Source names what made a decision.
+// A Source names what made a decision. Engines and compositions define
+// their own (memstore.Source is "memory", redisstore.Source "redis", the
+// hybrid package's "hybrid:local", "hybrid:global" and
+// "hybrid:local-fallback"); the ones below are shared by every front end.
 type Source string
 
-// The sources a Result may carry.
+// The sources front ends act on.
 const (
-	// SourceMemory: the in-memory engine decided.
-	SourceMemory Source = "memory"
-	// SourceRedis: the Redis engine decided.
-	SourceRedis Source = "redis"
-	// SourceHybridLocal: the local filter of a hybrid engine denied the
-	// request without asking Redis.
-	SourceHybridLocal Source = "hybrid:local"
-	// SourceHybridGlobal: the local filter passed the request and Redis
-	// decided it.
-	SourceHybridGlobal Source = "hybrid:global"
-	// SourceHybridFallback: the remote engine failed, was too slow, or was
-	// skipped because its circuit breaker is open, and a local store
-	// decided (a hybrid's local filter, or failover's FallbackLocal store).
-	SourceHybridFallback Source = "hybrid:local-fallback"
-	// SourceFailOpen: the engine failed and the failure policy allowed the
-	// request.
+	// SourceFailOpen: the engine failed and its failure policy allowed the
+	// request. The Result read no state, so a front end advertises no quota.
 	SourceFailOpen Source = "fail-open"
-	// SourceFailClosed: the engine failed and the failure policy denied the
-	// request.
+
+	// SourceFailClosed: the engine failed and its failure policy denied the
+	// request. The limiter, not the client, failed: an HTTP front end
+	// answers 503, not 429.
 	SourceFailClosed Source = "fail-closed"
+
 	// SourcePolicy: the policy alone decided, without asking an engine: the
 	// cost is above a limit's capacity and can never pass.
 	SourcePolicy Source = "policy"
 )
 
-// A Result is the answer to "may cost units for key pass now?".
+// A Result is the answer to "may cost units for key pass now?". Every field
+// describes one limit, the one that drove the answer, so headers built from
+// a Result never mix two limits' numbers.
 type Result struct {
 	// Allowed reports whether the units passed and were charged.
 	Allowed bool
 
-	// Limit is the limit that drives this answer: the one that denied (the
+	// Limit is the limit that drove this answer: the one that denied (the
 	// one with the longest RetryAfter when several did), or, when allowed,
-	// the one with the fewest units remaining.
+	// the one with the fewest units remaining. It is Set.Limit(Index).
 	Limit Limit
+
+	// Index is the position of Limit in Set.
+	Index int
+
+	// Set is the list of limits that applied to the key (the policy's
+	// defaults, an override or a tier). It is nil when no limit was
+	// consulted: a fail-open Result, or the Result of an error.
+	Set *LimitSet
 
 	// Remaining is how many units could still pass now under Limit, after
 	// this request's charge when it was allowed. It is never negative and
 	// never above Limit.Capacity().
 	Remaining int64
 
-	// ResetAfter is how long until every limit of the policy is back to full
-	// capacity if nothing else passes.
+	// ResetAfter is how long until Limit is back to full capacity if nothing
+	// else passes.
 	ResetAfter time.Duration
 
 	// RetryAfter is how long until the same request would pass if nothing
@@ -69,12 +72,17 @@ type Result struct {
 	Policy string
 }
 
-// A Decision is one limit's answer, the output of a state transition.
-// Engines fold the decisions of a policy's limits into a Result with
-// LimitSet.Combine.
-type Decision struct {
-	Allowed    bool
-	Remaining  int64
-	ResetAfter time.Duration
-	RetryAfter time.Duration
+// result builds the Result of set's Verdict v.
+func (s *LimitSet) result(v algo.Verdict) Result {
+	return Result{
+		Allowed:    v.Allowed,
+		Limit:      s.limits[v.Index],
+		Index:      v.Index,
+		Set:        s,
+		Remaining:  v.Remaining,
+		ResetAfter: v.ResetAfter,
+		RetryAfter: v.RetryAfter,
+		Source:     Source(v.Source),
+		Policy:     s.policy,
+	}
 }

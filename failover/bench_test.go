@@ -17,17 +17,17 @@ import (
 func BenchmarkDecide(b *testing.B) {
 	mem := memstore.New(memstore.Options{})
 	b.Cleanup(func() { mem.Close() })
-	guarded, err := failover.New(mem, failover.Options{Policy: failover.FailOpen})
+	guarded, err := failover.New(mem, failover.Options{Mode: failover.FailOpen})
 	if err != nil {
 		b.Fatal(err)
 	}
-	bounded, err := failover.New(boundedRemote{&fakeRemote{mem: mem}}, failover.Options{Policy: failover.FailOpen})
+	bounded, err := failover.New(&fakeRemote{mem: mem}, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{ContextBound: true}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	remote := &fakeRemote{mem: mem, unblock: make(chan struct{})}
 	remote.set(failing)
-	open, err := failover.New(remote, failover.Options{Policy: failover.FailOpen})
+	open, err := failover.New(remote, failover.Options{Mode: failover.FailOpen})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,13 +10,13 @@ import (
 	"github.com/floodgate-go/floodgate"
 )
 
-// State is the state of a Guard's circuit breaker.
-type State int32
+// BreakerState is the state of a Guard's circuit breaker.
+type BreakerState int32
 
 const (
 	// Closed: calls go to the remote store. Consecutive failures are
 	// counted; enough of them open the breaker.
-	Closed State = iota
+	Closed BreakerState = iota
 
 	// Open: calls are not made; the owner's failure policy decides at once.
 	// When the back-off ends, the next call becomes the probe.
@@ -31,7 +31,7 @@ const (
 var stateNames = [...]string{Closed: "closed", Open: "open", HalfOpen: "half_open"}
 
 // String returns "closed", "open" or "half_open".
-func (s State) String() string {
+func (s BreakerState) String() string {
 	if s >= 0 && int(s) < len(stateNames) {
 		return stateNames[s]
 	}
@@ -58,13 +58,13 @@ type breaker struct {
 	threshold int32 // consecutive failures that open; <= 0 never opens
 	base, max time.Duration
 	clock     floodgate.Clock
-	notify    func(from, to State)
+	notify    func(from, to BreakerState)
 }
 
 // acquire reports whether a call may go to the remote store and whether it
 // is the probe of a half-open breaker. Exactly one caller wins the probe.
 func (b *breaker) acquire() (probe, ok bool) {
-	switch State(b.state.Load()) {
+	switch BreakerState(b.state.Load()) {
 	case Closed:
 		return false, true
 	case Open:
@@ -94,7 +94,7 @@ func (b *breaker) success(probe bool) {
 	// Only a closed breaker counts streaks; an answer to a call that
 	// started before the breaker opened proves little, and only the probe
 	// may close it.
-	if b.failures.Load() != 0 && State(b.state.Load()) == Closed {
+	if b.failures.Load() != 0 && BreakerState(b.state.Load()) == Closed {
 		b.failures.Store(0)
 	}
 }
@@ -113,11 +113,11 @@ func (b *breaker) failure(probe bool) {
 		b.changed(HalfOpen, Open)
 		return
 	}
-	if b.failures.Add(1) < b.threshold || State(b.state.Load()) != Closed {
+	if b.failures.Add(1) < b.threshold || BreakerState(b.state.Load()) != Closed {
 		return
 	}
 	b.mu.Lock()
-	opened := State(b.state.Load()) == Closed
+	opened := BreakerState(b.state.Load()) == Closed
 	if opened {
 		b.backoff = b.base
 		b.until.Store(b.clock.UnixNano() + int64(b.jitter(b.base)))
@@ -144,7 +144,7 @@ func (b *breaker) release(probe bool) {
 // of its back-off while open, else the base back-off, a fair guess for a
 // remote store that has just failed.
 func (b *breaker) retryIn() time.Duration {
-	if State(b.state.Load()) == Open {
+	if BreakerState(b.state.Load()) == Open {
 		if d := time.Duration(b.until.Load() - b.clock.UnixNano()); d > 0 {
 			return d
 		}
@@ -162,7 +162,7 @@ func (b *breaker) jitter(d time.Duration) time.Duration {
 	return d - rand.N(d/5)
 }
 
-func (b *breaker) changed(from, to State) {
+func (b *breaker) changed(from, to BreakerState) {
 	if b.notify != nil {
 		b.notify(from, to)
 	}

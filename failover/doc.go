@@ -2,15 +2,15 @@
 // (Redis) fails or is slow, and keeps an outage from costing a timeout on
 // every request.
 //
-// A Store wraps a remote floodgate.Store with an explicit failure policy:
+// A Store wraps a remote floodgate.Store with an explicit failure Mode:
 //
 //   - FailOpen: allow the request (Source "fail-open"). Availability first:
 //     a dead Redis must not take the service down with it.
 //   - FailClosed: deny the request (Source "fail-closed"). Protection
 //     first: the limit guards money or a fragile backend. A front end answers
 //     503 Service Unavailable, not 429: the client did nothing wrong.
-//   - FallbackLocal: decide on a local store in this process (Source
-//     "hybrid:local-fallback"). The limit holds per instance instead of
+//   - LocalFallback: decide on a local store in this process (Source
+//     "local-fallback"). The limit holds per instance instead of
 //     across instances until Redis is back.
 //
 // None of them returns an error for a failed decision: the failure is the

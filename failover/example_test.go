@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/memstore"
 )
@@ -17,16 +18,17 @@ type downStore struct{}
 
 var errRefused = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
-func (downStore) Decide(context.Context, *floodgate.LimitSet, string, int64) (floodgate.Result, error) {
-	return floodgate.Result{}, errRefused
+func (downStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
+	return algo.Verdict{}, errRefused
 }
-func (downStore) Refund(context.Context, *floodgate.LimitSet, string, int64) error { return errRefused }
-func (downStore) Reset(context.Context, *floodgate.LimitSet, string) error         { return errRefused }
+func (downStore) Refund(context.Context, *algo.Set, string, int64) error { return errRefused }
+func (downStore) Reset(context.Context, *algo.Set, string) error         { return errRefused }
+func (downStore) ValidateLimit(floodgate.Limit) error                    { return nil }
 
 // FailOpen keeps the service up when Redis is down: requests pass, and the
 // Result says why. In production the remote store is a redisstore.Store.
 func ExampleNew() {
-	store, err := failover.New(downStore{}, failover.Options{Policy: failover.FailOpen})
+	store, err := failover.New(downStore{}, failover.Options{Mode: failover.FailOpen})
 	if err != nil {
 		panic(err)
 	}
@@ -43,7 +45,7 @@ func ExampleNew() {
 // denial is the limiter's failure, not the client's excess, so an HTTP
 // front end answers 503 rather than 429, with RetryAfter as Retry-After.
 func ExampleNew_failClosed() {
-	store, err := failover.New(downStore{}, failover.Options{Policy: failover.FailClosed})
+	store, err := failover.New(downStore{}, failover.Options{Mode: failover.FailClosed})
 	if err != nil {
 		panic(err)
 	}
@@ -64,12 +66,12 @@ func ExampleNew_failClosed() {
 	// Output: false fail-closed 503 1s
 }
 
-// FallbackLocal decides on a store in this process while Redis is down:
+// LocalFallback decides on a store in this process while Redis is down:
 // the limit holds per instance instead of across instances.
 func ExampleNew_fallbackLocal() {
 	local := memstore.New(memstore.Options{})
 	defer local.Close()
-	store, err := failover.New(downStore{}, failover.Options{Policy: failover.FallbackLocal, Local: local})
+	store, err := failover.New(downStore{}, failover.Options{Mode: failover.LocalFallback, Local: local})
 	if err != nil {
 		panic(err)
 	}
@@ -82,9 +84,9 @@ func ExampleNew_fallbackLocal() {
 		fmt.Println(res.Allowed, res.Remaining, res.Source, err)
 	}
 	// Output:
-	// true 1 hybrid:local-fallback <nil>
-	// true 0 hybrid:local-fallback <nil>
-	// false 0 hybrid:local-fallback <nil>
+	// true 1 local-fallback <nil>
+	// true 0 local-fallback <nil>
+	// false 0 local-fallback <nil>
 }
 
 // Several policies over one Redis share one Guard, hence one breaker, so an
@@ -96,15 +98,15 @@ func ExampleGuard() {
 		OnError: func(e *failover.Error) {
 			// e.g. errorsTotal.WithLabelValues(e.Policy, string(e.Op)).Inc()
 		},
-		OnStateChange: func(from, to failover.State) {
+		OnStateChange: func(from, to failover.BreakerState) {
 			fmt.Println("breaker:", from, "->", to)
 		},
 	})
 	if err != nil {
 		panic(err)
 	}
-	open, _ := failover.New(guard, failover.Options{Policy: failover.FailOpen})
-	closed, _ := failover.New(guard, failover.Options{Policy: failover.FailClosed})
+	open, _ := failover.New(guard, failover.Options{Mode: failover.FailOpen})
+	closed, _ := failover.New(guard, failover.Options{Mode: failover.FailClosed})
 	search, _ := floodgate.New(open, floodgate.Policy{Name: "search", Limits: []floodgate.Limit{floodgate.PerSecond(50)}})
 	login, _ := floodgate.New(closed, floodgate.Policy{Name: "login", Limits: []floodgate.Limit{floodgate.PerMinute(5)}})
 

@@ -3,25 +3,29 @@ package failover_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/floodgatetest"
+	"github.com/floodgate-go/floodgate/memstore"
+	"github.com/floodgate-go/floodgate/redisstore"
 )
 
 // A healthy remote's decisions pass through unchanged: the wrapper keeps
 // every semantic of the engine under it.
 func TestConformance(t *testing.T) {
-	for _, p := range []failover.Policy{failover.FailOpen, failover.FailClosed, failover.FallbackLocal} {
+	for _, p := range []failover.Mode{failover.FailOpen, failover.FailClosed, failover.LocalFallback} {
 		t.Run(p.String(), func(t *testing.T) {
 			floodgatetest.Run(t, floodgatetest.Harness{
 				NewStore: func(t *testing.T, clock floodgate.Clock) floodgate.Store {
-					o := failover.Options{Policy: p}
-					if p == failover.FallbackLocal {
+					o := failover.Options{Mode: p}
+					if p == failover.LocalFallback {
 						o.Local = newMem(t, clock)
 					}
 					s, err := failover.New(newMem(t, clock), o)
@@ -30,7 +34,7 @@ func TestConformance(t *testing.T) {
 					}
 					return s
 				},
-				Source: floodgate.SourceMemory,
+				Source: memstore.Source,
 			})
 		})
 	}
@@ -39,19 +43,19 @@ func TestConformance(t *testing.T) {
 func TestPolicies(t *testing.T) {
 	limit := floodgate.PerSecond(10)
 	for _, tc := range []struct {
-		policy failover.Policy
+		policy failover.Mode
 		want   floodgate.Result
 	}{
-		{failover.FailOpen, floodgate.Result{Allowed: true, Limit: limit, Source: floodgate.SourceFailOpen, Policy: "api"}},
+		{failover.FailOpen, floodgate.Result{Allowed: true, Source: floodgate.SourceFailOpen, Policy: "api"}},
 		{failover.FailClosed, floodgate.Result{Limit: limit, RetryAfter: failover.DefaultBackoff, Source: floodgate.SourceFailClosed, Policy: "api"}},
-		{failover.FallbackLocal, floodgate.Result{Allowed: true, Limit: limit, Remaining: 9, ResetAfter: 100 * time.Millisecond, Source: floodgate.SourceHybridFallback, Policy: "api"}},
+		{failover.LocalFallback, floodgate.Result{Allowed: true, Limit: limit, Remaining: 9, ResetAfter: 100 * time.Millisecond, Source: failover.SourceLocalFallback, Policy: "api"}},
 	} {
 		t.Run(tc.policy.String(), func(t *testing.T) {
 			clock := newClock()
 			remote := newFakeRemote(t, clock)
 			remote.set(failing)
-			o := failover.Options{Policy: tc.policy, Guard: failover.GuardOptions{Clock: clock}}
-			if tc.policy == failover.FallbackLocal {
+			o := failover.Options{Mode: tc.policy, Guard: failover.GuardOptions{Clock: clock}}
+			if tc.policy == failover.LocalFallback {
 				o.Local = newMem(t, clock)
 			}
 			s, err := failover.New(remote, o)
@@ -59,13 +63,17 @@ func TestPolicies(t *testing.T) {
 				t.Fatal(err)
 			}
 			lim := newLimiter(t, s, limit)
-			if got := mustAllow(t, lim, "k"); got != tc.want {
+			got := mustAllow(t, lim, "k")
+			if tc.want.Limit != (floodgate.Limit{}) {
+				tc.want.Set = lim.LimitsFor("k") // every Result that read a limit names its set
+			}
+			if got != tc.want {
 				t.Errorf("failed remote: got %+v\nwant %+v", got, tc.want)
 			}
 
 			remote.set(healthy)
-			got := mustAllow(t, lim, "k")
-			if got.Source != floodgate.SourceRedis || !got.Allowed || got.Remaining != 9 {
+			got = mustAllow(t, lim, "k")
+			if got.Source != redisstore.Source || !got.Allowed || got.Remaining != 9 {
 				t.Errorf("healthy remote: got %+v, want its own decision passed through", got)
 			}
 		})
@@ -76,7 +84,7 @@ func TestFailClosedRetryAfterFollowsBreaker(t *testing.T) {
 	clock := newClock()
 	remote := newFakeRemote(t, clock)
 	remote.set(failing)
-	s, err := failover.New(remote, failover.Options{Policy: failover.FailClosed,
+	s, err := failover.New(remote, failover.Options{Mode: failover.FailClosed,
 		Guard: failover.GuardOptions{Clock: clock, Failures: 1, Backoff: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +111,7 @@ func TestTimeoutBoundsCall(t *testing.T) {
 	remote := newFakeRemote(t, nil)
 	remote.set(hanging)
 	var reported atomic.Pointer[failover.Error]
-	s, err := failover.New(remote, failover.Options{Policy: failover.FailOpen, Guard: failover.GuardOptions{
+	s, err := failover.New(remote, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{
 		Timeout: timeout,
 		OnError: func(e *failover.Error) { reported.Store(e) },
 	}})
@@ -149,9 +157,9 @@ func TestTimeoutOfContextHonouringStore(t *testing.T) {
 	}
 }
 
-func mustSet(t *testing.T, limits ...floodgate.Limit) *floodgate.LimitSet {
+func mustSet(t *testing.T, limits ...floodgate.Limit) *algo.Set {
 	t.Helper()
-	set, err := floodgate.NewLimitSet("api", "", limits)
+	set, err := floodgatetest.NewSet("api", "", limits...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +173,7 @@ func TestBreaker(t *testing.T) {
 	var mu sync.Mutex
 	g, err := failover.NewGuard(remote, failover.GuardOptions{
 		Clock: clock, Failures: 3, Backoff: time.Second, MaxBackoff: 3 * time.Second,
-		OnStateChange: func(from, to failover.State) {
+		OnStateChange: func(from, to failover.BreakerState) {
 			mu.Lock()
 			defer mu.Unlock()
 			changes = append(changes, from.String()+">"+to.String())
@@ -174,7 +182,7 @@ func TestBreaker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := failover.New(g, failover.Options{Policy: failover.FailOpen})
+	s, err := failover.New(g, failover.Options{Mode: failover.FailOpen})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +200,7 @@ func TestBreaker(t *testing.T) {
 	decide(floodgate.SourceFailOpen)
 	decide(floodgate.SourceFailOpen)
 	remote.set(healthy)
-	decide(floodgate.SourceRedis)
+	decide(redisstore.Source)
 	remote.set(failing)
 	decide(floodgate.SourceFailOpen)
 	decide(floodgate.SourceFailOpen)
@@ -234,11 +242,11 @@ func TestBreaker(t *testing.T) {
 	remote.set(healthy)
 	decide(floodgate.SourceFailOpen)
 	clock.Advance(3 * time.Second)
-	decide(floodgate.SourceRedis)
+	decide(redisstore.Source)
 	if g.State() != failover.Closed {
 		t.Fatalf("state %s after a successful probe, want closed", g.State())
 	}
-	decide(floodgate.SourceRedis)
+	decide(redisstore.Source)
 
 	// The back-off starts from Backoff again.
 	remote.set(failing)
@@ -275,7 +283,7 @@ func TestBreakerSingleProbe(t *testing.T) {
 	clock := newClock()
 	remote := newFakeRemote(t, clock)
 	remote.set(failing)
-	s, err := failover.New(remote, failover.Options{Policy: failover.FailClosed,
+	s, err := failover.New(remote, failover.Options{Mode: failover.FailClosed,
 		Guard: failover.GuardOptions{Clock: clock, Failures: 1, Timeout: 10 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -333,11 +341,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // counted, the breaker does not move, and the caller gets its context's
 // error because nothing was decided.
 func TestCallerCancellation(t *testing.T) {
-	for _, policy := range []failover.Policy{failover.FailOpen, failover.FailClosed} {
+	for _, policy := range []failover.Mode{failover.FailOpen, failover.FailClosed} {
 		t.Run(policy.String(), func(t *testing.T) {
 			clock := newClock()
 			remote := newFakeRemote(t, clock)
-			s, err := failover.New(remote, failover.Options{Policy: policy,
+			s, err := failover.New(remote, failover.Options{Mode: policy,
 				Guard: failover.GuardOptions{Clock: clock, Failures: 1, Timeout: time.Minute}})
 			if err != nil {
 				t.Fatal(err)
@@ -394,7 +402,7 @@ func TestCallerCancellation(t *testing.T) {
 			}
 			remote.release()
 			remote.set(healthy)
-			if res := mustAllow(t, lim, "k"); res.Source != floodgate.SourceRedis {
+			if res := mustAllow(t, lim, "k"); res.Source != redisstore.Source {
 				t.Fatalf("next caller after a canceled probe: Source %q, want the remote's", res.Source)
 			}
 		})
@@ -406,7 +414,7 @@ func TestOnError(t *testing.T) {
 	remote.set(failing)
 	var got []*failover.Error
 	var mu sync.Mutex
-	s, err := failover.New(remote, failover.Options{Policy: failover.FailOpen, Guard: failover.GuardOptions{
+	s, err := failover.New(remote, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{
 		Failures: 2,
 		OnError: func(e *failover.Error) {
 			mu.Lock()
@@ -450,7 +458,7 @@ func TestFallbackLocalRefundAndReset(t *testing.T) {
 	clock := newClock()
 	remote := newFakeRemote(t, clock)
 	local := newMem(t, clock)
-	s, err := failover.New(remote, failover.Options{Policy: failover.FallbackLocal, Local: local,
+	s, err := failover.New(remote, failover.Options{Mode: failover.LocalFallback, Local: local,
 		Guard: failover.GuardOptions{Clock: clock, Failures: -1}})
 	if err != nil {
 		t.Fatal(err)
@@ -461,7 +469,7 @@ func TestFallbackLocalRefundAndReset(t *testing.T) {
 	remote.set(failing)
 	mustAllow(t, lim, "k")
 	mustAllow(t, lim, "k")
-	if res := mustAllow(t, lim, "k"); res.Allowed || res.Source != floodgate.SourceHybridFallback {
+	if res := mustAllow(t, lim, "k"); res.Allowed || res.Source != failover.SourceLocalFallback {
 		t.Fatalf("third request during the outage: %+v, want denied by the local fallback", res)
 	}
 	// The remote store cannot take the refund, so the local store does.
@@ -488,7 +496,7 @@ func TestFallbackLocalRefundAndReset(t *testing.T) {
 	if err := lim.RefundN(ctx, "k", 1); err != nil {
 		t.Fatal(err)
 	}
-	if res := mustAllow(t, lim, "k"); res.Source != floodgate.SourceRedis || res.Remaining != 1 {
+	if res := mustAllow(t, lim, "k"); res.Source != redisstore.Source || res.Remaining != 1 {
 		t.Fatalf("after a refund to the remote store: %+v, want 1 remaining there", res)
 	}
 }
@@ -496,7 +504,7 @@ func TestFallbackLocalRefundAndReset(t *testing.T) {
 func TestPanickingRemote(t *testing.T) {
 	remote := newFakeRemote(t, nil)
 	remote.set(panicky)
-	s, err := failover.New(remote, failover.Options{Policy: failover.FailClosed})
+	s, err := failover.New(remote, failover.Options{Mode: failover.FailClosed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +521,7 @@ func TestBreakerDisabled(t *testing.T) {
 	clock := newClock()
 	remote := newFakeRemote(t, clock)
 	remote.set(failing)
-	s, err := failover.New(remote, failover.Options{Policy: failover.FailOpen,
+	s, err := failover.New(remote, failover.Options{Mode: failover.FailOpen,
 		Guard: failover.GuardOptions{Clock: clock, Failures: -1}})
 	if err != nil {
 		t.Fatal(err)
@@ -541,18 +549,18 @@ func (validatingStore) ValidateLimit(l floodgate.Limit) error {
 func TestValidateLimit(t *testing.T) {
 	remote := validatingStore{newMem(t, nil)}
 	for _, o := range []failover.Options{
-		{Policy: failover.FailOpen},
-		{Policy: failover.FallbackLocal, Local: newMem(t, nil)},
+		{Mode: failover.FailOpen},
+		{Mode: failover.LocalFallback, Local: newMem(t, nil)},
 	} {
 		s, err := failover.New(remote, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := floodgate.New(s, floodgate.Policy{Name: "big", Limits: []floodgate.Limit{floodgate.PerSecond(5000)}}); !errors.Is(err, floodgate.ErrInvalidLimit) {
-			t.Errorf("%s: a limit the remote store rejects: New error %v, want ErrInvalidLimit", o.Policy, err)
+			t.Errorf("%s: a limit the remote store rejects: New error %v, want ErrInvalidLimit", o.Mode, err)
 		}
 	}
-	s, err := failover.New(newMem(t, nil), failover.Options{Policy: failover.FallbackLocal, Local: remote})
+	s, err := failover.New(newMem(t, nil), failover.Options{Mode: failover.LocalFallback, Local: remote})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -563,7 +571,7 @@ func TestValidateLimit(t *testing.T) {
 
 func TestNewRejects(t *testing.T) {
 	mem := newMem(t, nil)
-	good, err := failover.New(mem, failover.Options{Policy: failover.FailOpen})
+	good, err := failover.New(mem, failover.Options{Mode: failover.FailOpen})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -573,14 +581,14 @@ func TestNewRejects(t *testing.T) {
 		o      failover.Options
 	}{
 		{"no policy", mem, failover.Options{}},
-		{"unknown policy", mem, failover.Options{Policy: 9}},
-		{"fallback without local", mem, failover.Options{Policy: failover.FallbackLocal}},
-		{"local without fallback", mem, failover.Options{Policy: failover.FailClosed, Local: mem}},
-		{"no remote", nil, failover.Options{Policy: failover.FailOpen}},
-		{"nested policy", good, failover.Options{Policy: failover.FailOpen}},
-		{"negative timeout", mem, failover.Options{Policy: failover.FailOpen, Guard: failover.GuardOptions{Timeout: -1}}},
-		{"negative back-off", mem, failover.Options{Policy: failover.FailOpen, Guard: failover.GuardOptions{Backoff: -1}}},
-		{"max below base", mem, failover.Options{Policy: failover.FailOpen, Guard: failover.GuardOptions{Backoff: 2 * time.Second, MaxBackoff: time.Second}}},
+		{"unknown policy", mem, failover.Options{Mode: 9}},
+		{"fallback without local", mem, failover.Options{Mode: failover.LocalFallback}},
+		{"local without fallback", mem, failover.Options{Mode: failover.FailClosed, Local: mem}},
+		{"no remote", nil, failover.Options{Mode: failover.FailOpen}},
+		{"nested policy", good, failover.Options{Mode: failover.FailOpen}},
+		{"negative timeout", mem, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{Timeout: -1}}},
+		{"negative back-off", mem, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{Backoff: -1}}},
+		{"max below base", mem, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{Backoff: 2 * time.Second, MaxBackoff: time.Second}}},
 	} {
 		if _, err := failover.New(tc.remote, tc.o); err == nil {
 			t.Errorf("%s: New succeeded, want an error", tc.name)
@@ -591,21 +599,21 @@ func TestNewRejects(t *testing.T) {
 	}
 }
 
-func TestParsePolicy(t *testing.T) {
-	for _, p := range []failover.Policy{failover.FailOpen, failover.FailClosed, failover.FallbackLocal} {
-		got, err := failover.ParsePolicy(p.String())
+func TestParseMode(t *testing.T) {
+	for _, p := range []failover.Mode{failover.FailOpen, failover.FailClosed, failover.LocalFallback} {
+		got, err := failover.ParseMode(p.String())
 		if err != nil || got != p {
-			t.Errorf("ParsePolicy(%q) = %v, %v", p.String(), got, err)
+			t.Errorf("ParseMode(%q) = %v, %v", p.String(), got, err)
 		}
 	}
-	if got, err := failover.ParsePolicy(" Fail-Open "); err != nil || got != failover.FailOpen {
-		t.Errorf("ParsePolicy(\" Fail-Open \") = %v, %v", got, err)
+	if got, err := failover.ParseMode(" Fail-Open "); err != nil || got != failover.FailOpen {
+		t.Errorf("ParseMode(\" Fail-Open \") = %v, %v", got, err)
 	}
-	if _, err := failover.ParsePolicy("fail_soft"); err == nil {
-		t.Error("ParsePolicy(fail_soft) succeeded")
+	if _, err := failover.ParseMode("fail_soft"); err == nil {
+		t.Error("ParseMode(fail_soft) succeeded")
 	}
-	if s := failover.Policy(0).String(); s != "policy(0)" {
-		t.Errorf("zero Policy String = %q", s)
+	if s := failover.Mode(0).String(); s != "mode(0)" {
+		t.Errorf("zero Mode String = %q", s)
 	}
 }
 
@@ -615,7 +623,7 @@ func TestParsePolicy(t *testing.T) {
 func TestConcurrentFlapping(t *testing.T) {
 	clock := newClock()
 	remote := newFakeRemote(t, clock)
-	s, err := failover.New(remote, failover.Options{Policy: failover.FallbackLocal, Local: newMem(t, clock),
+	s, err := failover.New(remote, failover.Options{Mode: failover.LocalFallback, Local: newMem(t, clock),
 		Guard: failover.GuardOptions{Clock: clock, Failures: 3, Backoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -655,7 +663,7 @@ func TestConcurrentFlapping(t *testing.T) {
 	wg.Wait()
 	remote.set(healthy)
 	clock.Advance(time.Second)
-	if res := mustAllow(t, lim, "ka"); res.Source != floodgate.SourceRedis {
+	if res := mustAllow(t, lim, "ka"); res.Source != redisstore.Source {
 		t.Errorf("after recovery: Source %q, want the remote's", res.Source)
 	}
 	st := s.Guard().Stats()
@@ -665,17 +673,12 @@ func TestConcurrentFlapping(t *testing.T) {
 	t.Logf("%+v", st)
 }
 
-// boundedRemote is a fakeRemote that declares itself Bounded.
-type boundedRemote struct{ *fakeRemote }
-
-func (boundedRemote) BoundedByContext() bool { return true }
-
 // A Bounded store is called on the caller's goroutine: its timeout comes
 // from its context, and a panic reaches the caller as it would without a
 // Guard.
 func TestBoundedStore(t *testing.T) {
 	remote := newFakeRemote(t, nil)
-	g, err := failover.NewGuard(boundedRemote{remote}, failover.GuardOptions{Timeout: 20 * time.Millisecond})
+	g, err := failover.NewGuard(remote, failover.GuardOptions{ContextBound: true, Timeout: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -711,7 +714,7 @@ func TestBoundedStore(t *testing.T) {
 func TestBoundedProbePanicReopens(t *testing.T) {
 	clock := newClock()
 	remote := newFakeRemote(t, clock)
-	g, err := failover.NewGuard(boundedRemote{remote}, failover.GuardOptions{Clock: clock, Failures: 1})
+	g, err := failover.NewGuard(remote, failover.GuardOptions{ContextBound: true, Clock: clock, Failures: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -764,12 +767,10 @@ func (c lateCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 // arms timers of its own from the deadline does.
 type deadlineStore struct{ *fakeRemote }
 
-func (deadlineStore) BoundedByContext() bool { return true }
-
-func (d deadlineStore) Decide(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+func (d deadlineStore) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
 		d.calls.Add(1)
-		return floodgate.Result{}, context.DeadlineExceeded
+		return algo.Verdict{}, context.DeadlineExceeded
 	}
 	return d.fakeRemote.Decide(ctx, set, key, cost)
 }
@@ -780,8 +781,8 @@ func (d deadlineStore) Decide(ctx context.Context, set *floodgate.LimitSet, key 
 // Guard, and the breaker does not open on it.
 func TestCallerDeadlineNoticedByStoreFirst(t *testing.T) {
 	remote := newFakeRemote(t, nil)
-	s, err := failover.New(deadlineStore{remote}, failover.Options{Policy: failover.FailClosed,
-		Guard: failover.GuardOptions{Failures: 1, Timeout: time.Minute}})
+	s, err := failover.New(deadlineStore{remote}, failover.Options{Mode: failover.FailClosed,
+		Guard: failover.GuardOptions{Failures: 1, Timeout: time.Minute, ContextBound: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -796,5 +797,47 @@ func TestCallerDeadlineNoticedByStoreFirst(t *testing.T) {
 	st := s.Guard().Stats()
 	if st.State != failover.Closed || st.Failures.Decide != 0 || st.Timeouts != 0 || st.Canceled != 1 {
 		t.Fatalf("stats %+v, want closed, no failure, no timeout, 1 canceled", st)
+	}
+}
+
+// TestRefusalsAreNotOutages: a closed store, or one key's corrupt state,
+// is the remote store's answer about this call, not an outage. No failure
+// mode may hide it (FailOpen would silently stop limiting), and it must not
+// open the breaker for every other key.
+func TestRefusalsAreNotOutages(t *testing.T) {
+	for _, refusal := range []error{
+		fmt.Errorf("redisstore: %w", floodgate.ErrClosed),
+		fmt.Errorf("redisstore: key %q: %w", "floodgate:{api::victim}:0g", floodgate.ErrCorruptState),
+	} {
+		for _, mode := range []failover.Mode{failover.FailOpen, failover.FailClosed, failover.LocalFallback} {
+			t.Run(mode.String(), func(t *testing.T) {
+				errRefusal = refusal
+				clock := newClock()
+				remote := newFakeRemote(t, clock)
+				o := failover.Options{Mode: mode, Guard: failover.GuardOptions{Clock: clock, Failures: 2}}
+				if mode == failover.LocalFallback {
+					o.Local = newMem(t, clock)
+				}
+				s, err := failover.New(remote, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lim := newLimiter(t, s, floodgate.PerSecond(10))
+				remote.set(refusing)
+				for range 5 {
+					res, err := lim.Allow(context.Background(), "k")
+					if !errors.Is(err, refusal) || res.Allowed {
+						t.Fatalf("refused call: %+v, %v; want the refusal as an error", res, err)
+					}
+				}
+				if st := s.Guard().Stats(); st.State != failover.Closed || st.Failures.Decide != 0 {
+					t.Fatalf("after refusals: %+v, want the breaker closed and no failures counted", st)
+				}
+				remote.set(healthy)
+				if res := mustAllow(t, lim, "k"); res.Source != redisstore.Source {
+					t.Fatalf("next call: %+v, want the remote's decision", res)
+				}
+			})
+		}
 	}
 }

@@ -89,7 +89,7 @@ func (s *subject) record(res floodgate.Result, err error, start time.Time, took 
 		s.lastRemote.Store(start.UnixNano())
 	case s.fallback:
 		s.lastFallback.Store(start.UnixNano())
-	case floodgate.SourceHybridLocal:
+	case hybrid.SourceLocal:
 	default:
 		if s.violation == "" {
 			s.violation = fmt.Sprintf("unexpected Source %q in %+v", res.Source, res)
@@ -115,29 +115,29 @@ func subjects(t *testing.T, rs floodgate.Store) []*subject {
 		s.lim, s.guard, s.key, s.bySource = lim, guard, "client", map[floodgate.Source]int{}
 		out = append(out, s)
 	}
-	for _, p := range []failover.Policy{failover.FailOpen, failover.FailClosed, failover.FallbackLocal} {
+	for _, p := range []failover.Mode{failover.FailOpen, failover.FailClosed, failover.LocalFallback} {
 		sub := &subject{name: p.String()}
-		o := failover.Options{Policy: p, Guard: failover.GuardOptions{OnError: sub.onError(began)}}
-		if p == failover.FallbackLocal {
+		o := failover.Options{Mode: p, Guard: failover.GuardOptions{OnError: sub.onError(began)}}
+		if p == failover.LocalFallback {
 			o.Local = localStore(t)
 		}
 		s, err := failover.New(rs, o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fallback := map[failover.Policy]floodgate.Source{
+		fallback := map[failover.Mode]floodgate.Source{
 			failover.FailOpen:      floodgate.SourceFailOpen,
 			failover.FailClosed:    floodgate.SourceFailClosed,
-			failover.FallbackLocal: floodgate.SourceHybridFallback,
+			failover.LocalFallback: failover.SourceLocalFallback,
 		}[p]
-		sub.remote, sub.fallback = floodgate.SourceRedis, fallback
+		sub.remote, sub.fallback = redisstore.Source, fallback
 		sub.allowed = map[floodgate.Source]bool{
-			floodgate.SourceRedis: true, floodgate.SourceFailOpen: true, floodgate.SourceFailClosed: false, floodgate.SourceHybridFallback: true,
+			redisstore.Source: true, floodgate.SourceFailOpen: true, floodgate.SourceFailClosed: false, failover.SourceLocalFallback: true,
 		}
 		add(sub, s, s.Guard())
 	}
-	sub := &subject{name: "hybrid", remote: floodgate.SourceHybridGlobal, fallback: floodgate.SourceHybridFallback,
-		allowed: map[floodgate.Source]bool{floodgate.SourceHybridGlobal: true, floodgate.SourceHybridFallback: true}}
+	sub := &subject{name: "hybrid", remote: hybrid.SourceGlobal, fallback: hybrid.SourceLocalFallback,
+		allowed: map[floodgate.Source]bool{hybrid.SourceGlobal: true, hybrid.SourceLocalFallback: true}}
 	h, err := hybrid.New(localStore(t), rs, hybrid.Options{Fraction: 0.5, Guard: failover.GuardOptions{OnError: sub.onError(began)}})
 	if err != nil {
 		t.Fatal(err)
@@ -445,7 +445,7 @@ func TestFaultClusterFailover(t *testing.T) {
 	// Put every subject's key on one master.
 	victim := cl.Masters()[0]
 	for _, s := range subs {
-		set := s.lim.LimitsFor("")
+		set := s.lim.LimitsFor("").Engine()
 		for i := 0; ; i++ {
 			key := "client" + strconv.Itoa(i)
 			if cl.MasterForKey(redisstore.Key(redisstore.DefaultPrefix, set, key, 0)) == victim {

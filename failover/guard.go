@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 )
 
 // Defaults for GuardOptions' zero values.
@@ -71,7 +72,19 @@ type GuardOptions struct {
 	// breaker, on the goroutine that caused it and outside any lock. A
 	// transition may be reported just after a newer one, so use the
 	// arguments for logs and State for gauges.
-	OnStateChange func(from, to State)
+	OnStateChange func(from, to BreakerState)
+
+	// ContextBound promises that each call of the remote store returns soon
+	// after the call's context is done, whatever its backend does: it waits
+	// for Redis with a select on ctx.Done(), not in a blocking read
+	// (redisstore.Store keeps this promise). The Guard then calls the
+	// remote store directly on the caller's goroutine; otherwise it calls it
+	// on a goroutine of its own, so that the timeout holds even for a store
+	// that ignores its context. The direct call saves a goroutine and a few
+	// allocations per call. It is an option, not something the Guard finds
+	// out, because a wrapper around the store could not keep the promise
+	// visible.
+	ContextBound bool
 
 	// Clock times the breaker's back-off. Nil means floodgate.SystemClock.
 	// The per-call timeout always uses the real clock.
@@ -123,27 +136,14 @@ type OpCounts struct {
 // Stats is a snapshot of a Guard's counters, for metrics. Counters only
 // grow.
 type Stats struct {
-	State    State    // the breaker's state now
-	Opened   uint64   // times consecutive failures opened the breaker
-	Probes   uint64   // probes let through by an open breaker
-	Calls    uint64   // calls made to the remote store
-	Skipped  uint64   // calls not made because the breaker was open
-	Failures OpCounts // calls that failed or timed out, by operation
-	Timeouts uint64   // of those, the calls cut off by Timeout
-	Canceled uint64   // calls abandoned because the caller's context ended
-}
-
-// A Bounded store promises that each of its calls returns soon after the
-// call's context is done, whatever its backend does: it waits for Redis
-// with a select on ctx.Done(), say, not in a blocking read. A Guard calls a
-// store that keeps the promise directly on the caller's goroutine, and any
-// other store on a goroutine of its own, so that the timeout holds even for
-// a store that ignores its context. The direct call saves about a
-// microsecond and four allocations per call.
-type Bounded interface {
-	// BoundedByContext reports whether the promise holds. A wrapper
-	// forwards the answer of the store it wraps.
-	BoundedByContext() bool
+	State    BreakerState // the breaker's state now
+	Opened   uint64       // times consecutive failures opened the breaker
+	Probes   uint64       // probes let through by an open breaker
+	Calls    uint64       // calls made to the remote store
+	Skipped  uint64       // calls not made because the breaker was open
+	Failures OpCounts     // calls that failed or timed out, by operation
+	Timeouts uint64       // of those, the calls cut off by Timeout
+	Canceled uint64       // calls abandoned because the caller's context ended
 }
 
 // A Guard is a floodgate.Store that calls a remote store under a per-call
@@ -155,7 +155,7 @@ type Bounded interface {
 // A Guard is safe for concurrent use.
 type Guard struct {
 	remote     floodgate.Store
-	bounded    bool // the remote store is Bounded: call it directly
+	bounded    bool // GuardOptions.ContextBound: call the remote directly
 	timeout    time.Duration
 	errTimeout error
 	onError    func(*Error)
@@ -184,9 +184,7 @@ func NewGuard(remote floodgate.Store, o GuardOptions) (*Guard, error) {
 		return nil, errors.New("failover: the remote store is already a Guard; use it directly")
 	}
 	g := &Guard{remote: remote, timeout: o.Timeout, onError: o.OnError}
-	if b, ok := remote.(Bounded); ok {
-		g.bounded = b.BoundedByContext()
-	}
+	g.bounded = o.ContextBound
 	if g.timeout == 0 {
 		g.timeout = DefaultTimeout
 	}
@@ -223,7 +221,7 @@ func NewGuard(remote floodgate.Store, o GuardOptions) (*Guard, error) {
 func (g *Guard) Timeout() time.Duration { return g.timeout }
 
 // State returns the breaker's state.
-func (g *Guard) State() State { return State(g.br.state.Load()) }
+func (g *Guard) State() BreakerState { return BreakerState(g.br.state.Load()) }
 
 // RetryIn returns how long until the breaker lets a call through: the rest
 // of its back-off while open, else its base back-off. FailClosed answers
@@ -250,38 +248,33 @@ func (g *Guard) Stats() Stats {
 
 // Decide asks the remote store. On failure the Result is the zero Result
 // and the error is an *Error.
-func (g *Guard) Decide(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
-	res, st, err := g.call(ctx, OpDecide, set, key, cost)
+func (g *Guard) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
+	v, st, err := g.call(ctx, OpDecide, set, key, cost)
 	if st != ok {
-		return floodgate.Result{}, &Error{Op: OpDecide, Policy: set.Policy, Err: err}
+		return algo.Verdict{}, &Error{Op: OpDecide, Policy: set.Policy(), Err: err}
 	}
-	return res, nil
+	return v, nil
 }
 
 // Refund asks the remote store to refund; see Decide for errors.
-func (g *Guard) Refund(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) error {
+func (g *Guard) Refund(ctx context.Context, set *algo.Set, key string, cost int64) error {
 	if _, st, err := g.call(ctx, OpRefund, set, key, cost); st != ok {
-		return &Error{Op: OpRefund, Policy: set.Policy, Err: err}
+		return &Error{Op: OpRefund, Policy: set.Policy(), Err: err}
 	}
 	return nil
 }
 
 // Reset asks the remote store to reset; see Decide for errors.
-func (g *Guard) Reset(ctx context.Context, set *floodgate.LimitSet, key string) error {
+func (g *Guard) Reset(ctx context.Context, set *algo.Set, key string) error {
 	if _, st, err := g.call(ctx, OpReset, set, key, 0); st != ok {
-		return &Error{Op: OpReset, Policy: set.Policy, Err: err}
+		return &Error{Op: OpReset, Policy: set.Policy(), Err: err}
 	}
 	return nil
 }
 
 // ValidateLimit asks the remote store, so that a limit it cannot keep fails
 // when the policy is built, not on a request.
-func (g *Guard) ValidateLimit(l floodgate.Limit) error {
-	if v, ok := g.remote.(floodgate.LimitValidator); ok {
-		return v.ValidateLimit(l)
-	}
-	return nil
-}
+func (g *Guard) ValidateLimit(l floodgate.Limit) error { return g.remote.ValidateLimit(l) }
 
 // status is what became of a call.
 type status uint8
@@ -291,7 +284,17 @@ const (
 	skipped         // the breaker was open; the error is ErrOpen
 	failed          // the remote store failed or timed out
 	canceled        // the caller's context ended; the error is its Err
+	refused         // the remote store answered, with an error about this call only
 )
+
+// refusal reports whether err is the remote store's answer about this one
+// call rather than a sign that the store is down: a closed store
+// (floodgate.ErrClosed, a programming error that no failure mode should
+// hide) or one key's unreadable state (floodgate.ErrCorruptState). Neither
+// counts against the breaker, and neither is absorbed by a failure mode.
+func refusal(err error) bool {
+	return errors.Is(err, floodgate.ErrClosed) || errors.Is(err, floodgate.ErrCorruptState)
+}
 
 func opIndex(op Op) int {
 	switch op {
@@ -306,19 +309,19 @@ func opIndex(op Op) int {
 // call makes one guarded call and classifies its outcome. It builds no
 // *Error unless OnError wants one, so Store's fallback path allocates
 // nothing beyond the call itself.
-func (g *Guard) call(ctx context.Context, op Op, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, status, error) {
+func (g *Guard) call(ctx context.Context, op Op, set *algo.Set, key string, cost int64) (algo.Verdict, status, error) {
 	// A caller that has already given up gets nothing, not even a probe.
 	if err := ctx.Err(); err != nil {
 		g.canceled.Add(1)
-		return floodgate.Result{}, canceled, err
+		return algo.Verdict{}, canceled, err
 	}
 	probe, allowed := g.br.acquire()
 	if !allowed {
 		g.skipped.Add(1)
-		return floodgate.Result{}, skipped, ErrOpen
+		return algo.Verdict{}, skipped, ErrOpen
 	}
 	g.calls.Add(1)
-	var res floodgate.Result
+	var res algo.Verdict
 	var err error
 	if probe {
 		res, err = g.invokeProbe(ctx, op, set, key, cost)
@@ -329,12 +332,17 @@ func (g *Guard) call(ctx context.Context, op Op, set *floodgate.LimitSet, key st
 		g.br.success(probe)
 		return res, ok, nil
 	}
+	if refusal(err) {
+		// The remote store answered: it is up, whatever it said.
+		g.br.success(probe)
+		return algo.Verdict{}, refused, err
+	}
 	if cerr := callerDone(ctx); cerr != nil {
 		// The caller's cancellation or deadline says nothing about the
 		// remote store: it must not open the breaker, nor close it.
 		g.canceled.Add(1)
 		g.br.release(probe)
-		return floodgate.Result{}, canceled, cerr
+		return algo.Verdict{}, canceled, cerr
 	}
 	g.failures[opIndex(op)].Add(1)
 	if err == g.errTimeout {
@@ -342,16 +350,16 @@ func (g *Guard) call(ctx context.Context, op Op, set *floodgate.LimitSet, key st
 	}
 	g.br.failure(probe)
 	if g.onError != nil {
-		g.onError(&Error{Op: op, Policy: set.Policy, Err: err})
+		g.onError(&Error{Op: op, Policy: set.Policy(), Err: err})
 	}
-	return floodgate.Result{}, failed, err
+	return algo.Verdict{}, failed, err
 }
 
-// invokeProbe is invoke for the probe of a half-open breaker. A Bounded
+// invokeProbe is invoke for the probe of a half-open breaker. A ContextBound
 // store runs on the caller's goroutine, so its panic unwinds past call: the
 // probe then counts as failed, or the breaker would stay half-open with no
 // probe in flight and skip every call from then on.
-func (g *Guard) invokeProbe(ctx context.Context, op Op, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+func (g *Guard) invokeProbe(ctx context.Context, op Op, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
 	returned := false
 	defer func() {
 		if !returned {
@@ -380,18 +388,18 @@ func callerDone(ctx context.Context) error {
 }
 
 type outcome struct {
-	res floodgate.Result
+	res algo.Verdict
 	err error
 }
 
-// invoke makes the call under the timeout. A store that is not Bounded is
+// invoke makes the call under the timeout. A store that is not ContextBound is
 // called on a goroutine of its own and waited for at most the timeout:
 // waiting on a channel rather than trusting the store to honour its context
 // is what makes the bound hold for any store; the goroutine costs about a
 // microsecond, small beside a network round trip. A call that overruns
 // finishes in the background and its answer is dropped; the breaker stops
 // new calls from piling up behind it.
-func (g *Guard) invoke(ctx context.Context, op Op, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+func (g *Guard) invoke(ctx context.Context, op Op, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
 	cctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	if g.bounded {
@@ -416,9 +424,9 @@ func (g *Guard) invoke(ctx context.Context, op Op, set *floodgate.LimitSet, key 
 		return o.res, g.timedOut(ctx, cctx, o.err)
 	case <-cctx.Done():
 		if err := callerDone(ctx); err != nil {
-			return floodgate.Result{}, err
+			return algo.Verdict{}, err
 		}
-		return floodgate.Result{}, g.errTimeout
+		return algo.Verdict{}, g.errTimeout
 	}
 }
 
@@ -433,12 +441,12 @@ func (g *Guard) timedOut(ctx, cctx context.Context, err error) error {
 	return err
 }
 
-func (g *Guard) dispatch(ctx context.Context, op Op, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+func (g *Guard) dispatch(ctx context.Context, op Op, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
 	switch op {
 	case OpDecide:
 		return g.remote.Decide(ctx, set, key, cost)
 	case OpRefund:
-		return floodgate.Result{}, g.remote.Refund(ctx, set, key, cost)
+		return algo.Verdict{}, g.remote.Refund(ctx, set, key, cost)
 	}
-	return floodgate.Result{}, g.remote.Reset(ctx, set, key)
+	return algo.Verdict{}, g.remote.Reset(ctx, set, key)
 }

@@ -8,9 +8,15 @@ import (
 	"testing"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
+	"github.com/floodgate-go/floodgate/redisstore"
 )
+
+// errRefusal is what a refusing fake remote returns; tests set it to a
+// closed store's or a corrupt key's error.
+var errRefusal error
 
 // errDown is what a failing fake remote returns.
 var errDown = errors.New("fake remote: connection refused")
@@ -22,6 +28,7 @@ const (
 	hanging               // blocks until unblocked, ignoring its context
 	stalling              // blocks until its context ends, then returns its error
 	panicky               // panics
+	refusing              // returns errRefusal at once: the store answered "no"
 )
 
 // fakeRemote stands in for Redis: a memstore that can be told to fail,
@@ -69,27 +76,31 @@ func (f *fakeRemote) enter(ctx context.Context) error {
 		return ctx.Err()
 	case panicky:
 		panic("fake remote: boom")
+	case refusing:
+		return errRefusal
 	}
 	return nil
 }
 
-func (f *fakeRemote) Decide(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+func (f *fakeRemote) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
 	if err := f.enter(ctx); err != nil {
-		return floodgate.Result{}, err
+		return algo.Verdict{}, err
 	}
 	res, err := f.mem.Decide(ctx, set, key, cost)
-	res.Source = floodgate.SourceRedis
+	res.Source = redisstore.Source
 	return res, err
 }
 
-func (f *fakeRemote) Refund(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) error {
+func (f *fakeRemote) Refund(ctx context.Context, set *algo.Set, key string, cost int64) error {
 	if err := f.enter(ctx); err != nil {
 		return err
 	}
 	return f.mem.Refund(ctx, set, key, cost)
 }
 
-func (f *fakeRemote) Reset(ctx context.Context, set *floodgate.LimitSet, key string) error {
+func (f *fakeRemote) ValidateLimit(l floodgate.Limit) error { return f.mem.ValidateLimit(l) }
+
+func (f *fakeRemote) Reset(ctx context.Context, set *algo.Set, key string) error {
 	if err := f.enter(ctx); err != nil {
 		return err
 	}

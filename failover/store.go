@@ -6,16 +6,17 @@ import (
 	"fmt"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 )
 
 // Options configures a Store.
 type Options struct {
-	// Policy is what a decision does when the remote store fails. It must
-	// be set: there is no safe default (see Policy).
-	Policy Policy
+	// Mode is what a decision does when the remote store fails. It must
+	// be set: there is no safe default (see Mode).
+	Mode Mode
 
-	// Local is the store FallbackLocal decides on, typically a
-	// memstore.Store of its own. It must be set for FallbackLocal and
+	// Local is the store LocalFallback decides on, typically a
+	// memstore.Store of its own. It must be set for LocalFallback and
 	// only for it.
 	Local floodgate.Store
 
@@ -31,25 +32,25 @@ type Options struct {
 //
 // A Store is safe for concurrent use.
 type Store struct {
-	guard  *Guard
-	policy Policy
-	local  floodgate.Store
+	guard *Guard
+	mode  Mode
+	local floodgate.Store
 }
 
 var _ floodgate.Store = (*Store)(nil)
 
-// New returns a Store deciding on remote under o.Policy. If remote is a
+// New returns a Store deciding on remote under o.Mode. If remote is a
 // *Guard it is used as it is (several Stores over one Redis then share one
 // breaker), else New wraps it in a Guard made with o.Guard.
 func New(remote floodgate.Store, o Options) (*Store, error) {
-	if !o.Policy.valid() {
-		return nil, fmt.Errorf("failover: choose a failure policy (FailOpen, FailClosed or FallbackLocal); got %s", o.Policy)
+	if !o.Mode.valid() {
+		return nil, fmt.Errorf("failover: choose a failure policy (FailOpen, FailClosed or LocalFallback); got %s", o.Mode)
 	}
-	if (o.Policy == FallbackLocal) != (o.Local != nil) {
+	if (o.Mode == LocalFallback) != (o.Local != nil) {
 		if o.Local == nil {
-			return nil, errors.New("failover: FallbackLocal needs a Local store to decide on")
+			return nil, errors.New("failover: LocalFallback needs a Local store to decide on")
 		}
-		return nil, fmt.Errorf("failover: Local is used only by FallbackLocal, not by %s", o.Policy)
+		return nil, fmt.Errorf("failover: Local is used only by LocalFallback, not by %s", o.Mode)
 	}
 	if _, ok := remote.(*Store); ok {
 		return nil, errors.New("failover: the remote store already has a failure policy; wrap the engine itself")
@@ -61,11 +62,11 @@ func New(remote floodgate.Store, o Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	return &Store{guard: g, policy: o.Policy, local: o.Local}, nil
+	return &Store{guard: g, mode: o.Mode, local: o.Local}, nil
 }
 
-// Policy returns the store's failure policy.
-func (s *Store) Policy() Policy { return s.policy }
+// Mode returns the store's failure mode.
+func (s *Store) Mode() Mode { return s.mode }
 
 // Guard returns the Guard that calls the remote store, for its State and
 // Stats.
@@ -73,56 +74,46 @@ func (s *Store) Guard() *Guard { return s.guard }
 
 // Decide implements floodgate.Store. The error is non-nil only when the
 // caller's context ended before the remote store answered (the request is
-// then undecided, whatever the policy) or when FallbackLocal's local store
+// then undecided, whatever the policy) or when LocalFallback's local store
 // fails.
-func (s *Store) Decide(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
-	res, st, err := s.guard.call(ctx, OpDecide, set, key, cost)
+func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
+	v, st, err := s.guard.call(ctx, OpDecide, set, key, cost)
 	switch st {
 	case ok:
-		return res, nil
-	case canceled:
-		return floodgate.Result{}, &Error{Op: OpDecide, Policy: set.Policy, Err: err}
+		return v, nil
+	case canceled, refused:
+		return algo.Verdict{}, &Error{Op: OpDecide, Policy: set.Policy(), Err: err}
 	}
-	// With the state unknown, the Result names the limit a fresh key would
+	// With the state unknown, the Verdict names the limit a fresh key would
 	// report (the one with the smallest capacity) and claims no quota:
 	// Remaining 0 rather than a made-up number.
-	switch s.policy {
+	switch s.mode {
 	case FailOpen:
-		return floodgate.Result{
-			Allowed: true,
-			Limit:   set.Impossible().Limit,
-			Source:  floodgate.SourceFailOpen,
-			Policy:  set.Policy,
-		}, nil
+		return algo.Verdict{Decision: algo.Decision{Allowed: true}, Index: set.Impossible("").Index, Source: string(floodgate.SourceFailOpen)}, nil
 	case FailClosed:
-		return floodgate.Result{
-			Limit:      set.Impossible().Limit,
-			RetryAfter: s.guard.RetryIn(),
-			Source:     floodgate.SourceFailClosed,
-			Policy:     set.Policy,
-		}, nil
+		return algo.Verdict{Decision: algo.Decision{RetryAfter: s.guard.RetryIn()}, Index: set.Impossible("").Index, Source: string(floodgate.SourceFailClosed)}, nil
 	}
-	res, err = s.local.Decide(ctx, set, key, cost)
+	v, err = s.local.Decide(ctx, set, key, cost)
 	if err != nil {
-		return floodgate.Result{}, fmt.Errorf("failover: policy %s: local fallback: %w", set.Policy, err)
+		return algo.Verdict{}, fmt.Errorf("failover: policy %s: local fallback: %w", set.Policy(), err)
 	}
-	res.Source = floodgate.SourceHybridFallback
-	return res, nil
+	v.Source = SourceLocalFallback
+	return v, nil
 }
 
 // Refund implements floodgate.Store. A refund the remote store cannot make
 // is counted and reported through OnError but not returned: losing it
 // leaves the key charged, which errs strict, and no policy wants a request
-// failed over it. Under FallbackLocal a refund the remote store did not
+// failed over it. Under LocalFallback a refund the remote store did not
 // take goes to the local store, where the charge most likely was.
-func (s *Store) Refund(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) error {
+func (s *Store) Refund(ctx context.Context, set *algo.Set, key string, cost int64) error {
 	_, st, err := s.guard.call(ctx, OpRefund, set, key, cost)
-	if st == canceled {
-		return &Error{Op: OpRefund, Policy: set.Policy, Err: err}
+	if st == canceled || st == refused {
+		return &Error{Op: OpRefund, Policy: set.Policy(), Err: err}
 	}
-	if st != ok && s.policy == FallbackLocal {
+	if st != ok && s.mode == LocalFallback {
 		if err := s.local.Refund(ctx, set, key, cost); err != nil {
-			return fmt.Errorf("failover: policy %s: local refund: %w", set.Policy, err)
+			return fmt.Errorf("failover: policy %s: local refund: %w", set.Policy(), err)
 		}
 	}
 	return nil
@@ -131,30 +122,30 @@ func (s *Store) Refund(ctx context.Context, set *floodgate.LimitSet, key string,
 // Reset implements floodgate.Store. Unlike a decision, a reset that does
 // not reach the remote store returns its *Error: it is an operator's
 // action, and the operator must learn that the key is still limited.
-// Under FallbackLocal the local store is reset as well, since the key may
+// Under LocalFallback the local store is reset as well, since the key may
 // have been charged there during an outage.
-func (s *Store) Reset(ctx context.Context, set *floodgate.LimitSet, key string) error {
+func (s *Store) Reset(ctx context.Context, set *algo.Set, key string) error {
 	_, st, err := s.guard.call(ctx, OpReset, set, key, 0)
 	var errs []error
 	if st != ok {
-		errs = append(errs, &Error{Op: OpReset, Policy: set.Policy, Err: err})
+		errs = append(errs, &Error{Op: OpReset, Policy: set.Policy(), Err: err})
 	}
-	if s.policy == FallbackLocal {
+	if s.mode == LocalFallback {
 		if err := s.local.Reset(ctx, set, key); err != nil {
-			errs = append(errs, fmt.Errorf("failover: policy %s: local reset: %w", set.Policy, err))
+			errs = append(errs, fmt.Errorf("failover: policy %s: local reset: %w", set.Policy(), err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
 // ValidateLimit rejects a limit that the remote store, or the local store
-// of FallbackLocal, cannot keep.
+// of LocalFallback, cannot keep.
 func (s *Store) ValidateLimit(l floodgate.Limit) error {
 	if err := s.guard.ValidateLimit(l); err != nil {
 		return err
 	}
-	if v, ok := s.local.(floodgate.LimitValidator); ok {
-		return v.ValidateLimit(l)
+	if s.local != nil {
+		return s.local.ValidateLimit(l)
 	}
 	return nil
 }

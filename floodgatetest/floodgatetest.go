@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 )
 
 // A Harness tells Run how to make the engine under test.
@@ -47,14 +48,14 @@ type Case struct {
 	Steps []Step
 }
 
-// Op is what a Step does.
-type Op int
+// An Action is the Limiter method a Step calls.
+type Action int
 
-// The operations of a step.
+// The actions of a step.
 const (
-	OpAllow  Op = iota // AllowN(Key, Cost)
-	OpRefund           // RefundN(Key, Cost)
-	OpReset            // Reset(Key)
+	DoAllow  Action = iota // AllowN(Key, Cost)
+	DoRefund               // RefundN(Key, Cost)
+	DoReset                // Reset(Key)
 )
 
 // DefaultKey is the key of a step that names none.
@@ -66,12 +67,12 @@ type Step struct {
 	Advance time.Duration
 	Policy  int    // index into Case.Policies
 	Key     string // DefaultKey when empty
-	Op      Op
+	Do      Action
 	Cost    int64
 	Want    Want
 }
 
-// Want is the expected outcome of an OpAllow step.
+// Want is the expected outcome of an DoAllow step.
 type Want struct {
 	Allowed    bool
 	Remaining  int64
@@ -122,14 +123,14 @@ func RunCase(t *testing.T, h Harness, c Case) {
 			key = DefaultKey
 		}
 		lim := lims[s.Policy]
-		where := fmt.Sprintf("step %d (t=+%s, %s key %.20q cost %d)", i+1, clock.Now().Sub(Start), opName(s.Op), key, s.Cost)
-		switch s.Op {
-		case OpRefund:
+		where := fmt.Sprintf("step %d (t=+%s, %s key %.20q cost %d)", i+1, clock.Now().Sub(Start), actionName(s.Do), key, s.Cost)
+		switch s.Do {
+		case DoRefund:
 			if err := lim.RefundN(ctx, key, s.Cost); err != nil {
 				t.Fatalf("%s: %v", where, err)
 			}
 			continue
-		case OpReset:
+		case DoReset:
 			if err := lim.Reset(ctx, key); err != nil {
 				t.Fatalf("%s: %v", where, err)
 			}
@@ -149,11 +150,11 @@ func RunCase(t *testing.T, h Harness, c Case) {
 	}
 }
 
-func opName(op Op) string {
-	switch op {
-	case OpRefund:
+func actionName(a Action) string {
+	switch a {
+	case DoRefund:
 		return "refund"
-	case OpReset:
+	case DoReset:
 		return "reset"
 	}
 	return "allow"
@@ -161,12 +162,13 @@ func opName(op Op) string {
 
 func checkResult(t *testing.T, where string, h Harness, p floodgate.Policy, key string, got floodgate.Result, want Want) {
 	t.Helper()
-	limits := p.Limits
+	limits, setName := p.Limits, ""
 	if o, ok := p.Overrides[key]; ok {
-		limits = o
+		limits, setName = o, "override:"+key
 	} else if p.TierOf != nil {
-		if tl, ok := p.Tiers[p.TierOf(key)]; ok {
-			limits = tl
+		tier := p.TierOf(key)
+		if tl, ok := p.Tiers[tier]; ok {
+			limits, setName = tl, "tier:"+tier
 		}
 	}
 	wantSource := want.Source
@@ -188,6 +190,18 @@ func checkResult(t *testing.T, where string, h Harness, p floodgate.Policy, key 
 	}
 	if want.Limit < len(limits) && got.Limit != limits[want.Limit] {
 		errs = append(errs, fmt.Sprintf("Limit = %s, want %s", got.Limit, limits[want.Limit]))
+	}
+	if got.Index != want.Limit {
+		errs = append(errs, fmt.Sprintf("Index = %d, want %d", got.Index, want.Limit))
+	}
+	// Every field describes one limit: the set's limit at Index.
+	switch {
+	case got.Set == nil:
+		errs = append(errs, "Set = nil, want the limit set that applied")
+	case got.Set.Name() != setName || got.Set.Policy() != p.Name:
+		errs = append(errs, fmt.Sprintf("Set = %q of %q, want %q of %q", got.Set.Name(), got.Set.Policy(), setName, p.Name))
+	case got.Index < 0 || got.Index >= got.Set.Len() || got.Set.Limit(got.Index) != got.Limit:
+		errs = append(errs, fmt.Sprintf("Set.Limit(%d) is not Limit %s", got.Index, got.Limit))
 	}
 	if wantSource != "" && got.Source != wantSource {
 		errs = append(errs, fmt.Sprintf("Source = %q, want %q", got.Source, wantSource))
@@ -233,10 +247,11 @@ func InvalidPolicies() []InvalidPolicy {
 		{"negative period", lim(floodgate.Every(-time.Second)), floodgate.ErrInvalidLimit},
 		{"negative burst", lim(floodgate.PerSecond(1).WithBurst(-1)), floodgate.ErrInvalidLimit},
 		{"rate above one per nanosecond", lim(floodgate.Limit{Rate: 2, Period: time.Nanosecond}), floodgate.ErrInvalidLimit},
+		{"interval rounded by more than 1%", lim(floodgate.PerSecond(600_000_000)), floodgate.ErrInvalidLimit},
 		{"window with a burst", lim(floodgate.PerMinute(10).WithBurst(20).WithAlgorithm(floodgate.FixedWindow)), floodgate.ErrInvalidLimit},
 		{"location on gcra", lim(floodgate.Limit{Rate: 1, Period: time.Hour, Location: time.UTC}), floodgate.ErrInvalidLimit},
 		{"unknown algorithm", lim(floodgate.PerSecond(1).WithAlgorithm(99)), floodgate.ErrInvalidLimit},
-		{"sliding log too large", lim(floodgate.PerSecond(floodgate.MaxSlidingLogRate + 1).WithAlgorithm(floodgate.SlidingLog)), floodgate.ErrInvalidLimit},
+		{"sliding log too large", lim(floodgate.PerSecond(algo.MaxSlidingLogRate + 1).WithAlgorithm(floodgate.SlidingLog)), floodgate.ErrInvalidLimit},
 		{"bucket span too long", lim(floodgate.PerDay(1).WithBurst(1_000_000)), floodgate.ErrInvalidLimit},
 		{"no name", floodgate.Policy{Limits: []floodgate.Limit{floodgate.PerSecond(1)}}, floodgate.ErrInvalidPolicy},
 		{"no limits", floodgate.Policy{Name: "empty"}, floodgate.ErrInvalidPolicy},

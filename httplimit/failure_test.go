@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
 )
@@ -17,17 +18,18 @@ type downStore struct{}
 
 var errRedisDown = errors.New("connection refused")
 
-func (downStore) Decide(context.Context, *floodgate.LimitSet, string, int64) (floodgate.Result, error) {
-	return floodgate.Result{}, errRedisDown
+func (downStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
+	return algo.Verdict{}, errRedisDown
 }
-func (downStore) Refund(context.Context, *floodgate.LimitSet, string, int64) error {
+func (downStore) Refund(context.Context, *algo.Set, string, int64) error {
 	return errRedisDown
 }
-func (downStore) Reset(context.Context, *floodgate.LimitSet, string) error { return errRedisDown }
+func (downStore) Reset(context.Context, *algo.Set, string) error { return errRedisDown }
+func (downStore) ValidateLimit(floodgate.Limit) error            { return nil }
 
-func failoverLimiter(t *testing.T, p failover.Policy) floodgate.Limiter {
+func failoverLimiter(t *testing.T, p failover.Mode) floodgate.Limiter {
 	t.Helper()
-	s, err := failover.New(downStore{}, failover.Options{Policy: p, Guard: failover.GuardOptions{Backoff: 3 * time.Second, MaxBackoff: 3 * time.Second}})
+	s, err := failover.New(downStore{}, failover.Options{Mode: p, Guard: failover.GuardOptions{Backoff: 3 * time.Second, MaxBackoff: 3 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,34 +45,31 @@ type desc struct {
 // newDesc describes set: one Quota Policy Item per limit, named after the
 // policy, with the limit's number after a slash when the policy has several.
 func newDesc(set *floodgate.LimitSet) *desc {
-	name := set.Policy
-	if name == "" {
-		name = "default"
-	}
-	n := len(set.Rules)
+	name := policyName(set.Policy())
+	n := set.Len()
 	d := &desc{set: set, ids: make([]string, n), json: make([]string, n), caps: make([]string, n)}
 	var line []byte
-	for i := range set.Rules {
-		r := &set.Rules[i]
+	for i := range n {
+		l := set.Limit(i)
 		id := name
 		if n > 1 {
 			id = name + "/" + strconv.Itoa(i+1)
 		}
 		d.ids[i] = string(appendSFString(nil, id))
 		d.json[i] = string(appendJSONString(nil, id))
-		d.caps[i] = strconv.FormatInt(min(r.Capacity(), maxSFInt), 10)
+		d.caps[i] = strconv.FormatInt(min(l.Capacity(), maxSFInt), 10)
 		if i > 0 {
 			line = append(line, ", "...)
 		}
-		q, w := quota(r.Limit)
+		q, w := quota(l)
 		line = append(line, d.ids[i]...)
 		line = append(line, ";q="...)
 		line = strconv.AppendInt(line, q, 10)
 		line = append(line, ";w="...)
 		line = strconv.AppendInt(line, w, 10)
-		if (r.Algorithm == floodgate.GCRA || r.Algorithm == floodgate.TokenBucket) && r.Capacity() != r.Rate {
+		if l.Interval() > 0 && l.Capacity() != l.Rate {
 			line = append(line, ";floodgate-burst="...)
-			line = strconv.AppendInt(line, min(r.Capacity(), maxSFInt), 10)
+			line = strconv.AppendInt(line, min(l.Capacity(), maxSFInt), 10)
 		}
 	}
 	d.policy = string(line)
@@ -96,18 +93,10 @@ func quota(l floodgate.Limit) (q, w int64) {
 	return int64(min(qq, maxSFInt)), w
 }
 
-// describe returns the description of the limits lim applies to key, or nil
-// when lim cannot describe them.
-func (m *Middleware) describe(ru *rule, lim floodgate.Limiter, key string) *desc {
-	dsc := ru.desc
-	if ru.LimiterFor != nil {
-		dsc, _ = lim.(describer)
-	}
-	if dsc == nil {
-		return nil
-	}
-	set := dsc.LimitsFor(key)
-	if set == nil || len(set.Rules) == 0 {
+// describe returns the description of set, the limit set a Result of rule
+// ru names, or nil when the Result named none (it failed open).
+func (m *Middleware) describe(ru *rule, set *floodgate.LimitSet) *desc {
+	if set == nil || set.Len() == 0 {
 		return nil
 	}
 	if d := ru.last.Load(); d != nil && d.set == set {
@@ -131,39 +120,12 @@ func (m *Middleware) describe(ru *rule, lim floodgate.Limiter, key string) *desc
 }
 
 // A verdict is the decision for a request and what the headers say about
-// it.
+// it. Every number comes from res, the Result of the check that drove the
+// decision, so the headers describe one limit.
 type verdict struct {
 	res   floodgate.Result
 	drive int   // index in checks of the check whose Result drives the headers
-	d     *desc // description of the driving check's limits, or nil
-	limit int   // index of res.Limit in d, or -1
-}
-
-// explain finds the check whose Result, res, drives the headers, and
-// describes its limits: the index of the check, the description (nil when
-// the limiter cannot describe itself) and the index in it of res.Limit (-1
-// when unknown).
-func (m *Middleware) explain(cs *checks, res *floodgate.Result) (drive int, d *desc, limit int) {
-	if cs.n > 1 {
-		// AllowAll returns the Result of the check that denied or of the one
-		// with the fewest units remaining; the policy name tells which.
-		for i := range cs.n {
-			if n, ok := cs.c[i].Limiter.(namer); ok && n.Name() == res.Policy {
-				drive = i
-				break
-			}
-		}
-	}
-	c := &cs.c[drive]
-	d = m.describe(&m.rules[cs.rule[drive]], c.Limiter, c.Key)
-	if d != nil {
-		for i := range d.set.Rules {
-			if d.set.Rules[i].Limit == res.Limit {
-				return drive, d, i
-			}
-		}
-	}
-	return drive, d, -1
+	d     *desc // description of res.Set, or nil
 }
 
 // block is what a request under a count rule allocates for its writer and
@@ -191,18 +153,23 @@ func (m *Middleware) writeHeaders(w http.ResponseWriter, cs *checks, v *verdict,
 	retry := !res.Allowed && !hd.DisableRetryAfter && !never
 	body := !res.Allowed && m.onLimited == nil && m.body != BodyNone
 
+	// RateLimit-Policy lists the limits of every check decided, in the
+	// order of the rules; RateLimit gives each its own driving limit's
+	// numbers. The X-RateLimit fields describe the check that drove.
 	var lines [MaxRules]string
+	var descs [MaxRules]*desc
+	var checkOf [MaxRules]int
 	nl := 0
 	if draft {
 		for i := range cs.n {
 			d := v.d
 			if i != v.drive {
-				d = m.describe(&m.rules[cs.rule[i]], cs.c[i].Limiter, cs.c[i].Key)
+				d = m.describe(&m.rules[cs.rule[i]], cs.c[i].Result.Set)
 			}
 			if d == nil || contains(lines[:nl], d.policy) {
 				continue
 			}
-			lines[nl] = d.policy
+			lines[nl], descs[nl], checkOf[nl] = d.policy, d, i
 			nl++
 		}
 	}
@@ -244,8 +211,8 @@ func (m *Middleware) writeHeaders(w http.ResponseWriter, cs *checks, v *verdict,
 	var off [4]int
 	limit := ""
 	if legacy {
-		if v.limit >= 0 {
-			limit = v.d.caps[v.limit]
+		if v.d != nil {
+			limit = v.d.caps[res.Index]
 		} else {
 			b = strconv.AppendInt(b, min(res.Limit.Capacity(), maxSFInt), 10)
 		}
@@ -266,7 +233,19 @@ func (m *Middleware) writeHeaders(w http.ResponseWriter, cs *checks, v *verdict,
 		retrySecs = max(ceilSeconds(res.RetryAfter), 1)
 	}
 	if draft {
-		b = m.appendRateLimit(b, v, retrySecs)
+		if nl == 0 {
+			b = appendRateLimit(b, res, nil, retrySecs)
+		}
+		for k := range nl {
+			if k > 0 {
+				b = append(b, ", "...)
+			}
+			if i := checkOf[k]; i == v.drive {
+				b = appendRateLimit(b, res, descs[k], retrySecs)
+			} else {
+				b = appendRateLimit(b, &cs.c[i].Result, descs[k], 0)
+			}
+		}
 		off[3] = len(b)
 	}
 	if retry {
@@ -317,15 +296,15 @@ func (m *Middleware) writeHeaders(w http.ResponseWriter, cs *checks, v *verdict,
 	return sw
 }
 
-// appendRateLimit appends the RateLimit field: the service limit of the
-// limit that drives the decision. Its t parameter is the seconds until the
-// policy is full again (Result.ResetAfter), or, on a denial, the Retry-After
-// value, since Retry-After must not point before t; a request that can never
-// pass has no t.
-func (m *Middleware) appendRateLimit(b []byte, v *verdict, retrySecs int64) []byte {
-	res := &v.res
-	if v.limit >= 0 {
-		b = append(b, v.d.ids[v.limit]...)
+// appendRateLimit appends one item of the RateLimit field: the service
+// limit of res's driving limit, named as d names it (d may be nil). Its t
+// parameter is the seconds until that limit is full again
+// (Result.ResetAfter), or, on a denial, the Retry-After value, since
+// Retry-After must not point before t; a request that can never pass has no
+// t.
+func appendRateLimit(b []byte, res *floodgate.Result, d *desc, retrySecs int64) []byte {
+	if d != nil {
+		b = append(b, d.ids[res.Index]...)
 	} else {
 		b = appendSFString(b, policyName(res.Policy))
 	}
@@ -483,8 +462,8 @@ func (m *Middleware) writeLimited(w http.ResponseWriter, v *verdict) {
 			b = strconv.AppendInt(b, secs, 10)
 		}
 		b = append(b, `,"violated-policies":[`...)
-		if v.limit >= 0 {
-			b = append(b, v.d.json[v.limit]...)
+		if v.d != nil {
+			b = append(b, v.d.json[res.Index]...)
 		} else {
 			b = appendJSONString(b, policyName(res.Policy))
 		}

@@ -129,6 +129,8 @@ type failing struct{}
 
 var errDown = errors.New("engine down")
 
+func (failing) Name() string { return "failing" }
+
 func (failing) Allow(ctx context.Context, key string) (floodgate.Result, error) {
 	return floodgate.Result{}, errDown
 }

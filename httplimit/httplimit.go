@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -74,25 +73,33 @@ type Rule struct {
 	// Behind a proxy use KeyByIP with a configured clientip.Resolver.
 	Key KeyFunc
 
-	// Prefix is put before every key of the rule, so that rules whose
-	// limiters share a policy (or the same limiter) keep apart keys that
-	// would otherwise be equal. New rejects two such rules with the same
-	// Prefix.
-	Prefix string
-
 	// Match selects the requests the rule applies to; nil means all. It runs
 	// on the request as the middleware sees it, before any routing of the
 	// handlers it wraps (see PathPrefix and Methods).
 	Match func(r *http.Request) bool
 
 	// Cost returns the units a request costs; nil means 1. A cost of 0 lets
-	// the request pass without charging it; a negative cost is a limiter
-	// error (see Config.OnError); a cost larger than a limit's capacity can
-	// never pass and is answered 429 without Retry-After.
+	// the request pass without charging it; a cost larger than a limit's
+	// capacity can never pass and is answered 429 without Retry-After. A
+	// negative cost is a bug in the Cost function, not a reason to stop
+	// limiting: the request is answered 500 and the error logged, whatever
+	// Config.OnError says.
 	Cost func(r *http.Request) int64
 
 	// Count selects the responses that count; the zero value counts all.
 	Count Count
+
+	// ResponseCost, when set, returns what a request really cost once its
+	// response is known: the tokens an LLM API reports in a response header
+	// or trailer, say. The request is charged Cost (1 when nil) before the
+	// handler runs, so it passes while budget remains; when the handler
+	// returns, the difference to ResponseCost's answer is charged or
+	// refunded. A charge that no longer fits empties the key's budget
+	// instead (there is no debt below zero), so a request can overrun the
+	// budget by its own overage once; the next ones wait for the refill.
+	// It runs after the handler, with the status and the final header map
+	// (trailers included), and only for responses the rule counts.
+	ResponseCost func(status int, h http.Header) int64
 }
 
 // Headers selects the rate-limit header fields of responses. The zero value
@@ -169,16 +176,17 @@ type Config struct {
 	OnLimited func(w http.ResponseWriter, r *http.Request, res floodgate.Result)
 
 	// OnError decides what happens to a request whose limiter could not
-	// decide (an engine failure its failure policy did not absorb, a
-	// negative cost). It either returns true to serve the request anyway, or
-	// writes a response and returns false. Nil means FailOpen. Every such
-	// error is also logged to Logger, at most once a second.
+	// decide (an engine failure its failure policy did not absorb, a closed
+	// store, one key's corrupt state). It either returns true to serve the
+	// request anyway, or writes a response and returns false. Nil means
+	// ServeOnError. Every such error is also logged to Logger, at most once
+	// a second.
 	//
 	// Fail-open is the default because a limiter that cannot decide protects
 	// nothing, and refusing every request turns an outage of the limiter
 	// into an outage of the service. Where overload is worse than refusal,
-	// use FailClosed, or better a failure policy in the engine, which can
-	// fall back to local limits.
+	// use UnavailableOnError, or better a failure mode in the engine
+	// (package failover), which can fall back to local limits.
 	OnError func(w http.ResponseWriter, r *http.Request, err error) (serve bool)
 
 	// Logger receives limiter errors, at most one line a second, with the
@@ -212,17 +220,8 @@ type Middleware struct {
 
 type rule struct {
 	Rule
-	desc describer // Limiter's describer, when it has one
-	last atomic.Pointer[desc]
+	last atomic.Pointer[desc] // the description of the set last decided
 }
-
-// A describer tells which limits apply to a key, so that the headers can
-// describe them. *floodgate.PolicyLimiter is one.
-type describer interface {
-	LimitsFor(key string) *floodgate.LimitSet
-}
-
-type namer interface{ Name() string }
 
 // New validates cfg and returns its Middleware. Every problem found is
 // reported, each in an error wrapping ErrInvalidConfig.
@@ -264,16 +263,15 @@ func New(cfg Config) (*Middleware, error) {
 			r.Key = KeyByIP(nil)
 		}
 		m.rules[i].Rule = r
-		m.rules[i].desc, _ = r.Limiter.(describer)
 	}
 	for i := range cfg.Rules {
 		for j := range i {
-			a, b := cfg.Rules[j], cfg.Rules[i]
-			if a.Limiter == nil || b.Limiter == nil || a.Prefix != b.Prefix {
-				continue
-			}
-			if name, shared := sharedState(a.Limiter, b.Limiter); shared {
-				bad("rules %d and %d both limit policy %q with key prefix %q, so equal keys would share one state; give them different Prefix values", j+1, i+1, name, a.Prefix)
+			a, b := cfg.Rules[j].Limiter, cfg.Rules[i].Limiter
+			// Limiters of one policy name share their state: equal keys of
+			// the two rules would be charged twice to one bucket, and their
+			// headers could not be told apart.
+			if a != nil && b != nil && a.Name() == b.Name() {
+				bad("rules %d and %d both limit policy %q, so equal keys would share one state; give each rule a limiter of its own policy name (they may share the store and the limits)", j+1, i+1, a.Name())
 			}
 		}
 	}
@@ -281,7 +279,7 @@ func New(cfg Config) (*Middleware, error) {
 		return nil, errors.Join(errs...)
 	}
 	if m.onError == nil {
-		m.onError = FailOpen
+		m.onError = ServeOnError
 	}
 	if m.log == nil {
 		m.log = slog.Default()
@@ -290,26 +288,6 @@ func New(cfg Config) (*Middleware, error) {
 		m.clock = floodgate.SystemClock
 	}
 	return m, nil
-}
-
-// sharedState reports whether two limiters keep their state together: the
-// same limiter, or policies of the same name (which share state on a store).
-func sharedState(a, b floodgate.Limiter) (string, bool) {
-	na, oka := a.(namer)
-	nb, okb := b.(namer)
-	if oka && okb {
-		return na.Name(), na.Name() == nb.Name()
-	}
-	// Interfaces holding values of a type that is not comparable panic on
-	// ==; such limiters cannot be told apart, and are taken to differ.
-	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
-	if va.Type() == vb.Type() && va.Comparable() && vb.Comparable() && a == b {
-		if oka {
-			return na.Name(), true
-		}
-		return fmt.Sprintf("%T", a), true
-	}
-	return "", false
 }
 
 // Handler returns next wrapped in the middleware. The method value m.Handler
@@ -354,29 +332,30 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		key := ru.Key(r)
-		if ru.Prefix != "" {
-			key = ru.Prefix + key
-		}
 		cost := int64(1)
 		if ru.Cost != nil {
-			cost = ru.Cost(r)
+			if cost = ru.Cost(r); cost < 0 {
+				m.refuseCost(w, r, lim, cost)
+				return
+			}
 		}
 		cs.c[cs.n] = floodgate.Check{Limiter: lim, Key: key, Cost: cost}
 		cs.rule[cs.n] = uint8(i)
 		cs.n++
-		counting = counting || ru.Count != CountAll
+		counting = counting || ru.Count != CountAll || ru.ResponseCost != nil
 	}
 	if cs.n == 0 {
 		h.next.ServeHTTP(w, r)
 		return
 	}
 
-	v := verdict{limit: -1}
+	var v verdict
 	var err error
 	if cs.n == 1 {
 		v.res, err = cs.c[0].Limiter.AllowN(ctx, cs.c[0].Key, cs.c[0].Cost)
+		cs.c[0].Result = v.res
 	} else {
-		v.res, err = floodgate.AllowAll(ctx, cs.c[:cs.n]...)
+		v.res, v.drive, err = floodgate.AllowAll(ctx, cs.c[:cs.n]...)
 	}
 	if err != nil {
 		m.logError(ctx, err)
@@ -391,20 +370,20 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The engine failed and its failure policy let the request through.
 		// No state was read, so there is no quota to advertise, and nothing
 		// was charged that a count rule could refund.
+		m.writeSource(w, v.res.Source)
 		h.next.ServeHTTP(w, r)
 		return
 	case floodgate.SourceFailClosed:
 		if !v.res.Allowed {
 			// The limiter, not the client, failed: 503, not 429.
+			m.writeSource(w, v.res.Source)
 			writeUnavailable(w, v.res.RetryAfter)
 			return
 		}
 	}
 
 	allowed := v.res.Allowed
-	if !m.hdr.DisableRateLimit || (!allowed && m.onLimited == nil && m.body == BodyProblem) {
-		v.drive, v.d, v.limit = m.explain(&cs, &v.res)
-	}
+	v.d = m.describe(&m.rules[cs.rule[v.drive]], v.res.Set)
 	sw := m.writeHeaders(w, &cs, &v, counting && allowed)
 	if !allowed {
 		if m.onLimited != nil {
@@ -430,53 +409,100 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // a failure: the refunds are made and the panic goes on.
 func (h *handler) serveCounting(sw *statusWriter, r *http.Request, cs *checks) {
 	failed := true
-	defer func() { h.m.settle(r, cs, failed) }()
+	defer func() { h.m.settle(r, sw, cs, failed) }()
 	h.next.ServeHTTP(sw, r)
 	failed = sw.status >= 400
 }
 
-func (m *Middleware) settle(r *http.Request, cs *checks, failed bool) {
+// settle refunds the rules the response does not count for, and charges
+// the rules with a ResponseCost what the response says it cost.
+func (m *Middleware) settle(r *http.Request, sw *statusWriter, cs *checks, failed bool) {
 	var ctx context.Context
-	for i := range cs.n {
-		switch m.rules[cs.rule[i]].Count {
-		case CountFailed:
-			if failed {
-				continue
-			}
-		case CountSuccessful:
-			if !failed {
-				continue
-			}
-		default:
-			continue
-		}
-		c := &cs.c[i]
-		if c.Cost <= 0 {
-			continue
-		}
+	owed := func() context.Context {
 		if ctx == nil {
 			ctx = r.Context()
 			if ctx.Err() != nil {
-				// The client is gone; the refund is still owed.
+				// The client is gone; the refund or charge is still owed.
 				ctx = context.WithoutCancel(ctx)
 			}
 		}
-		if err := c.Limiter.RefundN(ctx, c.Key, c.Cost); err != nil {
-			m.logError(ctx, err)
+		return ctx
+	}
+	for i := range cs.n {
+		ru := &m.rules[cs.rule[i]]
+		c := &cs.c[i]
+		counts := ru.Count == CountAll || (ru.Count == CountFailed) == failed
+		switch {
+		case !counts:
+			if c.Cost > 0 {
+				if err := c.Limiter.RefundN(owed(), c.Key, c.Cost); err != nil {
+					m.logError(ctx, err)
+				}
+			}
+		case ru.ResponseCost != nil:
+			if err := chargeActual(owed(), c, ru.ResponseCost(sw.status, sw.Header())); err != nil {
+				m.logError(ctx, err)
+			}
 		}
 	}
 }
 
-// FailOpen is the default Config.OnError: the request is served as if no
-// limit applied, without rate-limit headers.
-func FailOpen(http.ResponseWriter, *http.Request, error) bool { return true }
+// chargeActual settles a check that was charged c.Cost up front at the
+// cost the response reported: the difference is refunded or charged. A
+// charge that no longer fits drains the key to zero instead: the limiter
+// has no debt below zero to carry the rest, so the request's overage
+// beyond the remaining budget is lost, and the next request waits for a
+// refill. A negative reported cost counts as zero.
+func chargeActual(ctx context.Context, c *floodgate.Check, actual int64) error {
+	extra := max(actual, 0) - c.Cost
+	switch {
+	case extra < 0:
+		return c.Limiter.RefundN(ctx, c.Key, -extra)
+	case extra == 0:
+		return nil
+	}
+	res, err := c.Limiter.AllowN(ctx, c.Key, extra)
+	if err != nil || res.Allowed || res.Remaining <= 0 {
+		return err
+	}
+	_, err = c.Limiter.AllowN(ctx, c.Key, res.Remaining)
+	return err
+}
 
-// FailClosed is a Config.OnError that answers 503 Service Unavailable with
-// an RFC 9457 problem detail, never 500: the request is not at fault.
-func FailClosed(w http.ResponseWriter, _ *http.Request, _ error) bool {
+// ServeOnError is the default Config.OnError: the request is served as if
+// no limit applied, without rate-limit headers.
+func ServeOnError(http.ResponseWriter, *http.Request, error) bool { return true }
+
+// UnavailableOnError is a Config.OnError that answers 503 Service
+// Unavailable with an RFC 9457 problem detail, never 500: the request is not
+// at fault.
+func UnavailableOnError(w http.ResponseWriter, _ *http.Request, _ error) bool {
 	writeUnavailable(w, 0)
 	return false
 }
+
+// writeSource sets X-RateLimit-Source on a response that carries no other
+// rate-limit field, when Headers.Source asks for it: an operator looking at
+// a fail-open or fail-closed answer should see why.
+func (m *Middleware) writeSource(w http.ResponseWriter, src floodgate.Source) {
+	if m.hdr.Source {
+		w.Header()[headerSource] = []string{string(src)}
+	}
+}
+
+// refuseCost answers a request whose Cost function returned a negative
+// cost: 500, because the server's own code is wrong, and never served
+// unlimited, because a bug must not switch limiting off.
+func (m *Middleware) refuseCost(w http.ResponseWriter, r *http.Request, lim floodgate.Limiter, cost int64) {
+	m.logError(r.Context(), fmt.Errorf("%w: policy %s: the rule's Cost returned %d; costs are 0 (peek) or more", floodgate.ErrInvalidCost, lim.Name(), cost))
+	h := w.Header()
+	h[headerType] = []string{"application/problem+json"}
+	w.WriteHeader(http.StatusInternalServerError)
+	w.Write([]byte(invalidCostBody))
+}
+
+const invalidCostBody = `{"type":"about:blank","title":"Internal Server Error","status":500,` +
+	`"detail":"The rate limiter was given an invalid request cost."}`
 
 // writeUnavailable answers 503 with a problem detail, and Retry-After when
 // the engine's failure policy said when it will try again (a circuit

@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/httplimit"
 )
@@ -265,7 +267,7 @@ func TestPolicyDescriptions(t *testing.T) {
 		limitHdr  string
 	}{
 		{name: "several limits", policy: "api", limits: []floodgate.Limit{floodgate.PerSecond(10), floodgate.PerHour(1000)},
-			policyHdr: `"api/1";q=10;w=1, "api/2";q=1000;w=3600`, rateHdr: `"api/1";r=9;t=4`, limitHdr: "10"},
+			policyHdr: `"api/1";q=10;w=1, "api/2";q=1000;w=3600`, rateHdr: `"api/1";r=9;t=1`, limitHdr: "10"},
 		{name: "hourly drives", policy: "api", limits: []floodgate.Limit{floodgate.PerSecond(10), floodgate.PerHour(3)},
 			policyHdr: `"api/1";q=10;w=1, "api/2";q=3;w=3600`, rateHdr: `"api/2";r=2;t=1200`, limitHdr: "3"},
 		{name: "sub-second period", policy: "fast", limits: []floodgate.Limit{{Rate: 10, Period: 500 * time.Millisecond}},
@@ -326,12 +328,11 @@ func TestSkip(t *testing.T) {
 	}
 }
 
-func TestMatchAndPrefix(t *testing.T) {
+func TestMatch(t *testing.T) {
 	e := newEnv(t)
-	shared := e.limiter("shared", floodgate.PerMinute(2))
 	h := mustNew(t, httplimit.Config{Rules: []httplimit.Rule{
-		{Limiter: shared, Prefix: "a:", Match: httplimit.PathPrefix("/a")},
-		{Limiter: shared, Prefix: "b:", Match: httplimit.PathPrefix("/b/")},
+		{Limiter: e.limiter("a", floodgate.PerMinute(2)), Match: httplimit.PathPrefix("/a")},
+		{Limiter: e.limiter("b", floodgate.PerMinute(2)), Match: httplimit.PathPrefix("/b/")},
 	}}).Handler(ok)
 	for _, p := range []string{"/a", "/a/x"} {
 		if rec := get(h, p, client); rec.Code != 200 {
@@ -341,7 +342,7 @@ func TestMatchAndPrefix(t *testing.T) {
 	if rec := get(h, "/a/y", client); rec.Code != 429 {
 		t.Fatalf("/a/y: %d, want 429", rec.Code)
 	}
-	// Rule b keeps its own keys though it shares the policy.
+	// Rule b keeps its own state on the same store.
 	for _, p := range []string{"/b", "/b/x"} {
 		if rec := get(h, p, client); rec.Code != 200 {
 			t.Fatalf("%s: %d", p, rec.Code)
@@ -371,7 +372,8 @@ func TestConfigErrors(t *testing.T) {
 		{name: "both", cfg: httplimit.Config{Rules: []httplimit.Rule{{Limiter: api, LimiterFor: pick}}}, want: "both Limiter and LimiterFor"},
 		{name: "same limiter", cfg: httplimit.Config{Rules: []httplimit.Rule{{Limiter: api}, {Limiter: api}}}, want: `rules 1 and 2 both limit policy "api"`},
 		{name: "same policy name", cfg: httplimit.Config{Rules: []httplimit.Rule{{Limiter: api}, {Limiter: other}, {Limiter: api2}}}, want: `rules 1 and 3`},
-		{name: "prefixed", cfg: httplimit.Config{Rules: []httplimit.Rule{{Limiter: api}, {Limiter: api, Prefix: "x:"}}}},
+		{name: "distinct names on one store", cfg: httplimit.Config{Rules: []httplimit.Rule{{Limiter: api}, {Limiter: other}}}},
+		{name: "wrapped limiter of the same name", cfg: httplimit.Config{Rules: []httplimit.Rule{{Limiter: api}, {Limiter: opaque{api2}}}}, want: `rules 1 and 2`},
 		{name: "bad count", cfg: httplimit.Config{Rules: []httplimit.Rule{{Limiter: api, Count: 9}}}, want: "unknown Count"},
 		{name: "bad body", cfg: httplimit.Config{Body: 7, Rules: []httplimit.Rule{{Limiter: api}}}, want: "unknown Body"},
 		{name: "too many", cfg: httplimit.Config{Rules: make([]httplimit.Rule, httplimit.MaxRules+1)}, want: "more than the 8"},
@@ -397,19 +399,17 @@ type mapLimiter struct {
 	m map[string]int
 }
 
+// TestConfigUncomparableLimiter: limiters are told apart by name, so a type
+// that == would panic on is checked like any other.
 func TestConfigUncomparableLimiter(t *testing.T) {
 	e := newEnv(t)
 	l := mapLimiter{Limiter: e.limiter("inner", floodgate.PerMinute(1)), m: map[string]int{}}
-	if _, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: l}, {Limiter: l}}}); err != nil {
-		t.Fatal(err)
+	if _, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: l}, {Limiter: l}}}); err == nil {
+		t.Fatal("the same limiter twice was accepted")
 	}
-	o := opaque{l}
-	if _, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: o}, {Limiter: o}}}); err != nil {
+	m := mapLimiter{Limiter: e.limiter("outer", floodgate.PerMinute(1)), m: map[string]int{}}
+	if _, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: l}, {Limiter: m}}}); err != nil {
 		t.Fatal(err)
-	}
-	p := opaque{e.limiter("p", floodgate.PerMinute(1))}
-	if _, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: p}, {Limiter: p}}}); err == nil {
-		t.Fatal("the same comparable limiter twice without prefixes was accepted")
 	}
 }
 
@@ -434,7 +434,7 @@ func TestEngineFailure(t *testing.T) {
 	t.Run("fail closed", func(t *testing.T) {
 		h := mustNew(t, httplimit.Config{
 			Logger:  slog.New(slog.DiscardHandler),
-			OnError: httplimit.FailClosed,
+			OnError: httplimit.UnavailableOnError,
 			Rules:   []httplimit.Rule{{Limiter: failing{}}},
 		}).Handler(ok)
 		rec := get(h, "/", client)
@@ -477,14 +477,33 @@ func TestEngineFailure(t *testing.T) {
 		e := newEnv(t)
 		h := mustNew(t, httplimit.Config{
 			Logger:  slog.New(slog.DiscardHandler),
-			OnError: httplimit.FailClosed,
+			OnError: httplimit.UnavailableOnError,
 			Rules: []httplimit.Rule{{
 				Limiter: e.limiter("api", floodgate.PerMinute(1)),
 				Cost:    func(*http.Request) int64 { return -1 },
 			}},
 		}).Handler(ok)
-		if rec := get(h, "/", client); rec.Code != 503 {
-			t.Fatalf("status %d, want 503", rec.Code)
+		// A bug in the Cost function is the server's error, whatever
+		// OnError says for engine failures, and never an unlimited request.
+		if rec := get(h, "/", client); rec.Code != 500 || rec.Body.String() == "ok" {
+			t.Fatalf("status %d %q, want 500 and the handler not run", rec.Code, rec.Body)
+		}
+	})
+	t.Run("negative cost with the default OnError", func(t *testing.T) {
+		e := newEnv(t)
+		var logged strings.Builder
+		h := mustNew(t, httplimit.Config{
+			Logger: slog.New(slog.NewTextHandler(&logged, nil)),
+			Rules: []httplimit.Rule{{
+				Limiter: e.limiter("api", floodgate.PerMinute(1)),
+				Cost:    func(*http.Request) int64 { return -1 },
+			}},
+		}).Handler(ok)
+		if rec := get(h, "/", client); rec.Code != 500 || rec.Body.String() == "ok" {
+			t.Fatalf("status %d %q, want 500: a negative cost must not serve the request unlimited", rec.Code, rec.Body)
+		}
+		if !strings.Contains(logged.String(), "Cost returned -1") {
+			t.Errorf("log %q does not name the bad cost", logged.String())
 		}
 	})
 }
@@ -550,9 +569,9 @@ func TestLimiterFor(t *testing.T) {
 	}
 }
 
-// A limiter that is not a PolicyLimiter cannot describe its policy: the
-// RateLimit field is named after its Result, and no RateLimit-Policy is sent.
-func TestForeignLimiter(t *testing.T) {
+// A limiter wrapped by another type (a metrics or logging wrapper that
+// embeds it) keeps every header: the Result describes its own limits.
+func TestWrappedLimiterKeepsHeaders(t *testing.T) {
 	e := newEnv(t)
 	h := mustNew(t, httplimit.Config{
 		Rules: []httplimit.Rule{{Limiter: opaque{e.limiter("inner", floodgate.PerMinute(1))}}},
@@ -561,7 +580,7 @@ func TestForeignLimiter(t *testing.T) {
 	rec := get(h, "/", client)
 	checkHeaders(t, rec.Header(), map[string]string{
 		"X-RateLimit-Limit": "1", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "60",
-		"RateLimit": `"inner";r=0;t=60`, "Retry-After": "60",
+		"RateLimit": `"inner";r=0;t=60`, "Retry-After": "60", "RateLimit-Policy": `"inner";q=1;w=60`,
 	})
 	if !strings.Contains(rec.Body.String(), `"violated-policies":["inner"]`) {
 		t.Errorf("body %s", rec.Body)
@@ -616,5 +635,96 @@ func TestHandlerAddsToFields(t *testing.T) {
 	}
 	if got := hd.Values("RateLimit-Policy"); len(got) != 1 || got[0] != `"api";q=5;w=60` {
 		t.Errorf("RateLimit-Policy %q", got)
+	}
+}
+
+func TestOneLiners(t *testing.T) {
+	user := func(r *http.Request) string { return r.Header.Get("X-Test-User") }
+	for _, tc := range []struct {
+		name string
+		mw   func(http.Handler) http.Handler
+		a, b []string // header pairs of two clients that share an address
+	}{
+		{"LimitByIP", httplimit.LimitByIP(2, time.Minute), nil, nil},
+		{"LimitByHeader", httplimit.LimitByHeader("X-API-Key", 2, time.Minute), []string{"X-API-Key", "a"}, []string{"X-API-Key", "b"}},
+		{"LimitByUser", httplimit.LimitByUser(user, 2, time.Minute), []string{"X-Test-User", "alice"}, []string{"X-Test-User", "bob"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := tc.mw(ok)
+			for i, want := range []int{200, 200, 429} {
+				if rec := get(h, "/", client, tc.a...); rec.Code != want || rec.Header().Get("X-RateLimit-Limit") != "2" {
+					t.Fatalf("request %d: %d %v, want %d with headers", i+1, rec.Code, rec.Header(), want)
+				}
+			}
+			other := get(h, "/", "198.51.100.9:1", tc.b...)
+			if tc.b != nil {
+				// Another key from the same address.
+				other = get(h, "/", client, tc.b...)
+			}
+			if other.Code != 200 {
+				t.Fatalf("another client: %d, want its own limit", other.Code)
+			}
+		})
+	}
+	for _, bad := range []func(){
+		func() { httplimit.LimitByIP(0, time.Minute) },
+		func() { httplimit.LimitByIP(10, 0) },
+		func() { httplimit.LimitByHeader("X-Key", -1, time.Second) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "httplimit: LimitBy") {
+					t.Errorf("recover() = %v, want a panic naming the call", r)
+				}
+			}()
+			bad()
+		}()
+	}
+}
+
+// TestTierOfOncePerRequest: the tier is looked up when the request is
+// decided, and the headers describe the set the Result names, so TierOf
+// runs once per request, as Policy.TierOf documents.
+func TestTierOfOncePerRequest(t *testing.T) {
+	e := newEnv(t)
+	var calls atomic.Int64
+	lim, err := floodgate.New(e.store, floodgate.Policy{
+		Name:   "tiered",
+		Limits: []floodgate.Limit{floodgate.PerMinute(2)},
+		Tiers:  map[string][]floodgate.Limit{"pro": {floodgate.PerMinute(10)}},
+		TierOf: func(key string) string {
+			calls.Add(1)
+			if strings.HasSuffix(key, ":pro") {
+				return "pro"
+			}
+			return ""
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mustNew(t, httplimit.Config{Rules: []httplimit.Rule{{Limiter: lim, Key: httplimit.KeyByHeader("X-Plan", nil)}}}).Handler(ok)
+	rec := get(h, "/", client, "X-Plan", "pro")
+	if calls.Load() != 1 {
+		t.Errorf("TierOf ran %d times for one request, want 1", calls.Load())
+	}
+	if got := rec.Header().Get("RateLimit-Policy"); got != `"tiered";q=10;w=60` {
+		t.Errorf("RateLimit-Policy %q, want the pro tier's", got)
+	}
+}
+
+// TestSourceOnFailureResponses: with Headers.Source, fail-open and
+// fail-closed answers say so too.
+func TestSourceOnFailureResponses(t *testing.T) {
+	for _, tc := range []struct {
+		mode failover.Mode
+		code int
+	}{{failover.FailOpen, 200}, {failover.FailClosed, 503}} {
+		h := mustNew(t, httplimit.Config{Headers: httplimit.Headers{Source: true},
+			Rules: []httplimit.Rule{{Limiter: failoverLimiter(t, tc.mode)}}}).Handler(ok)
+		rec := get(h, "/", client)
+		if rec.Code != tc.code || rec.Header().Get("X-RateLimit-Source") != tc.mode.String() {
+			t.Errorf("%s: %d, X-RateLimit-Source %q; want %d and %q", tc.mode, rec.Code, rec.Header().Get("X-RateLimit-Source"), tc.code, tc.mode)
+		}
 	}
 }

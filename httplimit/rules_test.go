@@ -50,12 +50,12 @@ func TestLayeredChain(t *testing.T) {
 		return rec
 	}
 
-	// The per-IP limit is the tightest: it drives the headers, and the
-	// policy field describes all three.
+	// The per-IP limit is the tightest: it drives the X-RateLimit fields;
+	// the IETF fields describe all three, each with its own numbers.
 	rec := serveAs("alice")
 	checkHeaders(t, rec.Header(), map[string]string{
 		"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": "20",
-		"RateLimit":        `"ip";r=2;t=20`,
+		"RateLimit":        `"global";r=99;t=1, "user";r=4;t=12, "ip";r=2;t=20`,
 		"RateLimit-Policy": "\"global\";q=100;w=60\n\"user\";q=5;w=60\n\"ip\";q=3;w=60",
 	})
 	serveAs("alice")
@@ -64,7 +64,7 @@ func TestLayeredChain(t *testing.T) {
 	if rec.Code != 429 {
 		t.Fatalf("4th request from the IP: %d, want 429", rec.Code)
 	}
-	if got := rec.Header().Get("RateLimit"); got != `"ip";r=0;t=20` {
+	if got := rec.Header().Get("RateLimit"); got != `"global";r=96;t=3, "user";r=2;t=36, "ip";r=0;t=20` {
 		t.Errorf("RateLimit %s", got)
 	}
 	// The denied request was refunded by the global and per-user links.
@@ -82,7 +82,8 @@ func TestLayeredChain(t *testing.T) {
 		rec = httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 	}
-	if rec.Code != 429 || rec.Header().Get("RateLimit") != `"user";r=0;t=12` {
+	// The per-IP check after the denial was not decided: it is not described.
+	if rec.Code != 429 || rec.Header().Get("RateLimit") != `"global";r=93;t=5, "user";r=0;t=12` || rec.Header().Get("X-RateLimit-Remaining") != "0" {
 		t.Fatalf("alice elsewhere: %d %s", rec.Code, rec.Header().Get("RateLimit"))
 	}
 	if got := peek(global, "all"); got != 94 {

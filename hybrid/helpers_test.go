@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 )
@@ -51,15 +52,15 @@ func (c *countingStore) enter() error {
 	return nil
 }
 
-func (c *countingStore) Decide(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+func (c *countingStore) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
 	c.decides.Add(1)
 	if err := c.enter(); err != nil {
-		return floodgate.Result{}, err
+		return algo.Verdict{}, err
 	}
 	return c.Store.Decide(ctx, set, key, cost)
 }
 
-func (c *countingStore) Refund(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) error {
+func (c *countingStore) Refund(ctx context.Context, set *algo.Set, key string, cost int64) error {
 	c.refunds.Add(1)
 	if err := c.enter(); err != nil {
 		return err
@@ -67,20 +68,12 @@ func (c *countingStore) Refund(ctx context.Context, set *floodgate.LimitSet, key
 	return c.Store.Refund(ctx, set, key, cost)
 }
 
-func (c *countingStore) Reset(ctx context.Context, set *floodgate.LimitSet, key string) error {
+func (c *countingStore) Reset(ctx context.Context, set *algo.Set, key string) error {
 	c.resets.Add(1)
 	if err := c.enter(); err != nil {
 		return err
 	}
 	return c.Store.Reset(ctx, set, key)
-}
-
-// ValidateLimit forwards to the wrapped store, so wrapping hides nothing.
-func (c *countingStore) ValidateLimit(l floodgate.Limit) error {
-	if v, ok := c.Store.(floodgate.LimitValidator); ok {
-		return v.ValidateLimit(l)
-	}
-	return nil
 }
 
 func newClock() *floodgatetest.Clock { return floodgatetest.NewClock(floodgatetest.Start) }

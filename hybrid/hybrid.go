@@ -28,12 +28,29 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"weak"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/failover"
+)
+
+// The Sources of a Store's decisions.
+const (
+	// SourceLocal: the local filter denied the request without asking the
+	// global store.
+	SourceLocal = "hybrid:local"
+	// SourceGlobal: the local filter passed the request and the global
+	// store decided it.
+	SourceGlobal = "hybrid:global"
+	// SourceLocalFallback: the local filter passed the request and the
+	// global store failed, was too slow, or was cut off by its circuit
+	// breaker, so the filter's verdict stands.
+	SourceLocalFallback = "hybrid:local-fallback"
 )
 
 // DefaultHeadroom is the headroom FractionFor uses when given none.
@@ -133,49 +150,57 @@ func (s *Store) Guard() *failover.Guard { return s.guard }
 //
 // The error is non-nil only if the local store fails or the caller's
 // context ends before Redis answers; the local charge is then undone.
-func (s *Store) Decide(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
 	ls, err := s.localSet(set)
 	if err != nil {
-		return floodgate.Result{}, err
+		return algo.Verdict{}, err
 	}
 	lcost := min(cost, ls.Capacity())
+	// The local set holds the same limits in the same order, so the
+	// Verdict's Index names the configured limit whichever set decided.
 	lres, err := s.local.Decide(ctx, ls, key, lcost)
 	if err != nil {
-		return floodgate.Result{}, fmt.Errorf("hybrid: policy %s: local decide: %w", set.Policy, err)
+		return algo.Verdict{}, fmt.Errorf("hybrid: policy %s: local decide: %w", set.Policy(), err)
 	}
 	if !lres.Allowed {
-		restoreLimit(&lres, set, ls)
-		lres.Source = floodgate.SourceHybridLocal
+		lres.Source = SourceLocal
 		return lres, nil
 	}
 	gres, err := s.guard.Decide(ctx, set, key, cost)
 	if err == nil {
-		gres.Source = floodgate.SourceHybridGlobal
+		gres.Source = SourceGlobal
 		return gres, nil
 	}
-	if ctx.Err() != nil {
-		// Undecided: the request consumes nothing, here either.
+	if ctx.Err() != nil || refusal(err) {
+		// Undecided: the request consumes nothing, here either. A closed
+		// or corrupt global store is not an outage to fall back from.
 		if lcost > 0 {
 			_ = s.local.Refund(context.WithoutCancel(ctx), ls, key, lcost)
 		}
-		return floodgate.Result{}, err
+		return algo.Verdict{}, err
 	}
-	restoreLimit(&lres, set, ls)
-	lres.Source = floodgate.SourceHybridFallback
+	lres.Source = SourceLocalFallback
 	return lres, nil
+}
+
+// refusal reports whether the global store answered with an error about
+// this call rather than failed (see failover's ErrClosed and
+// ErrCorruptState handling).
+func refusal(err error) bool {
+	return errors.Is(err, floodgate.ErrClosed) || errors.Is(err, floodgate.ErrCorruptState)
 }
 
 // Refund implements floodgate.Store. It refunds the local filter and the
 // global store. A global refund that fails is counted by the Guard (and
 // reported to OnError) but not returned: losing it errs strict.
-func (s *Store) Refund(ctx context.Context, set *floodgate.LimitSet, key string, cost int64) error {
+func (s *Store) Refund(ctx context.Context, set *algo.Set, key string, cost int64) error {
 	ls, err := s.localSet(set)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	if err := s.local.Refund(ctx, ls, key, min(cost, ls.Capacity())); err != nil {
-		errs = append(errs, fmt.Errorf("hybrid: policy %s: local refund: %w", set.Policy, err))
+		errs = append(errs, fmt.Errorf("hybrid: policy %s: local refund: %w", set.Policy(), err))
 	}
 	if err := s.guard.Refund(ctx, set, key, cost); err != nil && ctx.Err() != nil {
 		errs = append(errs, err)
@@ -186,14 +211,14 @@ func (s *Store) Refund(ctx context.Context, set *floodgate.LimitSet, key string,
 // Reset implements floodgate.Store. It resets the local filter and the
 // global store, and returns the global store's failure: a reset is an
 // operator's action, and the operator must learn that it did not happen.
-func (s *Store) Reset(ctx context.Context, set *floodgate.LimitSet, key string) error {
+func (s *Store) Reset(ctx context.Context, set *algo.Set, key string) error {
 	ls, err := s.localSet(set)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	if err := s.local.Reset(ctx, ls, key); err != nil {
-		errs = append(errs, fmt.Errorf("hybrid: policy %s: local reset: %w", set.Policy, err))
+		errs = append(errs, fmt.Errorf("hybrid: policy %s: local reset: %w", set.Policy(), err))
 	}
 	if err := s.guard.Reset(ctx, set, key); err != nil {
 		errs = append(errs, err)
@@ -207,51 +232,35 @@ func (s *Store) ValidateLimit(l floodgate.Limit) error {
 	if err := s.guard.ValidateLimit(l); err != nil {
 		return err
 	}
-	ll := scaleLimit(l, s.fraction)
+	sp := scaleSpec(l.Spec(), s.fraction)
+	ll := l
+	ll.Rate, ll.Burst = sp.Rate, sp.Burst
 	if err := ll.Validate(); err != nil {
 		return fmt.Errorf("local share %s (fraction %g): %w", ll, s.fraction, err)
 	}
-	if v, ok := s.local.(floodgate.LimitValidator); ok {
-		if err := v.ValidateLimit(ll); err != nil {
-			return fmt.Errorf("local share %s (fraction %g): %w", ll, s.fraction, err)
-		}
+	if err := s.local.ValidateLimit(ll); err != nil {
+		return fmt.Errorf("local share %s (fraction %g): %w", ll, s.fraction, err)
 	}
 	return nil
 }
 
 // LocalLimits returns the limit set the local filter applies in place of
 // set: every limit scaled by the fraction.
-func (s *Store) LocalLimits(set *floodgate.LimitSet) (*floodgate.LimitSet, error) {
+func (s *Store) LocalLimits(set *algo.Set) (*algo.Set, error) {
 	return s.localSet(set)
 }
 
-// restoreLimit names the configured limit, not its local share, as the
-// driving Limit of a Result the filter made: headers and logs then show the
-// limit the operator wrote. Remaining, ResetAfter and RetryAfter stay the
-// filter's own, the best this instance knows without asking Redis.
-func restoreLimit(res *floodgate.Result, set, ls *floodgate.LimitSet) {
-	if ls == set {
-		return
-	}
-	for i := range ls.Rules {
-		if ls.Rules[i].Limit == res.Limit {
-			res.Limit = set.Rules[i].Limit
-			return
-		}
-	}
-}
-
-// scaleLimit returns the local share of l: its rate and capacity times f,
-// rounded up, at least 1. Rounding up keeps the shares of N instances from
-// adding up to less than the limit.
-func scaleLimit(l floodgate.Limit, f float64) floodgate.Limit {
+// scaleSpec returns the local share of a limit: its rate and capacity
+// times f, rounded up, at least 1. Rounding up keeps the shares of N
+// instances from adding up to less than the limit.
+func scaleSpec(l algo.Spec, f float64) algo.Spec {
 	if f >= 1 {
 		return l
 	}
 	capacity := l.Capacity()
 	l.Rate = scaleCount(l.Rate, f)
-	switch l.Algorithm {
-	case floodgate.GCRA, floodgate.TokenBucket:
+	switch l.Kind {
+	case algo.GCRA:
 		if l.Burst != 0 {
 			l.Burst = scaleCount(capacity, f)
 		}
@@ -272,71 +281,104 @@ func scaleCount(n int64, f float64) int64 {
 	return int64(x)
 }
 
-// maxSetsPerID bounds the cached local sets per limit-set ID. Several live
-// sets share an ID when policies of the same name differ (two limiters over
-// one store, or the old and new config during a reload); the bound keeps
-// sets replaced by reloads from piling up.
-const maxSetsPerID = 8
-
-type cachedSet struct {
-	src, local *floodgate.LimitSet
-}
-
 // setCache maps global limit sets to their local shares. Reads are an
-// atomic load, a map lookup and a pointer comparison, with no allocation;
-// writes copy the map, and happen once per set.
+// atomic load, a map lookup and a weak-pointer comparison, with no
+// allocation; writes copy the map and happen once per set. Entries hold
+// their global set weakly and are removed once it is collected, so a daemon
+// that reloads its limits for weeks keeps only the shares of sets in use.
 type setCache struct {
 	m  atomic.Pointer[map[uint64][]cachedSet]
 	mu sync.Mutex
 }
 
-func (s *Store) localSet(set *floodgate.LimitSet) (*floodgate.LimitSet, error) {
+// cachedSet is one share. Several live sets can have one ID: policies of
+// one name that differ (two limiters over one store, or the old and the new
+// config during a reload).
+type cachedSet struct {
+	src   weak.Pointer[algo.Set]
+	local *algo.Set
+}
+
+func (c *setCache) find(set *algo.Set) *algo.Set {
+	if m := c.m.Load(); m != nil {
+		for _, e := range (*m)[set.ID()] {
+			if e.src.Value() == set {
+				return e.local
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Store) localSet(set *algo.Set) (*algo.Set, error) {
 	if s.fraction >= 1 {
 		return set, nil
 	}
-	if m := s.sets.m.Load(); m != nil {
-		for _, e := range (*m)[set.ID] {
-			if e.src == set {
-				return e.local, nil
-			}
-		}
+	if ls := s.sets.find(set); ls != nil {
+		return ls, nil
 	}
 	return s.sets.add(set, s.fraction)
 }
 
-func (c *setCache) add(set *floodgate.LimitSet, f float64) (*floodgate.LimitSet, error) {
+func (c *setCache) add(set *algo.Set, f float64) (*algo.Set, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := c.m.Load()
-	if old != nil {
-		for _, e := range (*old)[set.ID] {
-			if e.src == set {
-				return e.local, nil
-			}
+	if ls := c.find(set); ls != nil {
+		return ls, nil
+	}
+	ts := make([]algo.Transition, set.Len())
+	for i := range set.Len() {
+		t, err := algo.New(scaleSpec(set.At(i).Spec(), f))
+		if err != nil {
+			return nil, fmt.Errorf("hybrid: local share of policy %s limit %d: %w", set.Policy(), i+1, err)
+		}
+		ts[i] = t
+	}
+	// The same policy and set names give the same ID: the filter keeps its
+	// state where the global set would, in its own store.
+	local, err := algo.NewSet(set.Policy(), set.Name(), ts)
+	if err != nil {
+		return nil, fmt.Errorf("hybrid: local share of policy %s: %w", set.Policy(), err)
+	}
+	c.update(set.ID(), func(es []cachedSet) []cachedSet {
+		return append(es, cachedSet{src: weak.Make(set), local: local})
+	})
+	runtime.AddCleanup(set, c.forget, set.ID())
+	return local, nil
+}
+
+// forget drops the shares of collected sets of one ID.
+func (c *setCache) forget(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.update(id, func(es []cachedSet) []cachedSet {
+		return slices.DeleteFunc(es, func(e cachedSet) bool { return e.src.Value() == nil })
+	})
+}
+
+// update replaces the entries of id with what f makes of a copy of them.
+// The caller holds mu.
+func (c *setCache) update(id uint64, f func([]cachedSet) []cachedSet) {
+	m := make(map[uint64][]cachedSet, 1)
+	if old := c.m.Load(); old != nil {
+		m = maps.Clone(*old)
+	}
+	// Readers may hold the old slice: work on a copy, never in place.
+	if es := f(slices.Clone(m[id])); len(es) > 0 {
+		m[id] = es
+	} else {
+		delete(m, id)
+	}
+	c.m.Store(&m)
+}
+
+// cached reports how many local shares the cache holds.
+func (c *setCache) cached() int {
+	n := 0
+	if m := c.m.Load(); m != nil {
+		for _, es := range *m {
+			n += len(es)
 		}
 	}
-	limits := make([]floodgate.Limit, len(set.Rules))
-	for i := range set.Rules {
-		limits[i] = scaleLimit(set.Rules[i].Limit, f)
-	}
-	local, err := floodgate.NewLimitSet(set.Policy, set.Name, limits)
-	if err != nil {
-		return nil, fmt.Errorf("hybrid: local share of %w", err)
-	}
-	local.ID = set.ID // the filter keeps its state where the global set would
-	var m map[uint64][]cachedSet
-	if old != nil {
-		m = maps.Clone(*old)
-	} else {
-		m = make(map[uint64][]cachedSet, 1)
-	}
-	es := m[set.ID]
-	if len(es) >= maxSetsPerID {
-		es = es[1:]
-	}
-	// The slice may be shared with the map readers still hold: copy, never
-	// append in place.
-	m[set.ID] = append(slices.Clip(es), cachedSet{src: set, local: local})
-	c.m.Store(&m)
-	return local, nil
+	return n
 }

@@ -3,12 +3,14 @@ package hybrid_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/hybrid"
@@ -43,7 +45,7 @@ func TestSources(t *testing.T) {
 	for i := range 5 {
 		res := mustAllow(t, lim, "k")
 		want := floodgate.Result{Allowed: true, Limit: limit, Remaining: int64(9 - i), ResetAfter: time.Duration(i+1) * 100 * time.Millisecond,
-			Source: floodgate.SourceHybridGlobal, Policy: "api"}
+			Source: hybrid.SourceGlobal, Policy: "api", Set: lim.LimitsFor("k")}
 		if res != want {
 			t.Fatalf("request %d: %+v\nwant %+v", i+1, res, want)
 		}
@@ -52,7 +54,7 @@ func TestSources(t *testing.T) {
 	// configured limit, with the filter's own numbers.
 	res := mustAllow(t, lim, "k")
 	want := floodgate.Result{Limit: limit, ResetAfter: time.Second, RetryAfter: 200 * time.Millisecond,
-		Source: floodgate.SourceHybridLocal, Policy: "api"}
+		Source: hybrid.SourceLocal, Policy: "api", Set: lim.LimitsFor("k")}
 	if res != want {
 		t.Fatalf("over the local share: %+v\nwant %+v", res, want)
 	}
@@ -64,11 +66,11 @@ func TestSources(t *testing.T) {
 	global.fail.Store(true)
 	clock.Advance(200 * time.Millisecond)
 	res = mustAllow(t, lim, "k")
-	want = floodgate.Result{Allowed: true, Limit: limit, ResetAfter: time.Second, Source: floodgate.SourceHybridFallback, Policy: "api"}
+	want = floodgate.Result{Allowed: true, Limit: limit, ResetAfter: time.Second, Source: hybrid.SourceLocalFallback, Policy: "api", Set: lim.LimitsFor("k")}
 	if res != want {
 		t.Fatalf("global store down: %+v\nwant %+v", res, want)
 	}
-	if res := mustAllow(t, lim, "k"); res.Source != floodgate.SourceHybridLocal {
+	if res := mustAllow(t, lim, "k"); res.Source != hybrid.SourceLocal {
 		t.Fatalf("global store down, over the local share: Source %q, want hybrid:local", res.Source)
 	}
 	clock.Advance(200 * time.Millisecond)
@@ -78,7 +80,7 @@ func TestSources(t *testing.T) {
 	}
 	before := global.decides.Load()
 	clock.Advance(200 * time.Millisecond)
-	if res := mustAllow(t, lim, "k"); res.Source != floodgate.SourceHybridFallback || !res.Allowed {
+	if res := mustAllow(t, lim, "k"); res.Source != hybrid.SourceLocalFallback || !res.Allowed {
 		t.Fatalf("breaker open: %+v, want allowed by the local fallback", res)
 	}
 	if global.decides.Load() != before {
@@ -88,7 +90,7 @@ func TestSources(t *testing.T) {
 	// Back to the global store after the back-off.
 	global.fail.Store(false)
 	clock.Advance(time.Second)
-	if res := mustAllow(t, lim, "k"); res.Source != floodgate.SourceHybridGlobal {
+	if res := mustAllow(t, lim, "k"); res.Source != hybrid.SourceGlobal {
 		t.Fatalf("after recovery: Source %q, want hybrid:global", res.Source)
 	}
 }
@@ -112,11 +114,11 @@ func TestGlobalDenialKeepsLocalCharge(t *testing.T) {
 		mustAllow(t, other, "k")
 	}
 	for i := range 5 {
-		if res := mustAllow(t, lim, "k"); res.Allowed || res.Source != floodgate.SourceHybridGlobal {
+		if res := mustAllow(t, lim, "k"); res.Allowed || res.Source != hybrid.SourceGlobal {
 			t.Fatalf("request %d: %+v, want denied by the global store", i+1, res)
 		}
 	}
-	if res := mustAllow(t, lim, "k"); res.Allowed || res.Source != floodgate.SourceHybridLocal {
+	if res := mustAllow(t, lim, "k"); res.Allowed || res.Source != hybrid.SourceLocal {
 		t.Fatalf("sixth request: %+v, want denied by the filter", res)
 	}
 	if n := global.decides.Load(); n != 5 {
@@ -140,7 +142,7 @@ func TestDeniedRequestsStayLocal(t *testing.T) {
 		res := mustAllow(t, lim, "hot")
 		if !res.Allowed {
 			denied++
-			if res.Source == floodgate.SourceHybridGlobal {
+			if res.Source == hybrid.SourceGlobal {
 				deniedGlobal++
 			}
 		}
@@ -232,7 +234,7 @@ func TestCallerCancelUndoesLocalCharge(t *testing.T) {
 	// filter would deny this one.
 	global.hang.Store(false)
 	global.fail.Store(true)
-	if res := mustAllow(t, lim, "k"); !res.Allowed || res.Source != floodgate.SourceHybridFallback {
+	if res := mustAllow(t, lim, "k"); !res.Allowed || res.Source != hybrid.SourceLocalFallback {
 		t.Fatalf("after a canceled request: %+v, want the filter's share intact", res)
 	}
 	if st := s.Guard().Stats(); st.Canceled != 1 || st.Failures.Decide != 1 {
@@ -251,7 +253,7 @@ func TestRefundAndReset(t *testing.T) {
 	ctx := context.Background()
 	mustAllow(t, lim, "k")
 	mustAllow(t, lim, "k")
-	if res := mustAllow(t, lim, "k"); res.Source != floodgate.SourceHybridLocal {
+	if res := mustAllow(t, lim, "k"); res.Source != hybrid.SourceLocal {
 		t.Fatalf("third request: Source %q, want hybrid:local", res.Source)
 	}
 	if err := lim.RefundN(ctx, "k", 1); err != nil {
@@ -308,7 +310,7 @@ func TestValidateLimit(t *testing.T) {
 	}
 	// 11 per 10 intervals spans the whole MaxSpan; its tenth, 2 per
 	// interval of 10, spans almost twice that.
-	period := floodgate.MaxSpan / 11 * 10
+	period := algo.MaxSpan / 11 * 10
 	if err := build(mem, mem, 1, floodgate.Limit{Rate: 10, Period: period, Burst: 11}); err != nil {
 		t.Fatalf("limit at MaxSpan: %v", err)
 	}
@@ -319,7 +321,7 @@ func TestValidateLimit(t *testing.T) {
 
 func TestNewRejects(t *testing.T) {
 	mem := newMem(t, nil)
-	fs, err := failover.New(mem, failover.Options{Policy: failover.FailOpen})
+	fs, err := failover.New(mem, failover.Options{Mode: failover.FailOpen})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +355,7 @@ func TestSharedGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := failover.New(g, failover.Options{Policy: failover.FailClosed})
+	b, err := failover.New(g, failover.Options{Mode: failover.FailClosed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,12 +409,12 @@ func TestLocalDenialAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%.1f allocations per pair of local denials, want 0", allocs)
 	}
-	la, _ := s.LocalLimits(a.LimitsFor("k"))
-	lb, _ := s.LocalLimits(b.LimitsFor("k"))
-	if la.Rules[0].Limit != floodgate.PerMinute(5) || lb.Rules[0].Limit != floodgate.PerMinute(10) {
-		t.Fatalf("local limits %s and %s, want 5/min and 10/min", la.Rules[0].Limit, lb.Rules[0].Limit)
+	la, _ := s.LocalLimits(a.LimitsFor("k").Engine())
+	lb, _ := s.LocalLimits(b.LimitsFor("k").Engine())
+	if la.At(0).Spec() != floodgate.PerMinute(5).Spec() || lb.At(0).Spec() != floodgate.PerMinute(10).Spec() {
+		t.Fatalf("local limits %+v and %+v, want 5/min and 10/min", la.At(0).Spec(), lb.At(0).Spec())
 	}
-	if la.ID != a.LimitsFor("k").ID {
+	if la.ID() != a.LimitsFor("k").Engine().ID() {
 		t.Fatal("the local set's ID differs from the global set's")
 	}
 }
@@ -431,17 +433,47 @@ func TestConcurrentSetCache(t *testing.T) {
 		wg.Go(func() {
 			for i := range 500 {
 				lim := lims[(g+i)%len(lims)]
-				ls, err := s.LocalLimits(lim.LimitsFor("k"))
+				ls, err := s.LocalLimits(lim.LimitsFor("k").Engine())
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if want := (lim.LimitsFor("k").Rules[0].Rate + 3) / 4; ls.Rules[0].Rate != want {
-					t.Errorf("local rate %d, want %d", ls.Rules[0].Rate, want)
+				if want := (lim.LimitsFor("k").Limit(0).Rate + 3) / 4; ls.At(0).Spec().Rate != want {
+					t.Errorf("local rate %d, want %d", ls.At(0).Spec().Rate, want)
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// closedStore is a global store that has been closed.
+type closedStore struct{ floodgate.Store }
+
+func (closedStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
+	return algo.Verdict{}, fmt.Errorf("redisstore: %w", floodgate.ErrClosed)
+}
+
+// TestClosedGlobalStoreIsAnError: a closed global store is a programming
+// error, not an outage: the hybrid store reports it instead of deciding on
+// its local filter as if Redis were down, and charges the filter nothing.
+func TestClosedGlobalStoreIsAnError(t *testing.T) {
+	local := newMem(t, nil)
+	s, err := hybrid.New(local, closedStore{newMem(t, nil)}, hybrid.Options{Fraction: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := newLimiter(t, s, floodgate.PerSecond(10))
+	for range 10 {
+		if res, err := lim.Allow(context.Background(), "k"); !errors.Is(err, floodgate.ErrClosed) || res.Allowed {
+			t.Fatalf("%+v, %v; want ErrClosed", res, err)
+		}
+	}
+	if st := s.Guard().Stats(); st.Failures.Decide != 0 {
+		t.Errorf("guard counted %d failures for a closed store", st.Failures.Decide)
+	}
+	if local.Len() != 0 {
+		t.Errorf("the local filter kept %d charges for undecided requests", local.Len())
+	}
 }

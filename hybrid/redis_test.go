@@ -84,7 +84,7 @@ func TestRedisDeniedRequestsStayLocal(t *testing.T) {
 			res := mustAllow(t, lim, "hot")
 			if !res.Allowed {
 				denied++
-				if res.Source == floodgate.SourceHybridGlobal {
+				if res.Source == hybrid.SourceGlobal {
 					deniedGlobal++
 				}
 			}
@@ -165,7 +165,7 @@ func TestRedisThreeInstances(t *testing.T) {
 	if admitted < 1000 || admitted > 1010 {
 		t.Errorf("three hybrid instances admitted %d, want the global limit of 1000 (+1%%)", admitted)
 	}
-	if n := bySource[floodgate.SourceHybridFallback]; n > 0 {
+	if n := bySource[hybrid.SourceLocalFallback]; n > 0 {
 		t.Errorf("%d decisions fell back to the local filter with Redis up", n)
 	}
 	// Redis sees what the filters pass: at most fraction × instances = 1.5

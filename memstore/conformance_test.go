@@ -15,6 +15,6 @@ func TestConformance(t *testing.T) {
 			t.Cleanup(func() { s.Close() })
 			return s
 		},
-		Source: floodgate.SourceMemory,
+		Source: memstore.Source,
 	})
 }

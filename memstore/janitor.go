@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 )
 
 // evict removes the entry of sh carrying the least debt among a sample of
@@ -23,7 +23,7 @@ func (s *Store) evict(sh *shard, k uint64) {
 		return
 	}
 	if sh.wins.n > 0 {
-		evictFrom(&sh.wins, k, func(st floodgate.State) int64 { return st.A })
+		evictFrom(&sh.wins, k, func(st algo.State) int64 { return st.A })
 		return
 	}
 	victim, least := uint64(0), int64(math.MaxInt64)
@@ -93,7 +93,7 @@ func (s *Store) Sweep() int {
 		sh.mu.Lock()
 		now := s.clock.UnixNano()
 		dropped += sh.sweepGCRA(now)
-		dropped += sh.wins.sweep(func(st floodgate.State) bool { return st.A <= now })
+		dropped += sh.wins.sweep(func(st algo.State) bool { return st.A <= now })
 		for k, l := range sh.logs {
 			if l.Expiry() <= now {
 				delete(sh.logs, k)
@@ -165,25 +165,25 @@ func (s *Store) Len() int {
 func (s *Store) Evictions() uint64 { return s.evictions.Load() }
 
 // Refund implements floodgate.Store.
-func (s *Store) Refund(_ context.Context, set *floodgate.LimitSet, key string, cost int64) error {
+func (s *Store) Refund(_ context.Context, set *algo.Set, key string, cost int64) error {
 	h := s.hash(set, key)
 	sh := s.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := s.clock.UnixNano()
-	for i := range set.Rules {
-		r := &set.Rules[i]
+	for i := range set.Len() {
+		r := set.At(i)
 		k := ruleKey(h, i)
-		switch r.Algorithm {
-		case floodgate.GCRA, floodgate.TokenBucket:
+		switch r.Kind() {
+		case algo.GCRA:
 			sh.refundGCRA(r, k, now, cost)
-		case floodgate.SlidingLog:
+		case algo.SlidingLog:
 			if l, ok := sh.logs[k]; ok {
 				r.RefundLog(l, now, cost)
 			}
 		default:
 			if st, ok := sh.wins.get(k); ok {
-				if next := r.Refund(st, now, cost); next == (floodgate.State{}) {
+				if next := r.Refund(st, now, cost); next == (algo.State{}) {
 					sh.wins.remove(k)
 				} else {
 					sh.wins.put(k, next)
@@ -195,12 +195,12 @@ func (s *Store) Refund(_ context.Context, set *floodgate.LimitSet, key string, c
 }
 
 // Reset implements floodgate.Store.
-func (s *Store) Reset(_ context.Context, set *floodgate.LimitSet, key string) error {
+func (s *Store) Reset(_ context.Context, set *algo.Set, key string) error {
 	h := s.hash(set, key)
 	sh := s.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	for i := range set.Rules {
+	for i := range set.Len() {
 		k := ruleKey(h, i)
 		sh.removeGCRA(k)
 		sh.wins.remove(k)
@@ -213,7 +213,7 @@ func (s *Store) Reset(_ context.Context, set *floodgate.LimitSet, key string) er
 // bucket is full again. The caller holds the shard lock; lock-free decisions
 // may still move the TAT, so every write is a compare-and-swap on the value
 // read.
-func (sh *shard) refundGCRA(r *floodgate.Rule, k uint64, now, cost int64) {
+func (sh *shard) refundGCRA(r *algo.Transition, k uint64, now, cost int64) {
 	t := sh.tats.Load()
 	if t == nil {
 		return
@@ -224,7 +224,7 @@ func (sh *shard) refundGCRA(r *floodgate.Rule, k uint64, now, cost int64) {
 	}
 	for {
 		v := slot.tat.Load()
-		next := r.Refund(floodgate.State{A: v}, now, cost)
+		next := r.Refund(algo.State{A: v}, now, cost)
 		if next.A == 0 {
 			if t.kill(slot, v) {
 				return

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 )
 
 // Options configures a Store. The zero value is a good default.
@@ -46,6 +47,12 @@ type Options struct {
 	// janitor (call Sweep yourself).
 	SweepInterval time.Duration
 }
+
+// Source is the Source of the decisions a Store makes.
+const Source = "memory"
+
+// ValidateLimit implements floodgate.Store: memory keeps every valid limit.
+func (s *Store) ValidateLimit(floodgate.Limit) error { return nil }
 
 // Defaults for Options' zero values.
 const (
@@ -75,11 +82,11 @@ type Store struct {
 type shard struct {
 	mu   sync.Mutex
 	tats atomic.Pointer[gcraTable] // GCRA and TokenBucket: the TAT; read without mu
-	wins table[floodgate.State]    // window algorithms
-	logs map[uint64]*floodgate.Log
+	wins table[algo.State]         // window algorithms
+	logs map[uint64]*algo.Log
 	// scratch stands in for the log of a key that has none, so checking it
 	// allocates nothing. Only used under mu.
-	scratch floodgate.Log
+	scratch algo.Log
 	_       [24]byte // keep neighbouring shards on separate cache lines
 }
 
@@ -148,8 +155,8 @@ func (s *Store) Close() error {
 // hash is the keyed hash of (limit set, key). Every limit of the set adds its
 // index (ruleKey), so all of a key's entries live in one shard and one
 // decision takes one lock.
-func (s *Store) hash(set *floodgate.LimitSet, key string) uint64 {
-	return mix(maphash.String(s.seed, key) ^ set.ID)
+func (s *Store) hash(set *algo.Set, key string) uint64 {
+	return mix(maphash.String(s.seed, key) ^ set.ID())
 }
 
 func (s *Store) shardOf(h uint64) *shard {
@@ -187,38 +194,38 @@ func mix(x uint64) uint64 {
 }
 
 // Decide implements floodgate.Store.
-func (s *Store) Decide(_ context.Context, set *floodgate.LimitSet, key string, cost int64) (floodgate.Result, error) {
+func (s *Store) Decide(_ context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
 	h := s.hash(set, key)
-	if r := &set.Rules[0]; len(set.Rules) == 1 && r.Algorithm <= floodgate.TokenBucket {
-		var d floodgate.Decision
+	if r := set.At(0); set.Len() == 1 && r.Kind() == algo.GCRA {
+		var d algo.Decision
 		s.decideGCRA(s.shardOf(h), r, ruleKey(h, 0), cost, &d)
-		return set.CombineOne(d, floodgate.SourceMemory), nil
+		return algo.Verdict{Decision: d, Source: Source}, nil
 	}
-	var ds [floodgate.MaxLimits]floodgate.Decision
+	var ds [algo.MaxTransitions]algo.Decision
 	n := s.decide(set, h, cost, &ds)
-	return set.Combine(ds[:n], floodgate.SourceMemory), nil
+	return set.Combine(ds[:n], Source), nil
 }
 
-func (s *Store) decide(set *floodgate.LimitSet, h uint64, cost int64, ds *[floodgate.MaxLimits]floodgate.Decision) int {
+func (s *Store) decide(set *algo.Set, h uint64, cost int64, ds *[algo.MaxTransitions]algo.Decision) int {
 	sh := s.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := s.clock.UnixNano()
-	rules := set.Rules
+	n := set.Len()
 
-	var keys [floodgate.MaxLimits]uint64
-	var next [floodgate.MaxLimits]floodgate.State
-	var prev [floodgate.MaxLimits]int64 // GCRA: the TAT the decision read
+	var keys [algo.MaxTransitions]uint64
+	var next [algo.MaxTransitions]algo.State
+	var prev [algo.MaxTransitions]int64 // GCRA: the TAT the decision read
 	allowed := true
-	for i := range rules {
-		r := &rules[i]
+	for i := range n {
+		r := set.At(i)
 		k := ruleKey(h, i)
 		keys[i] = k
-		switch r.Algorithm {
-		case floodgate.GCRA, floodgate.TokenBucket:
+		switch r.Kind() {
+		case algo.GCRA:
 			prev[i] = sh.tat(k)
-			next[i], ds[i] = r.Step(floodgate.State{A: prev[i]}, now, cost)
-		case floodgate.SlidingLog:
+			next[i], ds[i] = r.Step(algo.State{A: prev[i]}, now, cost)
+		case algo.SlidingLog:
 			ds[i] = r.CheckLog(sh.log(k, false), now, cost)
 		default:
 			st, _ := sh.wins.get(k)
@@ -229,23 +236,23 @@ func (s *Store) decide(set *floodgate.LimitSet, h uint64, cost int64, ds *[flood
 	if !allowed {
 		// Nothing is charged; the limits that would have admitted report
 		// their uncharged state.
-		for i := range rules {
+		for i := range n {
 			if ds[i].Allowed && cost > 0 {
-				ds[i] = s.peek(sh, &rules[i], keys[i], now)
+				ds[i] = s.peek(sh, set.At(i), keys[i], now)
 			}
 		}
-		return len(rules)
+		return n
 	}
 	if cost == 0 {
-		return len(rules)
+		return n
 	}
-	for i := range rules {
-		r := &rules[i]
+	for i := range n {
+		r := set.At(i)
 		k := keys[i]
-		switch r.Algorithm {
-		case floodgate.GCRA, floodgate.TokenBucket:
+		switch r.Kind() {
+		case algo.GCRA:
 			s.chargeGCRA(sh, r, k, prev[i], next[i].A, now, cost)
-		case floodgate.SlidingLog:
+		case algo.SlidingLog:
 			s.makeRoom(sh, k)
 			r.ChargeLog(sh.log(k, true), now, cost)
 		default:
@@ -253,7 +260,7 @@ func (s *Store) decide(set *floodgate.LimitSet, h uint64, cost int64, ds *[flood
 			sh.wins.put(k, next[i])
 		}
 	}
-	return len(rules)
+	return n
 }
 
 // decideGCRA is the path of a policy of one GCRA limit, the most common. An
@@ -262,7 +269,7 @@ func (s *Store) decide(set *floodgate.LimitSet, h uint64, cost int64, ds *[flood
 // one wins; each recomputes from the TAT it read, so none over-admits. A
 // timestamp that another caller has already passed only makes the decision
 // stricter: the TAT can only move forward.
-func (s *Store) decideGCRA(sh *shard, r *floodgate.Rule, k uint64, cost int64, d *floodgate.Decision) {
+func (s *Store) decideGCRA(sh *shard, r *algo.Transition, k uint64, cost int64, d *algo.Decision) {
 	if t := sh.tats.Load(); t != nil {
 		if slot := t.find(k); slot != nil && s.casGCRA(slot, r, cost, d) {
 			return
@@ -277,7 +284,7 @@ func (s *Store) decideGCRA(sh *shard, r *floodgate.Rule, k uint64, cost int64, d
 			return
 		}
 	}
-	next, dd := r.Step(floodgate.State{}, s.clock.UnixNano(), cost)
+	next, dd := r.Step(algo.State{}, s.clock.UnixNano(), cost)
 	*d = dd
 	if dd.Allowed && cost > 0 {
 		s.insertGCRA(sh, k, next.A)
@@ -287,14 +294,14 @@ func (s *Store) decideGCRA(sh *shard, r *floodgate.Rule, k uint64, cost int64, d
 // casGCRA decides on the TAT in slot and stores the charge with
 // compare-and-swap. It reports false when the slot is frozen or dead: the
 // caller must retry under the shard lock.
-func (s *Store) casGCRA(slot *gcraSlot, r *floodgate.Rule, cost int64, d *floodgate.Decision) bool {
+func (s *Store) casGCRA(slot *gcraSlot, r *algo.Transition, cost int64, d *algo.Decision) bool {
 	now := s.clock.UnixNano()
 	for {
 		tat := slot.tat.Load()
 		if tat < 0 {
 			return false
 		}
-		next, dd := r.Step(floodgate.State{A: tat}, now, cost)
+		next, dd := r.Step(algo.State{A: tat}, now, cost)
 		if !dd.Allowed || cost == 0 || slot.tat.CompareAndSwap(tat, next.A) {
 			*d = dd
 			return true
@@ -306,7 +313,7 @@ func (s *Store) casGCRA(slot *gcraSlot, r *floodgate.Rule, cost int64, d *floodg
 // the shard lock. The TAT normally is still the one the decision read; if a
 // lock-free decision of a one-limit policy of the same name moved it in
 // between, the charge is added on top of the new TAT, never lost.
-func (s *Store) chargeGCRA(sh *shard, r *floodgate.Rule, k uint64, read, next, now, cost int64) {
+func (s *Store) chargeGCRA(sh *shard, r *algo.Transition, k uint64, read, next, now, cost int64) {
 	t := sh.tats.Load()
 	var slot *gcraSlot
 	if t != nil {
@@ -349,12 +356,12 @@ func (sh *shard) tat(k uint64) int64 {
 	return 0
 }
 
-func (s *Store) peek(sh *shard, r *floodgate.Rule, k uint64, now int64) floodgate.Decision {
-	switch r.Algorithm {
-	case floodgate.GCRA, floodgate.TokenBucket:
-		_, d := r.Step(floodgate.State{A: sh.tat(k)}, now, 0)
+func (s *Store) peek(sh *shard, r *algo.Transition, k uint64, now int64) algo.Decision {
+	switch r.Kind() {
+	case algo.GCRA:
+		_, d := r.Step(algo.State{A: sh.tat(k)}, now, 0)
 		return d
-	case floodgate.SlidingLog:
+	case algo.SlidingLog:
 		return r.CheckLog(sh.log(k, false), now, 0)
 	default:
 		st, _ := sh.wins.get(k)
@@ -365,18 +372,18 @@ func (s *Store) peek(sh *shard, r *floodgate.Rule, k uint64, now int64) floodgat
 
 // log returns the Log of k, creating it when create is set. Without create,
 // a missing log is an empty one that must not be written.
-func (sh *shard) log(k uint64, create bool) *floodgate.Log {
+func (sh *shard) log(k uint64, create bool) *algo.Log {
 	if l, ok := sh.logs[k]; ok {
 		return l
 	}
 	if !create {
-		sh.scratch = floodgate.Log{}
+		sh.scratch = algo.Log{}
 		return &sh.scratch
 	}
 	if sh.logs == nil {
-		sh.logs = make(map[uint64]*floodgate.Log)
+		sh.logs = make(map[uint64]*algo.Log)
 	}
-	l := new(floodgate.Log)
+	l := new(algo.Log)
 	sh.logs[k] = l
 	return l
 }

@@ -75,13 +75,13 @@ type conn struct {
 	readyCh  chan struct{} // signalled on every ReadyForQuery
 
 	// client-to-server state
-	inCycle    bool // inside an extended-protocol cycle (after its first message, before Sync)
-	discarding bool // dropping a rejected cycle's messages up to its Sync
-	exempt     bool // no query limits (replication)
-	checks     [numScopes]scopeCheck
+	inCycle    bool                         // inside an extended-protocol cycle (after its first message, before Sync)
+	discarding bool                         // dropping a rejected cycle's messages up to its Sync
+	exempt     bool                         // no query limits (replication)
+	lims       [numScopes]floodgate.Limiter // by scope, set before each decision; nil skips the scope
 	checkBuf   [numScopes]floodgate.Check
-	decided    scopeID // the scope whose check denied or failed
-	out        []byte  // scratch for replies
+	checkScope [numScopes]scopeID // the scope of each check passed to AllowAll
+	out        []byte             // scratch for replies
 
 	closeOnce sync.Once
 }
@@ -96,9 +96,6 @@ func newConn(p *Proxy, nc net.Conn) *conn {
 		cancel:     cancel,
 		cancelWait: make(chan struct{}, 1),
 		readyCh:    make(chan struct{}, 1),
-	}
-	for i := range c.checks {
-		c.checks[i] = scopeCheck{scope: scopeID(i), hit: &c.decided}
 	}
 	return c
 }
@@ -399,7 +396,7 @@ func (c *conn) admitConnection() bool {
 	if lim.PerUser == nil && lim.PerIP == nil {
 		return true
 	}
-	c.checks[scopeGlobal].lim, c.checks[scopeUser].lim, c.checks[scopeIP].lim = nil, lim.PerUser, lim.PerIP
+	c.lims = [numScopes]floodgate.Limiter{scopeUser: lim.PerUser, scopeIP: lim.PerIP}
 	res, denied, err := c.allow(c.ctx)
 	if err == nil && denied == scopeNone {
 		return true

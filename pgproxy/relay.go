@@ -328,8 +328,8 @@ func (c *conn) admitQuery(extended bool) (bool, error) {
 		}
 		res, scope, err := c.allow(c.ctx)
 		if err == nil && scope == scopeNone {
-			for i := range c.checks {
-				if c.checks[i].lim != nil {
+			for i := range c.lims {
+				if c.lims[i] != nil {
 					m.queries[i][decisionAllowed].Add(1)
 				}
 			}
@@ -418,9 +418,7 @@ func (c *conn) loadLimits() *Limits {
 	if lim.Global.Limiter == nil && lim.PerUser.Limiter == nil && lim.PerIP.Limiter == nil {
 		return nil
 	}
-	c.checks[scopeGlobal].lim = lim.Global.Limiter
-	c.checks[scopeUser].lim = lim.PerUser.Limiter
-	c.checks[scopeIP].lim = lim.PerIP.Limiter
+	c.lims = [numScopes]floodgate.Limiter{lim.Global.Limiter, lim.PerUser.Limiter, lim.PerIP.Limiter}
 	return lim
 }
 

@@ -224,7 +224,7 @@ func TestSharedRedis(t *testing.T) {
 // no client sees anything but a result or a 53400.
 func TestRedisKilled(t *testing.T) {
 	pg := testenv.Postgres(t)
-	for _, policy := range []failover.Policy{failover.FailOpen, failover.FailClosed} {
+	for _, policy := range []failover.Mode{failover.FailOpen, failover.FailClosed} {
 		t.Run(policy.String(), func(t *testing.T) {
 			rs := testenv.Redis(t)
 			client := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
@@ -234,7 +234,7 @@ func TestRedisKilled(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { rstore.Close() })
-			store, err := failover.New(rstore, failover.Options{Policy: policy})
+			store, err := failover.New(rstore, failover.Options{Mode: policy})
 			if err != nil {
 				t.Fatal(err)
 			}

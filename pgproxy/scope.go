@@ -49,56 +49,29 @@ func (s scopeID) label() string {
 	return "unknown"
 }
 
-// A scopeCheck is a Limiter that notes in hit which scope denied or failed,
-// so that the one call to floodgate.AllowAll tells the proxy whom to blame.
-// Each conn owns one per scope; lim is set before each decision.
-type scopeCheck struct {
-	lim   floodgate.Limiter
-	scope scopeID
-	hit   *scopeID
-}
-
-func (s *scopeCheck) Allow(ctx context.Context, key string) (floodgate.Result, error) {
-	return s.AllowN(ctx, key, 1)
-}
-
-func (s *scopeCheck) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
-	res, err := s.lim.AllowN(ctx, key, cost)
-	if err != nil || !res.Allowed {
-		*s.hit = s.scope
-	}
-	return res, err
-}
-
-func (s *scopeCheck) RefundN(ctx context.Context, key string, cost int64) error {
-	return s.lim.RefundN(ctx, key, cost)
-}
-
-func (s *scopeCheck) Reset(ctx context.Context, key string) error { return s.lim.Reset(ctx, key) }
-
-// allow charges one unit under each scope whose check has a limiter, all or
+// allow charges one unit under each scope that has a limiter, all or
 // nothing. denied is the scope that denied or failed, scopeNone when all
 // passed.
 func (c *conn) allow(ctx context.Context) (res floodgate.Result, denied scopeID, err error) {
 	checks := c.checkBuf[:0]
-	for i := range c.checks {
-		if c.checks[i].lim == nil {
+	for i, lim := range c.lims {
+		if lim == nil {
 			continue
 		}
-		checks = append(checks, floodgate.Check{Limiter: &c.checks[i], Key: c.key(scopeID(i)), Cost: 1})
+		c.checkScope[len(checks)] = scopeID(i)
+		checks = append(checks, floodgate.Check{Limiter: lim, Key: c.key(scopeID(i)), Cost: 1})
 	}
 	if len(checks) == 0 {
 		return floodgate.Result{Allowed: true}, scopeNone, nil
 	}
-	c.decided = scopeNone
-	res, err = floodgate.AllowAll(ctx, checks...)
+	res, i, err := floodgate.AllowAll(ctx, checks...)
 	if err == nil && res.Allowed {
 		return res, scopeNone, nil
 	}
-	if c.decided == scopeNone { // cannot happen with a Limiter that keeps its contract
-		c.decided = scopeGlobal
+	if i < 0 || i >= len(checks) { // not AllowAll's contract; blame the first
+		i = 0
 	}
-	return res, c.decided, err
+	return res, c.checkScope[i], err
 }
 
 func (c *conn) key(s scopeID) string {

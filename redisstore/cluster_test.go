@@ -61,11 +61,11 @@ func clusterManyKeys(t *testing.T, client *redis.ClusterClient) {
 	if allowed.Load() != 3*keys {
 		t.Errorf("admitted %d, want %d (3 per key)", allowed.Load(), 3*keys)
 	}
-	set := lim.LimitsFor("user:0")
+	set := lim.LimitsFor("user:0").Engine()
 	for k := range keys {
 		key := fmt.Sprintf("user:%d", k)
 		slot := testenv.KeySlot(Key("many:", set, key, 0))
-		for i := range set.Rules {
+		for i := range set.Len() {
 			rk := Key("many:", set, key, i)
 			if got := testenv.KeySlot(rk); got != slot {
 				t.Fatalf("%s in slot %d, %s in %d", rk, got, Key("many:", set, key, 0), slot)
@@ -88,7 +88,7 @@ func clusterFailover(t *testing.T, cl *testenv.Cluster, client *redis.ClusterCli
 	if _, err := lim.Allow(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	master := cl.MasterForKey(Key("failover:", lim.LimitsFor("k"), "k", 0))
+	master := cl.MasterForKey(Key("failover:", lim.LimitsFor("k").Engine(), "k", 0))
 	evals := calls.evals.Load()
 
 	stop := make(chan struct{})

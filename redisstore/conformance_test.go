@@ -24,7 +24,7 @@ func conformance(t *testing.T, client redis.UniversalClient) {
 			t.Cleanup(func() { s.Close() })
 			return s
 		},
-		Source: floodgate.SourceRedis,
+		Source: Source,
 	})
 }
 

@@ -43,7 +43,7 @@ func TestMatchesMemstore(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", describe(p), err)
 		}
-		capacity := lm.LimitsFor("a").Capacity()
+		capacity := lm.LimitsFor("a").Engine().Capacity()
 		var log []string
 		for step := 0; step < 60; step++ {
 			clock.Advance(randomAdvance(rng, p))
@@ -81,9 +81,14 @@ func TestMatchesMemstore(t *testing.T) {
 				}
 				decisions++
 				log = append(log, fmt.Sprintf("t=%s allow %s %d → %+v", clock.Now().Sub(floodgatetest.Start), key, cost, want))
-				if want.Source == floodgate.SourceMemory {
-					want.Source = floodgate.SourceRedis
+				if want.Source == memstore.Source {
+					want.Source = Source
 				}
+				// Each limiter has its own sets; the rest must agree.
+				if got.Set == nil || want.Set == nil || got.Set.Len() != want.Set.Len() || got.Set.Name() != want.Set.Name() {
+					t.Fatalf("sets differ: redis %+v, memory %+v", got.Set, want.Set)
+				}
+				want.Set = got.Set
 				// A sliding window's retry may fall between microseconds;
 				// Redis's clock admits the request at the next one.
 				if want.RetryAfter != floodgate.RetryNever {

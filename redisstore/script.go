@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 )
 
 //go:embed scripts/*.lua
@@ -60,37 +60,52 @@ const (
 	algFixed   = 2
 	algSliding = 3
 	algLog     = 4
+	// algCalendar is a fixed window of calendar days; see appendRuleArgs.
+	algCalendar = 5
 )
 
-// ruleArgs returns the script's description of r: its algorithm code, a
-// parameter (the interval for GCRA, the zone offset for fixed windows), its
-// capacity and its span (capacity × interval for GCRA, the period for
-// windows), all in microseconds. atNs is the instant whose zone offset
-// aligns fixed windows.
-func ruleArgs(r *floodgate.Rule, atNs int64) (alg, a, capacity, span int64) {
-	capacity = r.Capacity()
-	switch r.Algorithm {
-	case floodgate.GCRA, floodgate.TokenBucket:
-		iv := intervalMicros(r.Limit)
-		return algGCRA, iv, capacity, capacity * iv
-	case floodgate.FixedWindow:
-		return algFixed, zoneOffsetMicros(r.Location, atNs), capacity, periodMicros(r.Limit)
-	case floodgate.SlidingWindow:
-		return algSliding, 0, capacity, periodMicros(r.Limit)
+// appendRuleArgs appends the script's description of r: its algorithm
+// code, a parameter (the interval for GCRA, the zone offset for fixed
+// windows), its capacity and its span (capacity × interval for GCRA, the
+// period for windows), all in microseconds. A fixed window of calendar days
+// in a zone is sent as the days themselves, since Lua knows no zones: code
+// algCalendar, the start, the capacity and the end of the window holding
+// atNs, then the previous window's start and the next one's end. atNs is
+// the instant (this process's clock) whose zone offset or day is used.
+func appendRuleArgs(args []any, r *algo.Transition, atNs int64) []any {
+	capacity := r.Capacity()
+	switch r.Kind() {
+	case algo.GCRA:
+		iv := intervalMicros(r.Spec())
+		return append(args, algGCRA, iv, capacity, capacity*iv)
+	case algo.FixedWindow:
+		if r.Calendar() {
+			start, end := r.Window(atNs)
+			prev, _ := r.Window(start - 1)
+			_, next := r.Window(end)
+			return append(args, algCalendar, start/1e3, capacity, end/1e3, prev/1e3, next/1e3)
+		}
+		return append(args, algFixed, zoneOffsetMicros(r.Spec().Location, atNs), capacity, periodMicros(r.Spec()))
+	case algo.SlidingWindow:
+		return append(args, algSliding, 0, capacity, periodMicros(r.Spec()))
 	default:
-		return algLog, 0, capacity, periodMicros(r.Limit)
+		return append(args, algLog, 0, capacity, periodMicros(r.Spec()))
 	}
 }
 
-// intervalMicros is GCRA's interval in whole microseconds: the core's
-// interval (Period/Rate rounded down to a nanosecond) rounded down again.
-// Rounding down keeps refills on time, as in the core; the interval is then
-// shorter than the core's by its sub-microsecond part.
-func intervalMicros(l floodgate.Limit) int64 {
-	return int64(l.Interval() / time.Microsecond)
+// intervalMicros is GCRA's interval in whole microseconds, Redis's tick:
+// Period/Rate rounded up (algo.Interval), so Redis never admits more than
+// the rate. It is 0 for a limit the tick cannot keep within 1%, which
+// ValidateLimit rejects.
+func intervalMicros(l algo.Spec) int64 {
+	iv, err := algo.Interval(l, time.Microsecond)
+	if err != nil {
+		return 0
+	}
+	return iv
 }
 
-func periodMicros(l floodgate.Limit) int64 { return int64(l.Period / time.Microsecond) }
+func periodMicros(l algo.Spec) int64 { return int64(l.Period / time.Microsecond) }
 
 // zoneOffsetMicros is the offset of loc from UTC at atNs, in microseconds
 // (0 for a nil loc).
@@ -105,10 +120,9 @@ func zoneOffsetMicros(loc *time.Location, atNs int64) int64 {
 // keyTags names the kind of state a key holds, so that a limit whose
 // algorithm changes (a configuration reload) finds a fresh key rather than
 // state of another shape. GCRA and TokenBucket share their state.
-var keyTags = [...]byte{
-	floodgate.GCRA:          'g',
-	floodgate.TokenBucket:   'g',
-	floodgate.FixedWindow:   'f',
-	floodgate.SlidingWindow: 's',
-	floodgate.SlidingLog:    'l',
+var keyTags = [algo.Kinds]byte{
+	algo.GCRA:          'g',
+	algo.FixedWindow:   'f',
+	algo.SlidingWindow: 's',
+	algo.SlidingLog:    'l',
 }

@@ -1,4 +1,4 @@
-package floodgate
+package algo
 
 // GCRA keeps one timestamp per key, the theoretical arrival time (TAT): the
 // instant at which the bucket would be full again. With T = Period/Rate and a
@@ -7,7 +7,7 @@ package floodgate
 // ahead of now. Everything is integer nanoseconds, so Remaining is exact: a
 // fresh PerSecond(10) bucket has 9 remaining after one request, not 8.
 
-func (r *Rule) stepGCRA(s State, now, cost int64) (State, Decision) {
+func (r *Transition) stepGCRA(s State, now, cost int64) (State, Decision) {
 	tat := max(s.A, now)
 	if cost == 0 {
 		return s, Decision{Allowed: true, Remaining: r.gcraRemaining(tat, now), ResetAfter: dur(tat - now)}
@@ -23,11 +23,11 @@ func (r *Rule) stepGCRA(s State, now, cost int64) (State, Decision) {
 	return State{A: next}, Decision{Allowed: true, Remaining: r.gcraRemaining(next, now), ResetAfter: dur(next - now)}
 }
 
-func (r *Rule) gcraRemaining(tat, now int64) int64 {
+func (r *Transition) gcraRemaining(tat, now int64) int64 {
 	return nonNeg(r.span-(tat-now)) / r.interval
 }
 
-func (r *Rule) refundGCRA(s State, now, cost int64) State {
+func (r *Transition) refundGCRA(s State, now, cost int64) State {
 	if s.A <= now {
 		return State{}
 	}

@@ -1,4 +1,4 @@
-package floodgate
+package algo
 
 // SlidingWindow estimates the units of the last Period from two counters:
 // the current window's and the previous window's, the latter weighted by the
@@ -22,7 +22,7 @@ func packCounts(prev, cur int64) int64 { return prev<<32 | cur }
 func unpackCounts(b int64) (prev, cur int64) { return b >> 32, b & (1<<32 - 1) }
 
 // slidingState builds the State of the window starting at ws.
-func (r *Rule) slidingState(ws, prev, cur int64) State {
+func (r *Transition) slidingState(ws, prev, cur int64) State {
 	switch {
 	case cur > 0:
 		return State{A: ws + 2*r.span, B: packCounts(prev, cur)}
@@ -35,7 +35,7 @@ func (r *Rule) slidingState(ws, prev, cur int64) State {
 // slidingCounts returns the window holding now and its two counters, rolled
 // forward from s. When the clock stepped back behind s, it decides at the
 // start of s's window instead.
-func (r *Rule) slidingCounts(s State, now int64) (ws, prev, cur, at int64) {
+func (r *Transition) slidingCounts(s State, now int64) (ws, prev, cur, at int64) {
 	ws = now - now%r.span
 	if s.A <= now {
 		return ws, 0, 0, now
@@ -56,7 +56,7 @@ func (r *Rule) slidingCounts(s State, now int64) (ws, prev, cur, at int64) {
 	return ws, 0, 0, now
 }
 
-func (r *Rule) stepSliding(s State, now, cost int64) (State, Decision) {
+func (r *Transition) stepSliding(s State, now, cost int64) (State, Decision) {
 	ws, prev, cur, now := r.slidingCounts(s, now)
 	p := r.span
 	elapsed := now - ws
@@ -86,7 +86,7 @@ func (r *Rule) stepSliding(s State, now, cost int64) (State, Decision) {
 // e = P − floor((Q−cur−cost)×P/prev). If cur+cost > Q it must wait for the
 // next window, where cur becomes the previous count and the same reasoning
 // gives e' = P − floor((Q−cost)×P/cur).
-func (r *Rule) slidingRetry(prev, cur, cost, elapsed int64) int64 {
+func (r *Transition) slidingRetry(prev, cur, cost, elapsed int64) int64 {
 	p, q := r.span, r.capacity
 	if cur+cost <= q {
 		if prev == 0 {
@@ -103,14 +103,14 @@ func (r *Rule) slidingRetry(prev, cur, cost, elapsed int64) int64 {
 
 // slidingReset is how long until the estimate is zero, which is when the
 // state expires.
-func (r *Rule) slidingReset(ws, prev, cur, now int64) int64 {
+func (r *Transition) slidingReset(ws, prev, cur, now int64) int64 {
 	if st := r.slidingState(ws, prev, cur); st.A > now {
 		return st.A - now
 	}
 	return 0
 }
 
-func (r *Rule) refundSliding(s State, now, cost int64) State {
+func (r *Transition) refundSliding(s State, now, cost int64) State {
 	ws, prev, cur, _ := r.slidingCounts(s, now)
 	return r.slidingState(ws, prev, max(cur-cost, 0))
 }

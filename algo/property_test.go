@@ -1,4 +1,4 @@
-package floodgate_test
+package algo_test
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 )
 
 // model is a reference implementation of one algorithm, written the obvious
@@ -51,7 +51,7 @@ func (m *tokenModel) allow(now, cost int64) (bool, int64) {
 
 // historyModel keeps every admission and counts them per window.
 type historyModel struct {
-	alg      floodgate.Algorithm
+	alg      algo.Kind
 	quota    int64
 	period   int64
 	at, cost []int64
@@ -70,15 +70,15 @@ func (m *historyModel) sum(lo, hi int64) int64 { // admissions in [lo, hi)
 func (m *historyModel) allow(now, cost int64) (bool, int64) {
 	var used *big.Rat
 	switch m.alg {
-	case floodgate.FixedWindow:
+	case algo.FixedWindow:
 		ws := now - now%m.period
 		used = new(big.Rat).SetInt64(m.sum(ws, ws+m.period))
-	case floodgate.SlidingWindow:
+	case algo.SlidingWindow:
 		ws := now - now%m.period
 		prev, cur := m.sum(ws-m.period, ws), m.sum(ws, ws+m.period)
 		used = new(big.Rat).SetFrac64(prev*(m.period-(now-ws)), m.period)
 		used.Add(used, new(big.Rat).SetInt64(cur))
-	case floodgate.SlidingLog:
+	case algo.SlidingLog:
 		used = new(big.Rat).SetInt64(m.sum(now-m.period+1, now+1))
 	}
 	left := new(big.Rat).Sub(new(big.Rat).SetInt64(m.quota), used)
@@ -94,15 +94,15 @@ func (m *historyModel) allow(now, cost int64) (bool, int64) {
 	return allowed, new(big.Int).Quo(left.Num(), left.Denom()).Int64()
 }
 
-// engine runs the real transition of a Rule, keeping state like an engine.
+// engine runs the real transition, keeping state like an engine.
 type engine struct {
-	rule  *floodgate.Rule
-	state floodgate.State
-	log   floodgate.Log
+	rule  *algo.Transition
+	state algo.State
+	log   algo.Log
 }
 
-func (e *engine) step(now, cost int64) floodgate.Decision {
-	if e.rule.Algorithm == floodgate.SlidingLog {
+func (e *engine) step(now, cost int64) algo.Decision {
+	if e.rule.Kind() == algo.SlidingLog {
 		d := e.rule.CheckLog(&e.log, now, cost)
 		if d.Allowed {
 			e.rule.ChargeLog(&e.log, now, cost)
@@ -115,8 +115,8 @@ func (e *engine) step(now, cost int64) floodgate.Decision {
 }
 
 // peek decides cost at now on a copy of the state, charging nothing.
-func (e *engine) peek(now, cost int64) floodgate.Decision {
-	if e.rule.Algorithm == floodgate.SlidingLog {
+func (e *engine) peek(now, cost int64) algo.Decision {
+	if e.rule.Kind() == algo.SlidingLog {
 		cp := e.log.Clone()
 		return e.rule.CheckLog(cp, now, cost)
 	}
@@ -124,23 +124,23 @@ func (e *engine) peek(now, cost int64) floodgate.Decision {
 	return d
 }
 
-func randomLimit(rng *rand.Rand, alg floodgate.Algorithm) floodgate.Limit {
+func randomSpec(rng *rand.Rand, kind algo.Kind) algo.Spec {
 	rate := int64(1 + rng.IntN(20))
 	// Periods that are whole multiples of the rate in µs keep GCRA's
 	// interval exact, so the rational model agrees to the nanosecond.
 	period := time.Duration(rate*int64(1+rng.IntN(1000))) * time.Millisecond
-	l := floodgate.Limit{Rate: rate, Period: period, Algorithm: alg}
-	if alg == floodgate.GCRA && rng.IntN(2) == 0 {
+	l := algo.Spec{Rate: rate, Period: period, Kind: kind}
+	if kind == algo.GCRA && rng.IntN(2) == 0 {
 		l.Burst = 1 + rng.Int64N(3*rate)
 	}
 	return l
 }
 
-func newModel(l floodgate.Limit) model {
-	if l.Algorithm == floodgate.GCRA || l.Algorithm == floodgate.TokenBucket {
+func newModel(l algo.Spec) model {
+	if l.Kind == algo.GCRA {
 		return &tokenModel{capacity: l.Capacity(), rate: l.Rate, period: int64(l.Period)}
 	}
-	return &historyModel{alg: l.Algorithm, quota: l.Rate, period: int64(l.Period)}
+	return &historyModel{alg: l.Kind, quota: l.Rate, period: int64(l.Period)}
 }
 
 // TestAgainstReferenceModels drives every algorithm with random sequences of
@@ -149,17 +149,17 @@ func newModel(l floodgate.Limit) model {
 // be denied a nanosecond before now+RetryAfter, and passes at it.
 func TestAgainstReferenceModels(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-	for _, alg := range []floodgate.Algorithm{floodgate.GCRA, floodgate.TokenBucket, floodgate.FixedWindow, floodgate.SlidingWindow, floodgate.SlidingLog} {
+	for _, alg := range []algo.Kind{algo.GCRA, algo.FixedWindow, algo.SlidingWindow, algo.SlidingLog} {
 		t.Run(alg.String(), func(t *testing.T) {
 			t.Parallel()
 			for seed := uint64(0); seed < 100; seed++ {
 				rng := rand.New(rand.NewPCG(seed, uint64(alg)))
-				l := randomLimit(rng, alg)
-				set, err := floodgate.NewLimitSet("p", "", []floodgate.Limit{l})
+				l := randomSpec(rng, alg)
+				tr, err := algo.New(l)
 				if err != nil {
 					t.Fatal(err)
 				}
-				e := &engine{rule: &set.Rules[0]}
+				e := &engine{rule: &tr}
 				m := newModel(l)
 				now := start
 				for step := 0; step < 300; step++ {
@@ -170,7 +170,7 @@ func TestAgainstReferenceModels(t *testing.T) {
 					}
 					d := e.step(now, cost)
 					allowed, remaining := m.allow(now, cost)
-					where := fmt.Sprintf("seed %d step %d limit %s: t=+%dns cost %d", seed, step, l, now-start, cost)
+					where := fmt.Sprintf("seed %d step %d limit %+v: t=+%dns cost %d", seed, step, l, now-start, cost)
 					if d.Allowed != allowed || d.Remaining != remaining {
 						t.Fatalf("%s: got allowed=%v remaining=%d, model says %v, %d", where, d.Allowed, d.Remaining, allowed, remaining)
 					}

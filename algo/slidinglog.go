@@ -1,4 +1,4 @@
-package floodgate
+package algo
 
 // SlidingLog remembers when each admitted unit passed and counts those of
 // the last Period: exact for any sliding period, at the price of memory that
@@ -17,7 +17,7 @@ type logEntry struct{ at, n int64 }
 
 // prune drops the admissions that no longer count at now: an admission at t
 // counts during [t, t+Period).
-func (r *Rule) prune(l *Log, now int64) {
+func (r *Transition) prune(l *Log, now int64) {
 	for l.head < len(l.entries) && l.entries[l.head].at+r.span <= now {
 		l.total -= l.entries[l.head].n
 		l.head++
@@ -34,7 +34,10 @@ func (r *Rule) prune(l *Log, now int64) {
 // pass at now under l without charging them (it only drops admissions that
 // have expired). For an allowed request the Decision is the one after the
 // charge; charge it with ChargeLog once every limit of the policy agrees.
-func (r *Rule) CheckLog(l *Log, now, cost int64) Decision {
+func (r *Transition) CheckLog(l *Log, now, cost int64) Decision {
+	if cost > r.capacity || cost < 0 || !r.valid() {
+		return never
+	}
 	now = l.clamp(now)
 	r.prune(l, now)
 	used := l.total
@@ -60,8 +63,8 @@ func (r *Rule) CheckLog(l *Log, now, cost int64) Decision {
 }
 
 // ChargeLog records cost units admitted at now in l.
-func (r *Rule) ChargeLog(l *Log, now, cost int64) {
-	if cost <= 0 {
+func (r *Transition) ChargeLog(l *Log, now, cost int64) {
+	if cost <= 0 || !r.valid() {
 		return
 	}
 	now = l.clamp(now)
@@ -84,7 +87,7 @@ func (l *Log) clamp(now int64) int64 {
 }
 
 // RefundLog gives back up to cost units of the newest admissions in l.
-func (r *Rule) RefundLog(l *Log, now, cost int64) {
+func (r *Transition) RefundLog(l *Log, now, cost int64) {
 	r.prune(l, now)
 	for cost > 0 && len(l.entries) > l.head {
 		e := &l.entries[len(l.entries)-1]

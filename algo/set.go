@@ -1,0 +1,110 @@
+package algo
+
+import (
+	"fmt"
+	"hash/fnv"
+)
+
+// MaxTransitions is the most transitions one Set holds: the most limits one
+// policy may combine. Engines keep the per-limit decisions on the stack, so
+// the bound keeps decisions free of allocations.
+const MaxTransitions = 8
+
+// A Set is the compiled form of one list of limits of a policy (its
+// defaults, one override or one tier), the unit an engine decides on: every
+// transition of a Set must admit a request, and is charged all or nothing.
+// Engines keep its state under (ID, key). A Set is immutable.
+type Set struct {
+	policy, name string
+	id           uint64
+	ts           []Transition
+	capacity     int64 // the smallest capacity of ts
+	capIndex     int
+}
+
+// NewSet returns the Set of transitions ts of the named list of a policy.
+// name is "" for a policy's defaults, "override:"+key or "tier:"+tier.
+func NewSet(policy, name string, ts []Transition) (*Set, error) {
+	if len(ts) == 0 || len(ts) > MaxTransitions {
+		return nil, fmt.Errorf("%w: a set holds 1 to %d limits, got %d", ErrInvalid, MaxTransitions, len(ts))
+	}
+	h := fnv.New64a()
+	h.Write([]byte(policy))
+	h.Write([]byte{0})
+	h.Write([]byte(name))
+	s := &Set{policy: policy, name: name, id: h.Sum64(), ts: append([]Transition(nil), ts...)}
+	for i := range s.ts {
+		if !s.ts[i].valid() {
+			return nil, fmt.Errorf("%w: transition %d was not made by algo.New", ErrInvalid, i)
+		}
+		if c := s.ts[i].capacity; i == 0 || c < s.capacity {
+			s.capacity, s.capIndex = c, i
+		}
+	}
+	return s, nil
+}
+
+// Policy is the name of the policy the set belongs to.
+func (s *Set) Policy() string { return s.policy }
+
+// Name is "" for a policy's defaults, "override:"+key or "tier:"+tier.
+func (s *Set) Name() string { return s.name }
+
+// ID is a stable hash of Policy and Name. Engines use it to keep the state
+// of different sets apart.
+func (s *Set) ID() uint64 { return s.id }
+
+// Len is the number of transitions.
+func (s *Set) Len() int { return len(s.ts) }
+
+// At returns transition i, in the policy's order of its limits. The
+// transition is shared: read it, never write it.
+func (s *Set) At(i int) *Transition { return &s.ts[i] }
+
+// Capacity is the largest cost that can ever pass: the smallest Capacity of
+// the set's transitions.
+func (s *Set) Capacity() int64 { return s.capacity }
+
+// A Verdict is a set's answer: the decision of the transition that drove it,
+// which every field describes.
+type Verdict struct {
+	Decision
+
+	// Index is the transition that drove the answer: the one that denied
+	// (the one with the longest RetryAfter when several did), or, when
+	// allowed, the one with the fewest units remaining.
+	Index int
+
+	// Source names what decided, e.g. "memory" or "redis".
+	Source string
+}
+
+// Impossible is the Verdict for a cost above Capacity: denied, never
+// retriable, decided without any engine.
+func (s *Set) Impossible(source string) Verdict {
+	return Verdict{Decision: never, Index: s.capIndex, Source: source}
+}
+
+// Combine folds the decisions of the set's transitions, one per transition
+// in order, into a Verdict. When any transition denied, the decisions of
+// those that allowed must be the uncharged ones (cost 0), because a denied
+// request is charged to none of its limits.
+func (s *Set) Combine(ds []Decision, source string) Verdict {
+	if len(ds) == 1 {
+		return Verdict{Decision: ds[0], Source: source}
+	}
+	drive, denied := 0, false
+	for i, d := range ds {
+		switch {
+		case !d.Allowed:
+			if !denied || d.RetryAfter > ds[drive].RetryAfter {
+				drive = i
+			}
+			denied = true
+		case denied:
+		case d.Remaining < ds[drive].Remaining:
+			drive = i
+		}
+	}
+	return Verdict{Decision: ds[drive], Index: drive, Source: source}
+}

@@ -1,0 +1,138 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+	"net/http/pprof"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// AdminConfig configures the admin listener, the YAML "admin".
+type AdminConfig struct {
+	// Listen is the address the Server listens on, e.g. ":9090". Keep it
+	// off the public network: it tells how the service is limited.
+	Listen string
+
+	// Pprof serves net/http/pprof under /debug/pprof/.
+	Pprof bool
+
+	// Token, when set, must be sent as "Authorization: Bearer <token>" to
+	// read /v1/config and /debug/pprof/. /metrics, /healthz and /readyz stay
+	// open for scrapers and probes.
+	Token string
+
+	// Gatherer is what /metrics serves. Nil means prometheus.DefaultGatherer.
+	Gatherer prometheus.Gatherer
+
+	// Config returns the effective configuration for /v1/config, secrets
+	// already redacted. Nil answers 404.
+	Config func() ([]byte, error)
+
+	// Ready reports whether the service can serve: its configuration is
+	// loaded and its engine reachable, or its failure policy serves without
+	// it. It runs on every /readyz with a deadline of ReadyTimeout. Nil
+	// means always ready. While the Server drains, /readyz fails whatever
+	// Ready says.
+	Ready func(ctx context.Context) error
+
+	// ReadyTimeout bounds Ready; 0 means one second.
+	ReadyTimeout time.Duration
+}
+
+// Admin is the admin listener's handler: /metrics, /healthz, /readyz,
+// /v1/config and, when enabled, /debug/pprof/.
+type Admin struct {
+	cfg      AdminConfig
+	mux      *http.ServeMux
+	draining atomic.Bool
+}
+
+// NewAdmin returns the admin handler of cfg.
+func NewAdmin(cfg AdminConfig) *Admin {
+	a := &Admin{cfg: cfg, mux: http.NewServeMux()}
+	if a.cfg.ReadyTimeout <= 0 {
+		a.cfg.ReadyTimeout = time.Second
+	}
+	g := cfg.Gatherer
+	if g == nil {
+		g = prometheus.DefaultGatherer
+	}
+	a.mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeText(w, http.StatusOK, "ok")
+	})
+	a.mux.HandleFunc("GET /readyz", a.readyz)
+	a.mux.Handle("GET /v1/config", a.auth(http.HandlerFunc(a.config)))
+	if cfg.Pprof {
+		a.mux.Handle("/debug/pprof/", a.auth(http.HandlerFunc(pprof.Index)))
+		a.mux.Handle("/debug/pprof/cmdline", a.auth(http.HandlerFunc(pprof.Cmdline)))
+		a.mux.Handle("/debug/pprof/profile", a.auth(http.HandlerFunc(pprof.Profile)))
+		a.mux.Handle("/debug/pprof/symbol", a.auth(http.HandlerFunc(pprof.Symbol)))
+		a.mux.Handle("/debug/pprof/trace", a.auth(http.HandlerFunc(pprof.Trace)))
+	}
+	return a
+}
+
+func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+// SetDraining marks the service as shutting down: /readyz fails from now
+// on, so load balancers stop sending traffic before the listeners close.
+// Server.Shutdown calls it.
+func (a *Admin) SetDraining(d bool) { a.draining.Store(d) }
+
+func (a *Admin) readyz(w http.ResponseWriter, r *http.Request) {
+	if a.draining.Load() {
+		writeText(w, http.StatusServiceUnavailable, "draining")
+		return
+	}
+	if a.cfg.Ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), a.cfg.ReadyTimeout)
+		defer cancel()
+		if err := a.cfg.Ready(ctx); err != nil {
+			writeText(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+			return
+		}
+	}
+	writeText(w, http.StatusOK, "ready")
+}
+
+func (a *Admin) config(w http.ResponseWriter, _ *http.Request) {
+	if a.cfg.Config == nil {
+		writeText(w, http.StatusNotFound, "no configuration to show")
+		return
+	}
+	b, err := a.cfg.Config()
+	if err != nil {
+		writeText(w, http.StatusInternalServerError, "rendering the configuration: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Write(b)
+}
+
+// auth requires the bearer token, when one is configured.
+func (a *Admin) auth(h http.Handler) http.Handler {
+	if a.cfg.Token == "" {
+		return h
+	}
+	want := []byte("Bearer " + a.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate admin"`)
+			writeText(w, http.StatusUnauthorized, "send the admin token as Authorization: Bearer <token>")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func writeText(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write([]byte(msg + "\n"))
+}

@@ -1,0 +1,356 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/httplimit"
+)
+
+// Defaults of CheckConfig's zero fields.
+const (
+	// DefaultCheckTimeout bounds one check request. Keep the engine's own
+	// timeout (failover.GuardOptions.Timeout) below it, so that a Redis
+	// that hangs is answered by the failure policy, not by this deadline.
+	DefaultCheckTimeout = time.Second
+
+	// DefaultMaxBody is the largest check request body read.
+	DefaultMaxBody = 64 << 10
+
+	// MaxChecks is the most checks one batch request may carry.
+	MaxChecks = 32
+)
+
+// CheckPath is the path of the check API.
+const CheckPath = "/v1/check"
+
+// CheckConfig configures the check API, the YAML listener "check".
+type CheckConfig struct {
+	// Listen is the address the Server listens on, e.g. ":8081".
+	Listen string
+
+	// Timeout bounds each request; 0 means DefaultCheckTimeout. A request
+	// still undecided then is answered 503.
+	Timeout time.Duration
+
+	// MaxBody bounds the request body in bytes; 0 means DefaultMaxBody.
+	MaxBody int64
+
+	// Headers selects the rate-limit header fields, as for the proxy.
+	Headers httplimit.Headers
+
+	// Policies are the limiters by policy name. SetPolicies replaces them.
+	Policies map[string]floodgate.Limiter
+
+	// Logger receives denials (sampled) and errors. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// CheckAPI is the HTTP decision API: POST /v1/check with
+//
+//	{"policy": "api", "key": "user:42", "cost": 1}
+//
+// or a batch, decided all or nothing (floodgate.AllowAll: a check denied
+// anywhere charges nothing anywhere):
+//
+//	{"checks": [{"policy": "global", "key": "all"}, {"policy": "api", "key": "user:42"}]}
+//
+// The cost defaults to 1; 0 peeks without charging. The answer is the
+// driving Result as JSON (see writeResult for the members) with the
+// middleware's rate-limit header fields, and status 200 when allowed, 429
+// when denied, 503 when the engine failed closed or the decision did not
+// finish within Timeout, 400 for bad input (malformed JSON, unknown fields
+// or policy, a negative cost, more than MaxChecks checks, a body over
+// MaxBody).
+//
+// A CheckAPI is safe for concurrent use.
+type CheckAPI struct {
+	timeout  time.Duration
+	maxBody  int64
+	fields   fieldSet
+	policies atomic.Pointer[policySet]
+	sample   *sampler
+	errs     errorLog
+}
+
+type policySet struct {
+	m     map[string]floodgate.Limiter
+	descs descCache
+}
+
+// NewCheckAPI returns the check API of cfg.
+func NewCheckAPI(cfg CheckConfig) *CheckAPI {
+	c := &CheckAPI{
+		timeout: cfg.Timeout,
+		maxBody: cfg.MaxBody,
+		fields:  fieldSetOf(cfg.Headers),
+		sample:  newSampler(cfg.Logger),
+	}
+	if c.timeout <= 0 {
+		c.timeout = DefaultCheckTimeout
+	}
+	if c.maxBody <= 0 {
+		c.maxBody = DefaultMaxBody
+	}
+	c.errs.log = c.sample.log
+	c.SetPolicies(cfg.Policies)
+	return c
+}
+
+// SetPolicies replaces the policies atomically: a request decides under the
+// old set or the new one, never a mix. The map must not be changed
+// afterwards.
+func (c *CheckAPI) SetPolicies(p map[string]floodgate.Limiter) {
+	c.policies.Store(&policySet{m: p})
+}
+
+// checkRequest is one check of a request body. Cost is a pointer so that an
+// explicit 0 (peek) differs from an absent cost (1).
+type checkRequest struct {
+	Policy string `json:"policy"`
+	Key    string `json:"key"`
+	Cost   *int64 `json:"cost"`
+}
+
+type batchRequest struct {
+	checkRequest
+	Checks []checkRequest `json:"checks"`
+}
+
+// state is what one request needs, pooled: the body buffer, the checks and
+// the answer being built.
+type checkState struct {
+	body   bytes.Buffer
+	req    batchRequest
+	checks []floodgate.Check
+	fields []field
+	out    []byte
+}
+
+var checkPool = sync.Pool{New: func() any { return new(checkState) }}
+
+func (c *CheckAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != CheckPath {
+		writeError(w, http.StatusNotFound, "not found; the check API answers POST "+CheckPath)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "use POST with a JSON body")
+		return
+	}
+	st := checkPool.Get().(*checkState)
+	defer func() {
+		if st.body.Cap() <= 1<<16 {
+			*st = checkState{body: st.body, checks: st.checks[:0], fields: st.fields[:0], out: st.out[:0]}
+			st.body.Reset()
+			checkPool.Put(st)
+		}
+	}()
+	if _, err := st.body.ReadFrom(io.LimitReader(r.Body, c.maxBody+1)); err != nil {
+		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+		return
+	}
+	if int64(st.body.Len()) > c.maxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", c.maxBody))
+		return
+	}
+	dec := json.NewDecoder(&st.body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&st.req); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
+		return
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "malformed JSON: more than one value in the body")
+		return
+	}
+	ps := c.policies.Load()
+	batch := st.req.Checks != nil
+	reqs := st.req.Checks
+	if !batch {
+		reqs = []checkRequest{st.req.checkRequest}
+	} else if st.req.Policy != "" || st.req.Key != "" || st.req.Cost != nil {
+		writeError(w, http.StatusBadRequest, `give either "checks" or one check's "policy", "key" and "cost", not both`)
+		return
+	}
+	switch {
+	case len(reqs) == 0:
+		writeError(w, http.StatusBadRequest, `"checks" is empty; give at least one check`)
+		return
+	case len(reqs) > MaxChecks:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%d checks, more than the %d one request may carry", len(reqs), MaxChecks))
+		return
+	}
+	for i, q := range reqs {
+		var lim floodgate.Limiter
+		if ps != nil {
+			lim = ps.m[q.Policy]
+		}
+		if lim == nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("check %d: unknown policy %q", i+1, q.Policy))
+			return
+		}
+		cost := int64(1)
+		if q.Cost != nil {
+			if cost = *q.Cost; cost < 0 {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("check %d: cost %d is negative; use 0 to peek", i+1, cost))
+				return
+			}
+		}
+		st.checks = append(st.checks, floodgate.Check{Limiter: lim, Key: q.Key, Cost: cost})
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), c.timeout)
+	res, drive, err := floodgate.AllowAll(ctx, st.checks...)
+	cancel()
+	if err != nil {
+		c.errs.error(r.Context(), "check: undecided", slog.String("policy", st.checks[drive].Limiter.Name()), slog.Any("error", err))
+		status := http.StatusServiceUnavailable
+		if errors.Is(err, floodgate.ErrInvalidCost) {
+			status = http.StatusBadRequest
+		}
+		writeError(w, status, "the rate limiter could not decide: "+err.Error())
+		return
+	}
+	status := http.StatusOK
+	switch {
+	case res.Allowed:
+	case res.Source == floodgate.SourceFailClosed:
+		status = http.StatusServiceUnavailable
+	default:
+		status = http.StatusTooManyRequests
+		c.sample.denied(r.Context(), "check", st.checks[drive].Key, &res, false)
+	}
+	st.fields = ps.descs.appendFields(st.fields, c.fields, &res, st.checks)
+	h := w.Header()
+	setFields(h, st.fields)
+	if status == http.StatusServiceUnavailable && res.RetryAfter > 0 && res.RetryAfter != floodgate.RetryNever {
+		h[hdrRetryAfter] = []string{strconv.FormatInt(max(ceilSeconds(res.RetryAfter), 1), 10)}
+	}
+	h["Content-Type"] = []string{"application/json"}
+	b := appendResult(st.out, &res)
+	if batch {
+		b = b[:len(b)-1] // reopen the object
+		b = append(b, `,"index":`...)
+		b = strconv.AppendInt(b, int64(drive), 10)
+		b = append(b, `,"checks":[`...)
+		for i := range st.checks {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if i > drive && !res.Allowed {
+				b = append(b, "null"...) // not decided
+				continue
+			}
+			b = appendResult(b, &st.checks[i].Result)
+		}
+		b = append(b, "]}"...)
+	}
+	b = append(b, '\n')
+	st.out = b
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// appendResult appends res as the JSON object the check API answers:
+//
+//	{"allowed":true,"policy":"api","source":"redis",
+//	 "limit":{"rate":100,"period":"min","period_seconds":60,"burst":100,"algorithm":"gcra"},
+//	 "remaining":99,"reset_after":0.6,"retry_after":0}
+//
+// Durations are seconds as JSON numbers with millisecond precision, rounded
+// up (so a client that waits retry_after is never early); retry_after is
+// null when the request can never pass (its cost is above the limit's
+// capacity). A fail-open or fail-closed Result read no state and has no
+// "limit", "remaining" or "reset_after".
+func appendResult(b []byte, res *floodgate.Result) []byte {
+	b = append(b, `{"allowed":`...)
+	b = strconv.AppendBool(b, res.Allowed)
+	b = append(b, `,"policy":`...)
+	b = appendJSONString(b, res.Policy)
+	b = append(b, `,"source":`...)
+	b = appendJSONString(b, string(res.Source))
+	if res.Set != nil && res.Source != floodgate.SourceFailOpen && res.Source != floodgate.SourceFailClosed {
+		l := res.Limit
+		b = append(b, `,"limit":{"rate":`...)
+		b = strconv.AppendInt(b, l.Rate, 10)
+		b = append(b, `,"period":`...)
+		b = appendJSONString(b, floodgate.FormatPeriod(l.Period))
+		b = append(b, `,"period_seconds":`...)
+		b = appendSeconds(b, l.Period)
+		b = append(b, `,"burst":`...)
+		b = strconv.AppendInt(b, l.Capacity(), 10)
+		b = append(b, `,"algorithm":"`...)
+		b = append(b, l.Algorithm.String()...)
+		b = append(b, `"},"remaining":`...)
+		b = strconv.AppendInt(b, res.Remaining, 10)
+		b = append(b, `,"reset_after":`...)
+		b = appendSeconds(b, res.ResetAfter)
+	}
+	b = append(b, `,"retry_after":`...)
+	if res.RetryAfter == floodgate.RetryNever {
+		b = append(b, "null"...)
+	} else {
+		b = appendSeconds(b, res.RetryAfter)
+	}
+	return append(b, '}')
+}
+
+// appendSeconds appends d as seconds with up to three decimals, rounded
+// up to the millisecond.
+func appendSeconds(b []byte, d time.Duration) []byte {
+	if d <= 0 {
+		return append(b, '0')
+	}
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 && ms < math.MaxInt64 {
+		ms++
+	}
+	b = strconv.AppendInt(b, ms/1000, 10)
+	if frac := ms % 1000; frac != 0 {
+		b = append(b, '.')
+		digits := [3]byte{byte('0' + frac/100), byte('0' + frac/10%10), byte('0' + frac%10)}
+		n := 3
+		for n > 0 && digits[n-1] == '0' {
+			n--
+		}
+		b = append(b, digits[:n]...)
+	}
+	return b
+}
+
+// writeError answers status with {"error": msg}.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header()["Content-Type"] = []string{"application/json"}
+	w.WriteHeader(status)
+	b := append(appendJSONString([]byte(`{"error":`), msg), "}\n"...)
+	w.Write(b)
+}
+
+// appendJSONString appends s as a JSON string; invalid UTF-8 becomes
+// U+FFFD (encoding/json's rule).
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}

@@ -1,0 +1,165 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+)
+
+// checkClient posts bodies to a check API.
+type checkClient struct {
+	t   *testing.T
+	url string
+	c   *http.Client
+}
+
+func (c checkClient) post(body string) (*http.Response, map[string]any) {
+	c.t.Helper()
+	resp, b := do(c.t, c.c, newRequest(c.t, "POST", c.url, strings.NewReader(body)))
+	var m map[string]any
+	if err := json.Unmarshal([]byte(b), &m); err != nil {
+		c.t.Fatalf("answer is not JSON: %q (%v)", b, err)
+	}
+	return resp, m
+}
+
+func startCheck(t *testing.T, policies map[string]floodgate.Limiter) (*Server, checkClient) {
+	t.Helper()
+	s, addrs := start(t, Config{Check: &CheckConfig{Policies: policies}})
+	return s, checkClient{t: t, url: "http://" + addrs.Check.String() + CheckPath, c: &http.Client{}}
+}
+
+func TestCheckSingle(t *testing.T) {
+	api := memLimiter(t, "api", floodgate.PerMinute(2))
+	_, c := startCheck(t, map[string]floodgate.Limiter{"api": api})
+	for i := range 2 {
+		resp, m := c.post(`{"policy":"api","key":"user:42"}`)
+		if resp.StatusCode != 200 || m["allowed"] != true || m["remaining"] != float64(1-i) {
+			t.Fatalf("check %d: %d %v", i+1, resp.StatusCode, m)
+		}
+		lim := m["limit"].(map[string]any)
+		if lim["rate"] != 2.0 || lim["period"] != "min" || lim["period_seconds"] != 60.0 || lim["burst"] != 2.0 || lim["algorithm"] != "gcra" {
+			t.Errorf("limit %v", lim)
+		}
+		if m["source"] != "memory" || m["policy"] != "api" {
+			t.Errorf("source/policy %v", m)
+		}
+		if got, want := resp.Header.Get("X-Ratelimit-Remaining"), []string{"1", "0"}[i]; got != want {
+			t.Errorf("X-RateLimit-Remaining %q, want %q", got, want)
+		}
+	}
+	resp, m := c.post(`{"policy":"api","key":"user:42"}`)
+	if resp.StatusCode != 429 || m["allowed"] != false {
+		t.Fatalf("3rd check: %d %v", resp.StatusCode, m)
+	}
+	ra, _ := m["retry_after"].(float64)
+	if ra <= 0 || ra > 30 {
+		t.Errorf("retry_after %v, want about 30 s", m["retry_after"])
+	}
+	if resp.Header.Get("Retry-After") == "" || resp.Header.Get("Ratelimit-Policy") != `"api";q=2;w=60` || resp.Header.Get("X-Ratelimit-Remaining") != "0" {
+		t.Errorf("headers %v", resp.Header)
+	}
+	// Another key has its own quota; cost 0 peeks.
+	if resp, m := c.post(`{"policy":"api","key":"user:7","cost":0}`); resp.StatusCode != 200 || m["remaining"] != 2.0 {
+		t.Errorf("peek: %d %v", resp.StatusCode, m)
+	}
+	// A cost above the capacity can never pass.
+	if resp, m := c.post(`{"policy":"api","key":"user:7","cost":3}`); resp.StatusCode != 429 || m["retry_after"] != nil {
+		t.Errorf("impossible cost: %d %v", resp.StatusCode, m)
+	}
+}
+
+func TestCheckBatchAllOrNothing(t *testing.T) {
+	global := memLimiter(t, "global", floodgate.PerMinute(100))
+	user := memLimiter(t, "user", floodgate.PerMinute(1))
+	_, c := startCheck(t, map[string]floodgate.Limiter{"global": global, "user": user})
+	batch := `{"checks":[{"policy":"global","key":"all"},{"policy":"user","key":"u1"}]}`
+	resp, m := c.post(batch)
+	if resp.StatusCode != 200 || m["allowed"] != true || m["index"] != 1.0 || m["policy"] != "user" {
+		t.Fatalf("first batch: %d %v", resp.StatusCode, m)
+	}
+	if got := resp.Header.Values("Ratelimit-Policy"); len(got) != 2 {
+		t.Errorf("RateLimit-Policy %q, want one line per policy", got)
+	}
+	resp, m = c.post(batch)
+	if resp.StatusCode != 429 || m["index"] != 1.0 {
+		t.Fatalf("second batch: %d %v", resp.StatusCode, m)
+	}
+	checks := m["checks"].([]any)
+	if len(checks) != 2 || checks[1].(map[string]any)["allowed"] != false {
+		t.Errorf("checks %v", checks)
+	}
+	// The global check of the denied batch was refunded: 99 left after one
+	// charged batch, not 98.
+	if _, m := c.post(`{"policy":"global","key":"all","cost":0}`); m["remaining"] != 99.0 {
+		t.Errorf("global remaining %v, want 99: a denied batch charged an earlier check", m["remaining"])
+	}
+}
+
+func TestCheckErrors(t *testing.T) {
+	api := memLimiter(t, "api", floodgate.PerMinute(2))
+	_, c := startCheck(t, map[string]floodgate.Limiter{"api": api})
+	cases := []struct {
+		name, body string
+		status     int
+		want       string
+	}{
+		{"malformed", `{"policy":`, 400, "malformed JSON"},
+		{"unknown field", `{"policy":"api","key":"k","costs":1}`, 400, "unknown field"},
+		{"unknown policy", `{"policy":"nope","key":"k"}`, 400, `unknown policy "nope"`},
+		{"negative cost", `{"policy":"api","key":"k","cost":-1}`, 400, "negative"},
+		{"two values", `{"policy":"api","key":"k"} {}`, 400, "more than one"},
+		{"both forms", `{"policy":"api","checks":[{"policy":"api"}]}`, 400, "not both"},
+		{"empty batch", `{"checks":[]}`, 400, "empty"},
+		{"too many", `{"checks":[` + strings.Repeat(`{"policy":"api","key":"k"},`, MaxChecks) + `{"policy":"api","key":"k"}]}`, 400, "more than"},
+		{"oversized", `{"policy":"api","key":"` + strings.Repeat("k", DefaultMaxBody) + `"}`, 413, "larger than"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c.t = t
+			resp, m := c.post(tc.body)
+			if resp.StatusCode != tc.status || !strings.Contains(m["error"].(string), tc.want) {
+				t.Errorf("%d %v, want %d with %q", resp.StatusCode, m, tc.status, tc.want)
+			}
+		})
+	}
+	c.t = t
+	resp, _ := do(t, c.c, newRequest(t, "GET", c.url, nil))
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET: %d", resp.StatusCode)
+	}
+	// Nothing was charged by the refused requests.
+	if _, m := c.post(`{"policy":"api","key":"k","cost":0}`); m["remaining"] != 2.0 {
+		t.Errorf("remaining %v after refused requests, want 2", m["remaining"])
+	}
+}
+
+func TestCheckSetPolicies(t *testing.T) {
+	a := memLimiter(t, "a", floodgate.PerMinute(1))
+	s, c := startCheck(t, map[string]floodgate.Limiter{"a": a})
+	if resp, _ := c.post(`{"policy":"b","key":"k"}`); resp.StatusCode != 400 {
+		t.Fatalf("unknown policy b: %d", resp.StatusCode)
+	}
+	s.Check().SetPolicies(map[string]floodgate.Limiter{"b": memLimiter(t, "b", floodgate.PerMinute(1))})
+	if resp, _ := c.post(`{"policy":"b","key":"k"}`); resp.StatusCode != 200 {
+		t.Errorf("policy b after SetPolicies: %d", resp.StatusCode)
+	}
+	if resp, _ := c.post(`{"policy":"a","key":"k"}`); resp.StatusCode != 400 {
+		t.Errorf("policy a after SetPolicies: %d", resp.StatusCode)
+	}
+}
+
+func TestAppendSeconds(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0", -time.Second: "0", time.Second: "1", 1500 * time.Millisecond: "1.5",
+		time.Nanosecond: "0.001", 60*time.Second + 10*time.Millisecond: "60.01", 123456 * time.Microsecond: "0.124",
+	} {
+		if got := string(appendSeconds(nil, d)); got != want {
+			t.Errorf("appendSeconds(%v) = %s, want %s", d, got, want)
+		}
+	}
+}

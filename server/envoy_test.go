@@ -1,0 +1,258 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/floodgate-go/floodgate"
+)
+
+// mapDescriptors is a Descriptors of exact descriptors: the domain and the
+// entries written "domain|k=v,k=v". The key of a match is that string.
+type mapDescriptors map[string][]DescriptorLimit
+
+func descKey(domain string, entries []Entry) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	b.WriteByte('|')
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(e.Key + "=" + e.Value)
+	}
+	return b.String()
+}
+
+func (m mapDescriptors) Lookup(domain string, entries []Entry) ([]DescriptorLimit, bool) {
+	k := descKey(domain, entries)
+	ls, ok := m[k]
+	if !ok {
+		return nil, false
+	}
+	out := make([]DescriptorLimit, len(ls))
+	for i, l := range ls {
+		l.Key = k
+		out[i] = l
+	}
+	return out, true
+}
+
+func desc(hits *uint64, kv ...string) *ratelimitv3.RateLimitDescriptor {
+	d := &ratelimitv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	if hits != nil {
+		d.HitsAddend = wrapperspb.UInt64(*hits)
+	}
+	return d
+}
+
+func u64(v uint64) *uint64 { return &v }
+
+func rlsClient(t *testing.T, cfg EnvoyConfig) (rlsv3.RateLimitServiceClient, *grpc.ClientConn) {
+	t.Helper()
+	_, addrs := start(t, Config{Envoy: &cfg})
+	conn, err := grpcDial(addrs.Envoy.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rlsv3.NewRateLimitServiceClient(conn), conn
+}
+
+func grpcDial(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+func call(t *testing.T, c rlsv3.RateLimitServiceClient, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.ShouldRateLimit(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Statuses) != len(req.Descriptors) {
+		t.Fatalf("%d statuses for %d descriptors", len(resp.Statuses), len(req.Descriptors))
+	}
+	return resp
+}
+
+func TestEnvoyDescriptors(t *testing.T) {
+	p1 := memLimiter(t, "p1", floodgate.PerMinute(2))
+	p2 := memLimiter(t, "p2", floodgate.Limit{Rate: 10, Period: 30 * time.Second})
+	var shadowed atomic.Int64
+	c, conn := rlsClient(t, EnvoyConfig{
+		ResponseHeaders: HeadersIETF,
+		Descriptors: mapDescriptors{
+			"edge|k=a":      {{Name: "a", Limiter: p1}},
+			"edge|k=b":      {{Name: "b", Limiter: p2}},
+			"edge|k=free":   {{Name: "free", Unlimited: true}},
+			"edge|k=shadow": {{Name: "shadow", Limiter: memLimiter(t, "p3", floodgate.PerMinute(1)), Shadow: true}},
+		},
+		OnShadow: func(name string, res floodgate.Result) {
+			if name == "shadow" && !res.Allowed {
+				shadowed.Add(1)
+			}
+		},
+	})
+
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		desc(nil, "k", "a"), desc(nil, "k", "b"), desc(nil, "k", "free"), desc(nil, "k", "unknown"),
+	}}
+	resp := call(t, c, req)
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("first call: %v", resp)
+	}
+	sa, sb := resp.Statuses[0], resp.Statuses[1]
+	if sa.CurrentLimit.GetRequestsPerUnit() != 2 || sa.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE || sa.LimitRemaining != 1 || sa.CurrentLimit.GetName() != "p1" {
+		t.Errorf("status a: %v", sa)
+	}
+	if sb.CurrentLimit.GetRequestsPerUnit() != 10 || sb.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_SECOND || sb.CurrentLimit.GetUnitMultiplier().GetValue() != 30 || sb.LimitRemaining != 9 {
+		t.Errorf("status b: %v", sb)
+	}
+	if d := sa.DurationUntilReset.AsDuration(); d <= 0 || d > time.Minute {
+		t.Errorf("duration_until_reset %v", d)
+	}
+	for _, i := range []int{2, 3} {
+		if st := resp.Statuses[i]; st.Code != rlsv3.RateLimitResponse_OK || st.CurrentLimit != nil {
+			t.Errorf("status %d: %v, want OK without a limit", i, st)
+		}
+	}
+	hdr := map[string]string{}
+	for _, h := range resp.ResponseHeadersToAdd {
+		hdr[h.Key] += h.Value + ";"
+	}
+	if !strings.Contains(hdr["ratelimit-policy"], `"p1";q=2;w=60`) || !strings.Contains(hdr["ratelimit-policy"], `"p2";q=10;w=30`) || !strings.HasPrefix(hdr["ratelimit"], `"p1";r=1;t=`) {
+		t.Errorf("response headers %v", hdr)
+	}
+
+	call(t, c, req)
+	resp = call(t, c, req)
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("third call: %v", resp)
+	}
+	if resp.Statuses[1].Code != rlsv3.RateLimitResponse_OK || resp.Statuses[1].CurrentLimit != nil {
+		t.Errorf("undecided descriptor b: %v", resp.Statuses[1])
+	}
+	// The denied call charged nothing: b has 8 left (two calls), not 7.
+	peek := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc(u64(0), "k", "b")}}
+	if st := call(t, c, peek).Statuses[0]; st.LimitRemaining != 8 {
+		t.Errorf("b remaining %d, want 8", st.LimitRemaining)
+	}
+
+	// Shadow: never over limit, the would-be denials counted.
+	sreq := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc(nil, "k", "shadow")}}
+	for range 3 {
+		if resp := call(t, c, sreq); resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("shadow: %v", resp)
+		}
+	}
+	if n := shadowed.Load(); n != 2 {
+		t.Errorf("OnShadow counted %d, want 2", n)
+	}
+
+	hc := healthpb.NewHealthClient(conn)
+	for _, svc := range []string{"", "envoy.service.ratelimit.v3.RateLimitService"} {
+		hr, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || hr.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health %q: %v %v", svc, hr, err)
+		}
+	}
+	for _, bad := range []*rlsv3.RateLimitRequest{{Descriptors: req.Descriptors}, {Domain: "edge"}} {
+		if _, err := c.ShouldRateLimit(context.Background(), bad); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("bad request %v: %v, want InvalidArgument", bad, err)
+		}
+	}
+}
+
+func TestEnvoyHitsAddend(t *testing.T) {
+	p := memLimiter(t, "p", floodgate.PerMinute(10))
+	c, _ := rlsClient(t, EnvoyConfig{
+		ResponseHeaders: HeadersDraft,
+		Descriptors:     mapDescriptors{"d|k=v": {{Name: "p", Limiter: p}}},
+	})
+	remaining := func(reqHits uint32, descHits *uint64) uint32 {
+		t.Helper()
+		resp := call(t, c, &rlsv3.RateLimitRequest{Domain: "d", HitsAddend: reqHits, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc(descHits, "k", "v")}})
+		return resp.Statuses[0].LimitRemaining
+	}
+	if r := remaining(3, nil); r != 7 {
+		t.Errorf("request hits_addend 3: remaining %d, want 7", r)
+	}
+	if r := remaining(3, u64(0)); r != 7 {
+		t.Errorf("descriptor hits_addend 0 (check only): remaining %d, want 7", r)
+	}
+	if r := remaining(3, u64(5)); r != 2 {
+		t.Errorf("descriptor hits_addend 5 over request 3: remaining %d, want 2", r)
+	}
+	if r := remaining(0, nil); r != 1 {
+		t.Errorf("no hits_addend (1): remaining %d, want 1", r)
+	}
+	resp := call(t, c, &rlsv3.RateLimitRequest{Domain: "d", HitsAddend: 2, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc(nil, "k", "v")}})
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("2 hits with 1 left: %v", resp.OverallCode)
+	}
+	hdr := map[string]string{}
+	for _, h := range resp.ResponseHeadersToAdd {
+		hdr[h.Key] = h.Value
+	}
+	if hdr["x-ratelimit-limit"] != "10" || hdr["x-ratelimit-remaining"] != "1" || hdr["x-ratelimit-reset"] == "" {
+		t.Errorf("draft headers %v", hdr)
+	}
+	// Negative hits give units back.
+	neg := desc(u64(4), "k", "v")
+	neg.IsNegativeHits = true
+	call(t, c, &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{neg}})
+	if r := remaining(0, u64(0)); r != 5 {
+		t.Errorf("after 4 negative hits: remaining %d, want 5", r)
+	}
+}
+
+func TestCurrentLimitUnits(t *testing.T) {
+	type want struct {
+		rpu  uint32
+		unit rlsv3.RateLimitResponse_RateLimit_Unit
+		mult uint32
+	}
+	for l, w := range map[floodgate.Limit]want{
+		floodgate.PerSecond(5):                     {5, rlsv3.RateLimitResponse_RateLimit_SECOND, 0},
+		floodgate.PerMinute(100):                   {100, rlsv3.RateLimitResponse_RateLimit_MINUTE, 0},
+		floodgate.PerHour(7):                       {7, rlsv3.RateLimitResponse_RateLimit_HOUR, 0},
+		floodgate.PerDay(1000):                     {1000, rlsv3.RateLimitResponse_RateLimit_DAY, 0},
+		{Rate: 3, Period: 7 * 24 * time.Hour}:      {3, rlsv3.RateLimitResponse_RateLimit_WEEK, 0},
+		{Rate: 10, Period: 90 * time.Minute}:       {10, rlsv3.RateLimitResponse_RateLimit_MINUTE, 90},
+		{Rate: 10, Period: 30 * time.Second}:       {10, rlsv3.RateLimitResponse_RateLimit_SECOND, 30},
+		{Rate: 1, Period: 500 * time.Millisecond}:  {2, rlsv3.RateLimitResponse_RateLimit_SECOND, 0},
+		{Rate: 3, Period: 1500 * time.Millisecond}: {4, rlsv3.RateLimitResponse_RateLimit_SECOND, 2},
+		{Rate: 1 << 40, Period: time.Hour}:         {1<<32 - 1, rlsv3.RateLimitResponse_RateLimit_HOUR, 0},
+	} {
+		cl := currentLimit(l, "x")
+		if cl.RequestsPerUnit != w.rpu || cl.Unit != w.unit || cl.GetUnitMultiplier().GetValue() != w.mult {
+			t.Errorf("%v: %d per %v ×%d, want %d per %v ×%d", l, cl.RequestsPerUnit, cl.Unit, cl.GetUnitMultiplier().GetValue(), w.rpu, w.unit, w.mult)
+		}
+	}
+}
+
+func TestEnvoyConfigErrors(t *testing.T) {
+	if _, err := NewRLS(EnvoyConfig{Descriptors: mapDescriptors{}, ResponseHeaders: "both"}); err == nil {
+		t.Error("response_headers both accepted")
+	}
+	if _, err := NewRLS(EnvoyConfig{}); err == nil {
+		t.Error("no descriptors accepted")
+	}
+}

@@ -1,0 +1,167 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/internal/testenv"
+	"github.com/floodgate-go/floodgate/redisstore"
+)
+
+// redisLimiter is a limiter on a real redis-server behind the failure
+// policy mode, with a short engine timeout.
+func redisLimiter(t *testing.T, mode failover.Mode) (floodgate.Limiter, *testenv.RedisServer) {
+	t.Helper()
+	srv := testenv.Redis(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	rs, err := redisstore.New(client, redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	fs, err := failover.New(rs, failover.Options{Mode: mode, Guard: failover.GuardOptions{Timeout: 300 * time.Millisecond, ContextBound: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := floodgate.New(fs, floodgate.Policy{Name: "api", Limits: []floodgate.Limit{floodgate.PerSecond(1_000_000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, srv
+}
+
+// outcome is what one call answered: an HTTP status and the Result's
+// source, or the Envoy code and the source header.
+type outcome struct {
+	code   string
+	source string
+}
+
+// load runs n callers of f, each calling it calls times, and counts the
+// outcomes.
+func load(n, calls int, f func(i int) outcome) map[outcome]int {
+	var mu sync.Mutex
+	counts := map[outcome]int{}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			for j := range calls {
+				o := f(i*calls + j)
+				mu.Lock()
+				counts[o]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return counts
+}
+
+// Redis killed under load: every call still gets an answer, the one the
+// failure policy promises, from the check API and the Envoy API alike; and a
+// Redis that hangs is answered the same way.
+func TestRedisDownFailurePolicies(t *testing.T) {
+	for _, tc := range []struct {
+		mode      failover.Mode
+		http      outcome
+		envoy     outcome
+		hangHTTP  outcome
+		hangEnvoy outcome
+	}{
+		{failover.FailClosed, outcome{"503", "fail-closed"}, outcome{"OVER_LIMIT", "fail-closed"}, outcome{"503", "fail-closed"}, outcome{"OVER_LIMIT", "fail-closed"}},
+		{failover.FailOpen, outcome{"200", "fail-open"}, outcome{"OK", ""}, outcome{"200", "fail-open"}, outcome{"OK", ""}},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			lim, srv := redisLimiter(t, tc.mode)
+			_, addrs := start(t, Config{
+				Check: &CheckConfig{Policies: map[string]floodgate.Limiter{"api": lim}, Timeout: 2 * time.Second},
+				Envoy: &EnvoyConfig{Timeout: 2 * time.Second, Descriptors: mapDescriptors{"d|k=v": {{Name: "api", Limiter: lim}}}},
+			})
+			hc := &http.Client{Timeout: 20 * time.Second}
+			checkURL := "http://" + addrs.Check.String() + CheckPath
+			checkCall := func(i int) outcome {
+				resp, err := hc.Post(checkURL, "application/json", strings.NewReader(fmt.Sprintf(`{"policy":"api","key":"k%d"}`, i%64)))
+				if err != nil {
+					return outcome{"error: " + err.Error(), ""}
+				}
+				defer resp.Body.Close()
+				var m struct{ Source string }
+				json.NewDecoder(resp.Body).Decode(&m)
+				return outcome{fmt.Sprint(resp.StatusCode), m.Source}
+			}
+			rc, _ := rlsConn(t, addrs)
+			envoyCall := func(i int) outcome {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				resp, err := rc.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc(nil, "k", "v")}})
+				if err != nil {
+					return outcome{"error: " + err.Error(), ""}
+				}
+				src := ""
+				for _, h := range resp.ResponseHeadersToAdd {
+					if h.Key == "x-ratelimit-source" {
+						src = h.Value
+					}
+				}
+				return outcome{resp.OverallCode.String(), src}
+			}
+
+			// The first call dials and loads the script; on a loaded
+			// machine it may outlast the engine timeout.
+			eventually(t, 20*time.Second, "a decision by redis", func() bool { return checkCall(0).source == "redis" })
+			up := load(4, 20, checkCall)
+			if up[outcome{"200", "redis"}] != 80 {
+				t.Fatalf("check API with Redis up: %v", up)
+			}
+			if up := load(4, 20, envoyCall); up[outcome{"OK", ""}] != 80 {
+				t.Fatalf("Envoy API with Redis up: %v", up)
+			}
+
+			// Hung: every command held for longer than the test runs.
+			srv.Pause(time.Minute)
+			if got := load(4, 10, checkCall); got[tc.hangHTTP] != 40 {
+				t.Errorf("check API with Redis hung: %v, want 40× %v", got, tc.hangHTTP)
+			}
+			if got := load(4, 10, envoyCall); got[tc.hangEnvoy] != 40 {
+				t.Errorf("Envoy API with Redis hung: %v, want 40× %v", got, tc.hangEnvoy)
+			}
+
+			// Killed under load: the callers run while the server dies.
+			var killed sync.WaitGroup
+			killed.Go(func() {
+				load(4, 25, checkCall)
+			})
+			srv.Kill()
+			killed.Wait()
+			if got := load(4, 25, checkCall); got[tc.http] != 100 {
+				t.Errorf("check API with Redis killed: %v, want 100× %v", got, tc.http)
+			}
+			if got := load(4, 25, envoyCall); got[tc.envoy] != 100 {
+				t.Errorf("Envoy API with Redis killed: %v, want 100× %v", got, tc.envoy)
+			}
+		})
+	}
+}
+
+func rlsConn(t *testing.T, addrs Addrs) (rlsv3.RateLimitServiceClient, func()) {
+	t.Helper()
+	conn, err := grpcDial(addrs.Envoy.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rlsv3.NewRateLimitServiceClient(conn), func() { conn.Close() }
+}

@@ -1,0 +1,601 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync/atomic"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/httplimit"
+)
+
+// ErrInvalidConfig is wrapped by every configuration error of this package.
+var ErrInvalidConfig = errors.New("server: invalid config")
+
+// ProxyConfig configures the rate-limiting reverse proxy, the YAML listener
+// "proxy".
+type ProxyConfig struct {
+	// Listen is the address the Server listens on, e.g. ":8080".
+	Listen string
+
+	// Upstream is the URL requests are forwarded to, e.g.
+	// "http://127.0.0.1:3000". Empty means the built-in DemoUpstream,
+	// served in process.
+	Upstream string
+
+	// TLS, when set, serves the listener over TLS (and HTTP/2) with the
+	// certificate files it names, reloaded when they change.
+	TLS *TLSFiles
+
+	// TrustedProxies lists the peers (CIDR prefixes or addresses) whose
+	// X-Forwarded-For, X-Forwarded-Host and X-Forwarded-Proto are passed on
+	// upstream, with the peer appended. From any other peer these headers,
+	// Forwarded and X-Real-IP are dropped and replaced by what the proxy
+	// saw. The routes' key functions trust clients separately (a
+	// clientip.Resolver), usually with the same list.
+	TrustedProxies []string
+
+	// Headers selects the rate-limit header fields of responses.
+	Headers httplimit.Headers
+
+	// Body selects the body of 429 responses.
+	Body httplimit.Body
+
+	// Routes are matched in order; the first that matches a request limits
+	// it. A request no route matches is forwarded unlimited; a last route
+	// with an empty Match is a default route.
+	Routes []Route
+
+	// Logger receives upstream errors and denials (sampled). Nil means
+	// slog.Default().
+	Logger *slog.Logger
+
+	// OnShadow, when set, is called for every request a shadow route would
+	// have refused (res is the decision; its Source is fail-closed when the
+	// engine failed closed). It runs on the request's goroutine: count a
+	// metric.
+	OnShadow func(route string, res floodgate.Result)
+
+	// OnUpstreamError, when set, is called for every request answered 502
+	// because the upstream could not be reached or failed mid-response.
+	OnUpstreamError func(route string, err error)
+
+	// Transport carries requests upstream. Nil means a clone of
+	// http.DefaultTransport that keeps enough idle connections for a
+	// proxy's concurrency.
+	Transport http.RoundTripper
+}
+
+// TLSFiles names a certificate and its key, PEM files, the YAML "tls".
+type TLSFiles struct {
+	Cert string
+	Key  string
+}
+
+// A Route limits the requests it matches, the YAML "routes" item.
+type Route struct {
+	// Name identifies the route in logs and OnShadow; empty means a name
+	// made of its match ("route 2").
+	Name string
+
+	// Match selects the requests; the zero Match selects all.
+	Match Match
+
+	// Shadow decides and counts but never refuses: a request the limits
+	// would refuse (429, or 503 when the engine fails closed) is forwarded,
+	// reported to OnShadow and logged, and gets no rate-limit header
+	// fields, so clients see no difference. It is the safe way to roll out
+	// a new limit.
+	Shadow bool
+
+	// Limits are the rules a matched request must pass (the YAML "limits":
+	// policy → Limiter, key → Key, cost → Cost, count → Count). Empty means
+	// the route is unlimited. The proxy builds one httplimit.Middleware per
+	// route from them with the proxy's Headers and Body.
+	Limits []httplimit.Rule
+}
+
+// Match selects requests. Every field set must match.
+type Match struct {
+	// Host is the request's host without port, compared without regard to
+	// case; "*.example.com" matches every subdomain of example.com (not
+	// example.com itself).
+	Host string
+
+	// PathPrefix matches paths that start with it, byte for byte ("/api"
+	// matches "/api/x" and "/apix").
+	PathPrefix string
+
+	// Path is an http.ServeMux path pattern such as "/items/{id}" or
+	// "/static/"; the matched pattern becomes the request's Pattern, which
+	// httplimit.KeyByRoute reads.
+	Path string
+
+	// Methods lists the methods matched, e.g. ["GET", "HEAD"]; empty means
+	// all. Each is matched exactly (GET does not imply HEAD).
+	Methods []string
+}
+
+// Proxy is the rate-limiting reverse proxy, an http.Handler. It is safe for
+// concurrent use; SetRoutes replaces its routes while it serves.
+type Proxy struct {
+	cfg       ProxyConfig
+	upstream  http.Handler // what requests no route matched go to
+	target    *url.URL     // nil for the demo upstream
+	transport http.RoundTripper
+	trusted   []netip.Prefix
+	routes    atomic.Pointer[[]*route]
+	sample    *sampler
+	errs      errorLog
+	tls       *certFiles
+}
+
+type route struct {
+	name    string
+	match   Match
+	host    string // lower case; "*.x" kept as ".x"
+	mux     *http.ServeMux
+	methods []string
+	shadow  bool
+	h       http.Handler
+}
+
+// NewProxy validates cfg and returns its proxy.
+func NewProxy(cfg ProxyConfig) (*Proxy, error) {
+	p := &Proxy{cfg: cfg, sample: newSampler(cfg.Logger)}
+	p.errs.log = p.sample.log
+	var errs []error
+	for _, s := range cfg.TrustedProxies {
+		pf, err := parsePrefix(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: proxy trusted_proxies: %v", ErrInvalidConfig, err))
+			continue
+		}
+		p.trusted = append(p.trusted, pf)
+	}
+	if cfg.Upstream == "" {
+		p.upstream = DemoUpstream()
+	} else {
+		u, err := url.Parse(cfg.Upstream)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%w: proxy upstream %q: %v", ErrInvalidConfig, cfg.Upstream, err))
+		case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			errs = append(errs, fmt.Errorf("%w: proxy upstream %q: give an absolute http:// or https:// URL", ErrInvalidConfig, cfg.Upstream))
+		default:
+			p.target = u
+			p.transport = cfg.Transport
+			if p.transport == nil {
+				t := http.DefaultTransport.(*http.Transport).Clone()
+				// The default keeps 2 idle connections per host: a proxy
+				// under load would open and close a connection per request.
+				t.MaxIdleConnsPerHost = 1024
+				t.MaxIdleConns = 1024
+				p.transport = t
+			}
+			p.upstream = p.reverseProxy(u, "")
+		}
+	}
+	if cfg.TLS != nil {
+		c, err := newCertFiles(cfg.TLS.Cert, cfg.TLS.Key)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: proxy tls: %v", ErrInvalidConfig, err))
+		}
+		if c != nil {
+			c.errs = &p.errs
+		}
+		p.tls = c
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := p.SetRoutes(cfg.Routes); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// reverseProxy forwards to u for the named route ("" for requests no route
+// matched). Each route has its own, sharing the transport, so that the
+// error handler knows the route without a per-request context value.
+func (p *Proxy) reverseProxy(u *url.URL, name string) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(u)
+			p.forwarded(pr)
+		},
+		Transport: p.transport,
+		// Every write is flushed at once: server-sent events and streamed
+		// answers reach the client as the upstream sends them.
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			p.upstreamError(w, r, name, err)
+		},
+		ErrorLog: slog.NewLogLogger(p.sample.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// forwarded sets X-Forwarded-For, -Host and -Proto: passed on with the peer
+// appended from a trusted proxy, else replaced by what this proxy saw, so a
+// client cannot plant an address for the upstream to trust.
+func (p *Proxy) forwarded(pr *httputil.ProxyRequest) {
+	in := pr.In.Header
+	if p.trustsPeer(pr.In.RemoteAddr) {
+		if v := in["X-Forwarded-For"]; len(v) > 0 {
+			pr.Out.Header["X-Forwarded-For"] = v
+		}
+		pr.SetXForwarded()
+		if v := in["X-Forwarded-Host"]; len(v) > 0 {
+			pr.Out.Header["X-Forwarded-Host"] = v
+		}
+		if v := in["X-Forwarded-Proto"]; len(v) > 0 {
+			pr.Out.Header["X-Forwarded-Proto"] = v
+		}
+		return
+	}
+	pr.Out.Header.Del("Forwarded")
+	pr.Out.Header.Del("X-Real-Ip")
+	pr.SetXForwarded()
+}
+
+func (p *Proxy) trustsPeer(remote string) bool {
+	if len(p.trusted) == 0 {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return false
+	}
+	a := ap.Addr().Unmap()
+	for _, pf := range p.trusted {
+		if pf.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// parsePrefix reads a CIDR prefix or a single address.
+func parsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		pf, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		if pf.Masked() != pf {
+			return netip.Prefix{}, fmt.Errorf("%q has host bits set; write %s", s, pf.Masked())
+		}
+		if pf.Addr().Is4In6() {
+			pf = netip.PrefixFrom(pf.Addr().Unmap(), pf.Bits()-96)
+		}
+		return pf, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// upstreamError answers 502 through the writer the proxy was given, so a
+// count rule's writer sees the failure: count-failed rules keep the charge.
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, route string, err error) {
+	if p.cfg.OnUpstreamError != nil {
+		p.cfg.OnUpstreamError(route, err)
+	}
+	if !errors.Is(err, context.Canceled) {
+		p.errs.error(r.Context(), "proxy: upstream failed", slog.String("route", route), slog.Any("error", err))
+	}
+	w.Header()["Content-Type"] = []string{"application/problem+json"}
+	w.WriteHeader(http.StatusBadGateway)
+	w.Write([]byte(badGatewayBody))
+}
+
+const badGatewayBody = `{"type":"about:blank","title":"Bad Gateway","status":502,` +
+	`"detail":"The upstream service could not be reached."}` + "\n"
+
+// SetRoutes replaces the routes atomically: a request is routed by the old
+// list or the new one. Limiter state lives in the limiters, so a route
+// rebuilt over the same limiters keeps its clients' state.
+func (p *Proxy) SetRoutes(routes []Route) error {
+	out := make([]*route, 0, len(routes))
+	var errs []error
+	for i, rt := range routes {
+		r, err := p.compile(i, rt)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, r)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	p.routes.Store(&out)
+	return nil
+}
+
+func (p *Proxy) compile(i int, rt Route) (*route, error) {
+	r := &route{name: rt.Name, match: rt.Match, shadow: rt.Shadow}
+	if r.name == "" {
+		r.name = fmt.Sprintf("route %d", i+1)
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: proxy %s: "+format, append([]any{ErrInvalidConfig, r.name}, args...)...)
+	}
+	if h := strings.ToLower(rt.Match.Host); h != "" {
+		r.host = strings.TrimPrefix(h, "*")
+		if strings.ContainsAny(r.host, "*/: ") {
+			return nil, bad("host %q: give a host name, optionally starting with *.", rt.Match.Host)
+		}
+	}
+	if pp := rt.Match.PathPrefix; pp != "" && !strings.HasPrefix(pp, "/") {
+		return nil, bad("path_prefix %q must start with /", pp)
+	}
+	if rt.Match.Path != "" {
+		if strings.ContainsAny(rt.Match.Path, " \t") || !strings.HasPrefix(rt.Match.Path, "/") {
+			return nil, bad("path %q: give a path pattern such as /items/{id}; the host and methods have fields of their own", rt.Match.Path)
+		}
+		mux, err := muxOf(rt.Match.Path)
+		if err != nil {
+			return nil, bad("path %q: %v", rt.Match.Path, err)
+		}
+		r.mux = mux
+	}
+	for _, m := range rt.Match.Methods {
+		m = strings.ToUpper(strings.TrimSpace(m))
+		if m == "" || strings.ContainsAny(m, " \t/") {
+			return nil, bad("method %q is not a method name", m)
+		}
+		r.methods = append(r.methods, m)
+	}
+	next := p.upstream
+	if p.target != nil {
+		next = p.reverseProxy(p.target, r.name)
+	}
+	if len(rt.Limits) == 0 {
+		r.h = next
+		return r, nil
+	}
+	rules := make([]httplimit.Rule, len(rt.Limits))
+	for j, ru := range rt.Limits {
+		rules[j] = ru
+		if ru.Limiter != nil {
+			rules[j].Limiter = &loggedLimiter{Limiter: ru.Limiter, p: p, shadow: rt.Shadow}
+		}
+	}
+	cfg := httplimit.Config{Rules: rules, Headers: p.cfg.Headers, Body: p.cfg.Body, Logger: p.sample.log}
+	if rt.Shadow {
+		cfg.Headers = httplimit.Headers{DisableXRateLimit: true, DisableRateLimit: true, DisableRetryAfter: true}
+		cfg.OnLimited = func(w http.ResponseWriter, _ *http.Request, res floodgate.Result) {
+			if sw, ok := w.(*shadowWriter); ok {
+				sw.res, sw.refused = res, true
+			}
+		}
+	}
+	mw, err := httplimit.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", r.name, err)
+	}
+	if rt.Shadow {
+		r.h = &shadowHandler{p: p, name: r.name, next: next}
+		r.h.(*shadowHandler).limited = mw.Handler(passHandler{next})
+		return r, nil
+	}
+	r.h = mw.Handler(next)
+	return r, nil
+}
+
+// muxOf returns a ServeMux with the one pattern, turning ServeMux's panic on
+// a bad pattern into an error.
+func muxOf(pattern string) (mux *http.ServeMux, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%v", v)
+		}
+	}()
+	mux = http.NewServeMux()
+	mux.Handle(pattern, http.NotFoundHandler())
+	return mux, nil
+}
+
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	for _, rt := range *p.routes.Load() {
+		if rt.matches(r) {
+			rt.h.ServeHTTP(w, r)
+			return
+		}
+	}
+	p.upstream.ServeHTTP(w, r)
+}
+
+func (rt *route) matches(r *http.Request) bool {
+	if rt.methods != nil {
+		ok := false
+		for _, m := range rt.methods {
+			if m == r.Method {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	if rt.host != "" && !hostMatches(rt.host, r.Host) {
+		return false
+	}
+	if pp := rt.match.PathPrefix; pp != "" && !strings.HasPrefix(r.URL.Path, pp) {
+		return false
+	}
+	if rt.mux != nil {
+		_, pattern := rt.mux.Handler(r)
+		if pattern == "" {
+			return false
+		}
+		r.Pattern = pattern
+	}
+	return true
+}
+
+// hostMatches compares a request's Host (with an optional port) to a
+// route's host, lower case, where ".example.com" stands for *.example.com.
+func hostMatches(want, host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	host = strings.TrimSuffix(host, ".")
+	if strings.HasPrefix(want, ".") {
+		return len(host) > len(want) && strings.EqualFold(host[len(host)-len(want):], want)
+	}
+	return strings.EqualFold(host, want)
+}
+
+// loggedLimiter logs the denials of a route's limiter, key redacted. It
+// embeds the limiter, keeping its name and methods.
+type loggedLimiter struct {
+	floodgate.Limiter
+	p      *Proxy
+	shadow bool
+}
+
+func (l *loggedLimiter) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
+	res, err := l.Limiter.AllowN(ctx, key, cost)
+	if err == nil && !res.Allowed {
+		l.p.sample.denied(ctx, "proxy", key, &res, l.shadow)
+	}
+	return res, err
+}
+
+func (l *loggedLimiter) Allow(ctx context.Context, key string) (floodgate.Result, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// A shadow route runs its middleware over a shadowWriter. The middleware
+// either passes the request on (passHandler marks the writer, and from then
+// on it is the client's writer) or refuses it: OnLimited records the
+// decision, and a 503 or 500 it writes itself is swallowed. A refused
+// request is then forwarded anyway, over the client's writer. Nothing was
+// charged for it, so count rules have nothing to settle.
+type shadowHandler struct {
+	p       *Proxy
+	name    string
+	next    http.Handler
+	limited http.Handler
+}
+
+func (h *shadowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sw := &shadowWriter{ResponseWriter: w}
+	h.limited.ServeHTTP(sw, r)
+	if sw.passed {
+		return
+	}
+	if !sw.refused {
+		// The middleware wrote a refusal of its own: the engine failed
+		// closed (503) or a Cost function failed (500).
+		sw.res = floodgate.Result{Source: floodgate.SourceFailClosed}
+	}
+	if h.p.cfg.OnShadow != nil {
+		h.p.cfg.OnShadow(h.name, sw.res)
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+// passHandler marks the shadow writer passed and hands the request on.
+type passHandler struct{ next http.Handler }
+
+func (h passHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if sw := findShadow(w); sw != nil {
+		sw.passed = true
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+// findShadow finds the shadowWriter under the writers the middleware put
+// on top of it (a count rule's status writer).
+func findShadow(w http.ResponseWriter) *shadowWriter {
+	for {
+		switch v := w.(type) {
+		case *shadowWriter:
+			return v
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = v.Unwrap()
+		default:
+			return nil
+		}
+	}
+}
+
+// shadowWriter hides what the middleware writes before it passes the
+// request on: header fields go to a scratch map, a refusal is recorded, not
+// sent.
+type shadowWriter struct {
+	http.ResponseWriter
+	scratch http.Header
+	passed  bool
+	refused bool
+	res     floodgate.Result
+}
+
+func (w *shadowWriter) Header() http.Header {
+	if w.passed {
+		return w.ResponseWriter.Header()
+	}
+	if w.scratch == nil {
+		w.scratch = make(http.Header)
+	}
+	return w.scratch
+}
+
+func (w *shadowWriter) WriteHeader(code int) {
+	if w.passed {
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *shadowWriter) Write(b []byte) (int, error) {
+	if w.passed {
+		return w.ResponseWriter.Write(b)
+	}
+	return len(b), nil
+}
+
+// Unwrap returns the client's writer, for http.ResponseController: the
+// reverse proxy flushes and hijacks (WebSockets) through it.
+func (w *shadowWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush implements http.Flusher for handlers that test for it.
+func (w *shadowWriter) Flush() {
+	if w.passed {
+		http.NewResponseController(w.ResponseWriter).Flush()
+	}
+}
+
+// Hijack implements http.Hijacker for handlers that test for it.
+func (w *shadowWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// TLSConfig returns the listener's TLS configuration (certificates reloaded
+// from ProxyConfig.TLS as they change, HTTP/2 offered), or nil when the
+// proxy serves plain HTTP.
+func (p *Proxy) TLSConfig() *tls.Config {
+	if p.tls == nil {
+		return nil
+	}
+	return p.tls.tlsConfig()
+}
