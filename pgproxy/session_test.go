@@ -335,6 +335,38 @@ func TestSessions(t *testing.T) {
 		}
 	})
 
+	t.Run("Shutdown", func(t *testing.T) {
+		tp := startProxy(t, pg, pgproxy.Config{})
+		c := tp.connect(t, testenv.PostgresTrustUser, "")
+		ctx := ctxT(t)
+		// An open session keeps Shutdown waiting until its context ends;
+		// then the session is closed.
+		sctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- tp.Shutdown(sctx) }()
+		waitFor(t, func() bool {
+			nc, err := net.Dial("tcp", tp.Addr)
+			if err == nil {
+				nc.Close()
+			}
+			return err != nil // no longer listening
+		})
+		if _, err := c.Exec(ctx, "SELECT 1"); err != nil {
+			t.Fatalf("the open session during Shutdown: %v", err)
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Shutdown returned %v, want context.Canceled", err)
+		}
+		if _, err := c.Exec(ctx, "SELECT 1"); err == nil {
+			t.Fatal("the session outlived Shutdown's deadline")
+		}
+		// With no session left, Shutdown returns at once.
+		if err := tp.Shutdown(ctx); err != nil {
+			t.Fatalf("second Shutdown: %v", err)
+		}
+	})
+
 	t.Run("Replication", func(t *testing.T) {
 		lim, _ := memLimiter(t, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{burst(1)}})
 		tp := startProxy(t, pg, pgproxy.Config{Replication: pgproxy.ReplicationRefuse, Limits: pgproxy.Limits{Global: pgproxy.Scope{Limiter: lim}}})
