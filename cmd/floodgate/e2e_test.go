@@ -604,3 +604,34 @@ func TestServeDefaults(t *testing.T) {
 		t.Errorf("the banner does not say how to try it:\n%s", stderr.String())
 	}
 }
+
+// TestPostgresListener: `floodgate serve` with a postgres listener limits
+// psql's queries per user; the limited query gets SQLSTATE 53400 and the
+// session goes on.
+func TestPostgresListener(t *testing.T) {
+	pg := testenv.Postgres(t)
+	d := startDaemon(t, fmt.Sprintf(`
+postgres:
+  listen: 127.0.0.1:0
+  upstream: %s
+  rate_limit:
+    global: {rate: 1000/s, burst: 100}
+    per_user: {rate: 3/h, overrides: {batch_worker: {rate: 100/h}}}
+admin: {listen: ""}
+`, pg.Addr), "postgres")
+	host, port, _ := net.SplitHostPort(d.addr("postgres"))
+	dsn := fmt.Sprintf("postgres://%s@%s/postgres?sslmode=disable", testenv.PostgresSuperuser, net.JoinHostPort(host, port))
+	// One session: three queries pass, the fourth is refused, and the
+	// session is still usable for the next (also refused) query.
+	out, err := pg.Psql(dsn, "select 1;\nselect 2;\nselect 3;\n")
+	if err != nil || out != "1\n2\n3" {
+		t.Fatalf("three queries within the limit: %q, %v", out, err)
+	}
+	_, err = pg.Psql(dsn, "select 4;")
+	if err == nil || !strings.Contains(err.Error(), "rate limit exceeded") {
+		t.Fatalf("the fourth query: %v, want a rate-limit error", err)
+	}
+	if !strings.Contains(err.Error(), "per_user") && !strings.Contains(err.Error(), "user") {
+		t.Errorf("the error does not name the scope: %v", err)
+	}
+}
