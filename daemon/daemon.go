@@ -197,6 +197,11 @@ func (d *Daemon) apply(cfg *config.Config) error {
 		}
 	}
 	d.cur.Store(g)
+	names := make([]string, 0, len(g.limiters))
+	for name := range g.limiters {
+		names = append(names, name)
+	}
+	d.m.Retain(names)
 	return nil
 }
 
