@@ -198,11 +198,6 @@ func TestNoScriptCallAboveCapacity(t *testing.T) {
 	}
 }
 
-// generous is the Options.Timeout of tests about what is charged, not about
-// timeouts: far above any scheduling delay of a starved machine, so that a
-// slow decision is not an error there.
-const generous = 30 * time.Second
-
 // hammer calls lim.Allow on key from n goroutines until each has seen a
 // denial, and returns how many were allowed and the errors. A worker gives
 // up after 10 000 calls, so a limit that never denies cannot hang the test.
@@ -249,7 +244,7 @@ func scriptFlushUnderLoad(t *testing.T, client redis.UniversalClient) {
 	// decisions made, so every one of them is admitted and charged.
 	clock := floodgate.ClockFunc(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
 	const capacity = 1_000_000
-	lim := newLimiter(t, newStore(t, client, Options{Clock: clock, Timeout: generous}), "flush", floodgate.PerHour(capacity))
+	lim := newLimiter(t, newStore(t, client, Options{Clock: clock}), "flush", floodgate.PerHour(capacity))
 	// Workers flush after every 100th decision, so the cache is flushed
 	// while the others' decisions are queued or in flight, however fast
 	// or slow the machine is.
@@ -312,7 +307,7 @@ func TestSharedAcrossInstances(t *testing.T) {
 	l := floodgate.PerMinute(600).WithBurst(burst) // 10/s refill
 	var lims []floodgate.Limiter
 	for range 3 {
-		lims = append(lims, newLimiter(t, newStore(t, newClient(t, srv.Addr), Options{Timeout: generous}), "shared", l))
+		lims = append(lims, newLimiter(t, newStore(t, newClient(t, srv.Addr), Options{}), "shared", l))
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -455,9 +450,9 @@ func TestRedisDown(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer client.Close()
 	dials := countDials(client)
-	// A generous Options.Timeout: the dial retries must end the call, not
-	// the Store's deadline.
-	lim := newLimiter(t, newStore(t, client, Options{Timeout: generous}), "down", floodgate.PerSecond(10))
+	// newStore's generous Options.Timeout: the dial retries must end the
+	// call, not the Store's deadline.
+	lim := newLimiter(t, newStore(t, client, Options{}), "down", floodgate.PerSecond(10))
 	start := time.Now()
 	_, err = lim.Allow(context.Background(), "k")
 	if err == nil {
@@ -497,7 +492,7 @@ func TestStalledRedisHonoursContext(t *testing.T) {
 	srv := testenv.Redis(t)
 	client := newClient(t, srv.Addr)
 	calls := countScripts(client)
-	s := newStore(t, client, Options{Flushers: 1, Timeout: generous})
+	s := newStore(t, client, Options{Flushers: 1})
 	lim := newLimiter(t, s, "stall", floodgate.PerHour(10))
 	if _, err := lim.Allow(context.Background(), "warm"); err != nil {
 		t.Fatal(err)
@@ -595,7 +590,7 @@ func TestOverloaded(t *testing.T) {
 	srv := testenv.Redis(t)
 	client := newClient(t, srv.Addr)
 	calls := countScripts(client)
-	s := newStore(t, client, Options{Flushers: 1, MaxPending: 2, Timeout: generous})
+	s := newStore(t, client, Options{Flushers: 1, MaxPending: 2})
 	lim := newLimiter(t, s, "over", floodgate.PerSecond(10))
 	if _, err := lim.Allow(context.Background(), "warm"); err != nil { // loads the script
 		t.Fatal(err)
