@@ -393,9 +393,9 @@ func primer(t *testing.T, rs floodgate.Store) *floodgate.PolicyLimiter {
 // prime makes one decision on key through lim, which has no Guard, with a
 // generous deadline, so that the client's connections (and a Cluster
 // client's slot map) are up and the node holding key has the script before
-// the load starts: a fresh client's first calls, slow on a loaded machine, would
-// otherwise time out under the Guards and open their breakers before the
-// fault under test.
+// the load starts: a fresh client's first calls, slow on a loaded machine,
+// would otherwise time out under the Guards and open their breakers before
+// the fault under test.
 func prime(t *testing.T, lim *floodgate.PolicyLimiter, key string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
