@@ -25,6 +25,7 @@ import (
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/hybrid"
+	"github.com/floodgate-go/floodgate/internal/redisproc"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/redisstore"
 )
@@ -55,8 +56,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	if err := t.headers(ctx); err != nil {
 		return err
 	}
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
+	if _, err := exec.LookPath("redis-server"); err != nil {
 		if o.RequireRedis {
 			return ErrNoRedis
 		}
@@ -64,7 +64,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 		t.printf("   Install it (apt-get install redis-server, or make test) and run the demo again.\n")
 		return nil
 	}
-	return t.failover(ctx, bin)
+	return t.failover(ctx)
 }
 
 type tour struct {
@@ -212,15 +212,15 @@ func get(ctx context.Context, client *http.Client, url string, h http.Header) (*
 
 // failover is part 3: a hybrid limiter over a real Redis, which is killed
 // and started again while requests keep coming.
-func (t *tour) failover(ctx context.Context, bin string) error {
-	srv, err := startRedis(ctx, bin)
+func (t *tour) failover(ctx context.Context) error {
+	srv, err := redisproc.Start(ctx)
 	if err != nil {
 		return err
 	}
-	defer srv.kill()
+	defer srv.Kill()
 
 	client := redis.NewClient(&redis.Options{
-		Addr:                  srv.addr,
+		Addr:                  srv.Addr,
 		ContextTimeoutEnabled: true,
 		// One dial per attempt: go-redis otherwise retries a refused dial
 		// five times, 100 ms apart, before the call fails.
@@ -283,14 +283,14 @@ func (t *tour) failover(ctx context.Context, bin string) error {
 	}
 
 	t.printf("\n3. The same middleware over a hybrid limiter (120/min): a local filter with half of it,\n")
-	t.printf("   and Redis on %s keeping the exact limit for all instances.\n\n", srv.addr)
+	t.printf("   and Redis on %s keeping the exact limit for all instances.\n\n", srv.Addr)
 	for range 4 {
 		if _, err := send(); err != nil {
 			return err
 		}
 	}
 	t.printf("\n   Killing Redis (SIGKILL).\n")
-	if err := srv.kill(); err != nil {
+	if err := srv.Kill(); err != nil {
 		return err
 	}
 	for range 8 {
@@ -300,7 +300,7 @@ func (t *tour) failover(ctx context.Context, bin string) error {
 	}
 	t.printf("\n   Every request was still decided, by this instance's share of the limit.\n")
 	t.printf("   Starting Redis again on the same port (empty: it keeps no data).\n")
-	if err := srv.start(ctx); err != nil {
+	if err := srv.Start(ctx); err != nil {
 		return err
 	}
 	// The breaker probes Redis once its back-off ends; the first probe that
@@ -319,88 +319,6 @@ func (t *tour) failover(ctx context.Context, bin string) error {
 		}
 	}
 	t.printf("\n   Back on Redis, which starts afresh. Source said at every step which part decided.\n")
-	return nil
-}
-
-// redisServer is a redis-server process on a loopback port that stays the
-// same across kill and start.
-type redisServer struct {
-	bin, addr string
-	port      int
-	cmd       *exec.Cmd
-	exited    chan struct{}
-}
-
-func startRedis(ctx context.Context, bin string) (*redisServer, error) {
-	var err error
-	// A port found free may be taken before the server binds it: try a few.
-	for range 5 {
-		var l net.Listener
-		if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-			return nil, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		s := &redisServer{bin: bin, port: port, addr: fmt.Sprintf("127.0.0.1:%d", port)}
-		if err = s.start(ctx); err == nil {
-			return s, nil
-		}
-	}
-	return nil, err
-}
-
-// start runs the server and waits until it answers PING.
-func (s *redisServer) start(ctx context.Context) error {
-	cmd := exec.Command(s.bin, "--port", fmt.Sprint(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning")
-	// Read only once the process has exited, when exec is done writing.
-	out := new(strings.Builder)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start redis-server: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	s.cmd, s.exited = cmd, exited
-
-	c := redis.NewClient(&redis.Options{Addr: s.addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		select {
-		case <-exited:
-			return fmt.Errorf("redis-server on %s exited at start: %s", s.addr, strings.TrimSpace(out.String()))
-		default:
-		}
-		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		err := c.Ping(pctx).Err()
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			s.kill()
-			return fmt.Errorf("redis-server on %s did not answer: %w", s.addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// kill sends SIGKILL, a crash with no goodbye to clients, and waits for
-// the process to exit.
-func (s *redisServer) kill() error {
-	if s.cmd == nil {
-		return nil
-	}
-	select {
-	case <-s.exited:
-		return nil
-	default:
-	}
-	if err := s.cmd.Process.Kill(); err != nil {
-		return err
-	}
-	<-s.exited
 	return nil
 }
 
