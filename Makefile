@@ -13,7 +13,7 @@ STATICCHECK := $(GOBIN)/staticcheck
 STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 30m
 
-.PHONY: test deps servers tools fmt-check vet lint unit bench-compile bench demo fuzz
+.PHONY: test deps servers tools fmt-check vet lint unit bench-compile bench demo course fuzz
 
 test: deps fmt-check vet lint unit bench-compile
 
@@ -65,6 +65,10 @@ bench:
 
 demo:
 	$(GO) run ./examples/demo
+
+# The course module's five experiments with daemons configured by YAML.
+course:
+	$(GO) run ./examples/course
 
 fuzz:
 	$(GO) test -run=^$$ -fuzz=FuzzResolver -fuzztime=30s ./clientip/

@@ -1,0 +1,43 @@
+package examples
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate/examples/course/experiments"
+)
+
+// TestCourseExperiments runs the course module's five experiments and
+// checks each finding.
+func TestCourseExperiments(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out strings.Builder
+	f, err := experiments.Run(ctx, &out)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.HeadersShown || !f.Got429 {
+		t.Errorf("1: headers shown %v, 429 with Retry-After %v", f.HeadersShown, f.Got429)
+	}
+	// Two local instances: twice the burst, give or take refills during the run.
+	if f.LocalAdmitted < 2*f.Limit || f.LocalAdmitted > 2*f.Limit+100 {
+		t.Errorf("2: two local instances admitted %d, want about %d", f.LocalAdmitted, 2*f.Limit)
+	}
+	// Hybrid: the global burst, plus what refilled while the 400 requests ran.
+	if f.HybridAdmitted < f.Limit || f.HybridAdmitted > f.HybridBound {
+		t.Errorf("3: two hybrid instances admitted %d, want the one global limit: %d to %d", f.HybridAdmitted, f.Limit, f.HybridBound)
+	}
+	if !strings.Contains(strings.Join(f.SourcesSeen, " "), "hybrid:") {
+		t.Errorf("3: sources %v name no hybrid level", f.SourcesSeen)
+	}
+	if f.FlowedDown == 0 || !f.FallbackSeen || f.RedisErrors < 1 {
+		t.Errorf("4: %d answered with Redis down, fallback seen %v, Redis errors %g", f.FlowedDown, f.FallbackSeen, f.RedisErrors)
+	}
+	if f.SpoofAdmitted > f.SpoofBound || f.SpoofAdmitted >= 200 {
+		t.Errorf("5: %d spoofed requests passed, over one client's %d", f.SpoofAdmitted, f.SpoofBound)
+	}
+}
