@@ -728,3 +728,29 @@ func TestSourceOnFailureResponses(t *testing.T) {
 		}
 	}
 }
+
+// TestOverridesSeeTheKeyAsWritten: the key a rule's key function writes is
+// the key overrides and tiers see (an override on "user:carol" matches
+// carol's requests), since no rule puts anything in front of it.
+func TestOverridesSeeTheKeyAsWritten(t *testing.T) {
+	e := newEnv(t)
+	lim, err := floodgate.New(e.store, floodgate.Policy{
+		Name:      "users",
+		Limits:    []floodgate.Limit{floodgate.PerMinute(1)},
+		Overrides: map[string][]floodgate.Limit{"user:carol": {floodgate.PerMinute(5)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := func(r *http.Request) string { return r.Header.Get("X-Test-User") }
+	h := mustNew(t, httplimit.Config{Rules: []httplimit.Rule{{Limiter: lim, Key: httplimit.KeyByUser(user, nil)}}}).Handler(ok)
+	for i := range 5 {
+		if rec := get(h, "/", client, "X-Test-User", "carol"); rec.Code != 200 || rec.Header().Get("X-RateLimit-Limit") != "5" {
+			t.Fatalf("carol's request %d: %d, limit %q; want her override of 5", i+1, rec.Code, rec.Header().Get("X-RateLimit-Limit"))
+		}
+	}
+	get(h, "/", client, "X-Test-User", "dave")
+	if rec := get(h, "/", client, "X-Test-User", "dave"); rec.Code != 429 {
+		t.Fatalf("dave's second request: %d, want the default limit of 1", rec.Code)
+	}
+}

@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
+	"sync"
+	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/redisproc"
 	"github.com/floodgate-go/floodgate/redisstore"
 )
 
@@ -16,7 +20,7 @@ import (
 // together: 10 requests per second and 1000 per hour for each user.
 func Example() {
 	client := redis.NewClient(&redis.Options{
-		Addr: "localhost:6379",
+		Addr: redisAddr(), // your Redis, e.g. "localhost:6379"
 		// Let callers' deadlines cut short a round trip to a stalled Redis.
 		ContextTimeoutEnabled: true,
 	})
@@ -41,18 +45,69 @@ func Example() {
 		log.Printf("rate limiter unavailable: %v", err) // decide here: fail open or closed
 		return
 	}
-	fmt.Println(res.Allowed, res.Remaining)
+	fmt.Println(res.Allowed, res.Remaining, res.Limit, res.Source)
+	// Output: true 9 10/s redis
 }
 
-// A Redis Cluster client works the same: each user's keys share one slot.
-func ExampleNew_cluster() {
-	client := redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs: []string{"redis-1:6379", "redis-2:6379", "redis-3:6379"},
+// Where a client's state lives: every limit of one decision under one hash
+// tag, so a Redis Cluster keeps them in one slot and one script call
+// decides them all. A redis.ClusterClient works as a redis.Client does.
+func ExampleKey() {
+	lim, err := floodgate.New(exampleStore(), floodgate.Policy{
+		Name:   "api",
+		Limits: []floodgate.Limit{floodgate.PerSecond(10), floodgate.PerHour(1000).WithAlgorithm(floodgate.SlidingWindow)},
 	})
-	defer client.Close()
-	store, err := redisstore.New(client, redisstore.Options{Prefix: "myapp:rl:"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer store.Close()
+	set := lim.LimitsFor("user:42").Engine()
+	fmt.Println(redisstore.Key(redisstore.DefaultPrefix, set, "user:42", 0))
+	fmt.Println(redisstore.Key(redisstore.DefaultPrefix, set, "user:42", 1))
+	// Output:
+	// floodgate:{api::user:42}:0g
+	// floodgate:{api::user:42}:1s
+}
+
+// exampleRedis is the redis-server the Examples talk to. An Example has no
+// *testing.T to start one through testenv, so redisAddr starts it on first
+// use and TestMain kills it.
+var exampleRedis struct {
+	once  sync.Once
+	srv   *redisproc.Server
+	store *redisstore.Store
+	err   error
+}
+
+// redisAddr returns the address of a redis-server started for the
+// Examples on a free loopback port. A missing redis-server fails the
+// Example that needs it, as it fails every Redis test.
+func redisAddr() string {
+	exampleRedis.once.Do(func() { exampleRedis.srv, exampleRedis.err = redisproc.Start(context.Background()) })
+	if exampleRedis.err != nil {
+		panic(exampleRedis.err)
+	}
+	return exampleRedis.srv.Addr
+}
+
+// exampleStore is a Store on the Examples' Redis.
+func exampleStore() *redisstore.Store {
+	if exampleRedis.store == nil {
+		s, err := redisstore.New(redis.NewClient(&redis.Options{Addr: redisAddr()}), redisstore.Options{})
+		if err != nil {
+			panic(err)
+		}
+		exampleRedis.store = s
+	}
+	return exampleRedis.store
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if exampleRedis.store != nil {
+		exampleRedis.store.Close()
+	}
+	if exampleRedis.srv != nil {
+		exampleRedis.srv.Kill()
+	}
+	os.Exit(code)
 }
