@@ -29,6 +29,7 @@ servers:
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$$need postgresql"; \
 	command -v promtool >/dev/null 2>&1 || need="$$need prometheus"; \
 	command -v pgbouncer >/dev/null 2>&1 || need="$$need pgbouncer"; \
+	command -v chromium >/dev/null 2>&1 || need="$$need chromium"; \
 	if [ -n "$$need" ]; then \
 		echo "installing Debian packages:$$need"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
