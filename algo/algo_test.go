@@ -33,7 +33,9 @@ func TestZeroTransitionDenies(t *testing.T) {
 	if s := z.Refund(algo.State{A: 7}, 0, 3); s != (algo.State{A: 7}) {
 		t.Errorf("zero Refund changed state to %+v", s)
 	}
-	algo.Debt(algo.FixedWindow, algo.State{A: 9, B: 2}, 0)
+	if d := algo.Debt(algo.FixedWindow, algo.State{A: 9, B: 2}, 0); d != 18 {
+		t.Errorf("Debt of a window of 2 ending in 9ns = %d, want 18", d)
+	}
 	if _, err := algo.NewSet("p", "", []algo.Transition{z}); !errors.Is(err, algo.ErrInvalid) {
 		t.Errorf("NewSet with a zero Transition: error %v, want ErrInvalid", err)
 	}
