@@ -2,12 +2,20 @@ module github.com/floodgate-go/floodgate/contrib/fiber
 
 go 1.26.0
 
-require github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
+require (
+	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
+	github.com/floodgate-go/floodgate/contrib/internal v0.0.0-00010101000000-000000000000
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+)
 
 require (
 	github.com/andybalholm/brotli v1.2.0 // indirect
-	github.com/floodgate-go/floodgate/contrib/internal v0.0.0-00010101000000-000000000000
-	github.com/gofiber/fiber/v3 v3.1.0 // indirect
+	github.com/gofiber/fiber/v3 v3.1.0
 	github.com/gofiber/schema v1.7.0 // indirect
 	github.com/gofiber/utils/v2 v2.0.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
