@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	fiberlimiter "github.com/gofiber/fiber/v3/middleware/limiter"
 	"github.com/gin-gonic/gin"
 	"github.com/gofiber/fiber/v3"
+	fiberlimiter "github.com/gofiber/fiber/v3/middleware/limiter"
 	"github.com/labstack/echo/v4"
 	echomw "github.com/labstack/echo/v4/middleware"
 	ulule "github.com/ulule/limiter/v3"
@@ -222,7 +222,9 @@ func BenchmarkGRPC(b *testing.B) {
 		b.Run("impl="+im.name, func(b *testing.B) {
 			in := im.build(b, adapterQuota)
 			if in == nil {
-				in = func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) { return h(ctx, req) }
+				in = func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+					return h(ctx, req)
+				}
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
