@@ -14,18 +14,6 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-func TestAdapter(t *testing.T) {
-	adaptertest.Run(t, func(t *testing.T, s adaptertest.Setup) string {
-		r := chi.NewRouter()
-		r.Use(adaptertest.Middleware(t, s).Handler)
-		r.Get("/hello", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello") })
-		r.Post("/login", func(w http.ResponseWriter, req *http.Request) {
-			w.WriteHeader(adaptertest.LoginStatus(req.PostFormValue("password")))
-		})
-		return adaptertest.Serve(t, r)
-	})
-}
-
 // record returns middleware that appends the key of every request to got.
 func record(key func() httplimit.KeyFunc, got *[]string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
@@ -46,14 +34,22 @@ func TestKeyByRoute(t *testing.T) {
 		}
 	}
 
-	t.Run("r.Use with the router", func(t *testing.T) {
+	// used builds the routes with middleware that records key on r.Use.
+	used := func(key func(r *chi.Mux) httplimit.KeyFunc) []string {
 		var got []string
 		r := chi.NewRouter()
-		r.Use(record(func() httplimit.KeyFunc { return chilimit.KeyByRoute(r) }, &got))
+		r.Use(record(func() httplimit.KeyFunc { return key(r) }, &got))
 		r.Get("/items/{id}", ok)
 		r.Route("/api", func(r chi.Router) { r.Get("/users/{id}/posts", ok) })
 		serve(r)
-		compare(t, got, want)
+		return got
+	}
+	t.Run("r.Use with the router", func(t *testing.T) {
+		compare(t, used(func(r *chi.Mux) httplimit.KeyFunc { return chilimit.KeyByRoute(r) }), want)
+	})
+	t.Run("httplimit.KeyByRoute under chi", func(t *testing.T) {
+		compare(t, used(func(*chi.Mux) httplimit.KeyFunc { return httplimit.KeyByRoute(nil) }),
+			[]string{"GET unmatched", "GET unmatched", "GET unmatched", "GET unmatched"})
 	})
 	t.Run("after routing, from the chi context", func(t *testing.T) {
 		var got []string
@@ -63,15 +59,6 @@ func TestKeyByRoute(t *testing.T) {
 		r.Route("/api", func(r chi.Router) { r.With(rec).Get("/users/{id}/posts", ok) })
 		serve(r)
 		compare(t, got, want[:3])
-	})
-	t.Run("httplimit.KeyByRoute under chi", func(t *testing.T) {
-		var got []string
-		r := chi.NewRouter()
-		r.Use(record(func() httplimit.KeyFunc { return httplimit.KeyByRoute(nil) }, &got))
-		r.Get("/items/{id}", ok)
-		r.Route("/api", func(r chi.Router) { r.Get("/users/{id}/posts", ok) })
-		serve(r)
-		compare(t, got, []string{"GET unmatched", "GET unmatched", "GET unmatched", "GET unmatched"})
 	})
 	t.Run("methods", func(t *testing.T) {
 		r := chi.NewRouter()
@@ -124,4 +111,16 @@ func TestPerRouteLimit(t *testing.T) {
 			t.Errorf("GET %s: %d, want %d", tt.path, rec.Code, tt.want)
 		}
 	}
+}
+
+func TestAdapter(t *testing.T) {
+	adaptertest.Run(t, func(t *testing.T, s adaptertest.Setup) string {
+		r := chi.NewRouter()
+		r.Use(adaptertest.Middleware(t, s).Handler)
+		r.Get("/hello", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello") })
+		r.Post("/login", func(w http.ResponseWriter, req *http.Request) {
+			w.WriteHeader(adaptertest.LoginStatus(req.PostFormValue("password")))
+		})
+		return adaptertest.Serve(t, r)
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -119,6 +120,46 @@ func Serve(t testing.TB, h http.Handler) string {
 		<-done
 	})
 	return "http://" + ln.Addr().String()
+}
+
+// OneThenDenied checks a route limited to one request per client with the
+// framework's own test tooling: serve handles one request to it, records
+// the answer and reports whether the handler ran. The first request is
+// served, the second answered 429 without reaching the handler, both with
+// the rate-limit fields.
+func OneThenDenied(t testing.TB, serve func(rec *httptest.ResponseRecorder) (handlerRan bool)) {
+	t.Helper()
+	for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
+		rec := httptest.NewRecorder()
+		ran := serve(rec)
+		if rec.Code != want || rec.Header().Get("X-Ratelimit-Limit") != "1" || ran != (i == 0) {
+			t.Errorf("request %d: %d with X-RateLimit-Limit %q, handler ran: %v; want %d with 1", i+1, rec.Code, rec.Header().Get("X-Ratelimit-Limit"), ran, want)
+		}
+	}
+}
+
+// An Attempt is a password posted to /login and the status it should get.
+type Attempt struct {
+	Password string
+	Want     int
+}
+
+// Try is the Attempt of password that should get want.
+func Try(password string, want int) Attempt { return Attempt{Password: password, Want: want} }
+
+// Attempts posts each attempt's password to h's /login in turn, with the
+// framework's handler and a recorder, and checks the statuses.
+func Attempts(t testing.TB, h http.Handler, attempts ...Attempt) {
+	t.Helper()
+	for i, a := range attempts {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", "/login", strings.NewReader(url.Values{"password": {a.Password}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		h.ServeHTTP(rec, req)
+		if rec.Code != a.Want {
+			t.Errorf("attempt %d (%s): %d, want %d", i+1, a.Password, rec.Code, a.Want)
+		}
+	}
 }
 
 // Response is what a check looks at of an answer.
