@@ -226,13 +226,21 @@ func (in *Interceptors) decide(ctx context.Context, method string, v *httplimit.
 		}
 		return nil
 	}
+	// The fields share one backing array: one allocation for all values.
+	// The values of one name (RateLimit-Policy) come one after another.
 	var md metadata.MD
+	var vals []string
+	last, start := "", 0
 	v.Headers(func(name, value string) {
 		if md == nil {
-			md = make(metadata.MD, 6)
+			md, vals = make(metadata.MD, 8), make([]string, 0, 8+httplimit.MaxRules)
 		}
 		k := lowerName(name)
-		md[k] = append(md[k], value)
+		if k != last {
+			last, start = k, len(vals)
+		}
+		vals = append(vals, value)
+		md[k] = vals[start:len(vals):len(vals)]
 	})
 	if md != nil {
 		setHeader(md) // fails only once headers were sent: not yet
