@@ -11,10 +11,12 @@ GOBIN       := $(shell $(GO) env GOPATH)/bin
 STATICCHECK := $(GOBIN)/staticcheck
 STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 30m
-# The framework adapters are modules of their own (contrib/*/go.mod), each
-# built against its own go.mod as a user's build sees it, not the go.work of
-# development; so is bench.
-CONTRIB     := chi echo fiber gin grpc internal
+# The framework adapters and their examples are modules of their own
+# (contrib/*/go.mod, examples/<framework>/go.mod), each built against its own
+# go.mod as a user's build sees it, not the go.work of development; so is
+# bench.
+CONTRIB     := contrib/chi contrib/echo contrib/fiber contrib/gin contrib/grpc contrib/internal \
+               examples/chi examples/echo examples/fiber examples/gin examples/grpc
 NOWORK      := GOWORK=off
 
 .PHONY: test deps servers tools fmt-check mod-check vet lint unit bench-compile bench demo fuzz
@@ -55,16 +57,16 @@ mod-check:
 vet:
 	$(GO) vet ./...
 	cd bench && $(NOWORK) $(GO) vet ./...
-	for m in $(CONTRIB); do (cd contrib/$$m && $(NOWORK) $(GO) vet ./...) || exit 1; done
+	for m in $(CONTRIB); do (cd $$m && $(NOWORK) $(GO) vet ./...) || exit 1; done
 
 lint: $(STATICCHECK)
 	$(STATICCHECK) ./...
 	cd bench && $(NOWORK) $(STATICCHECK) ./...
-	for m in $(CONTRIB); do (cd contrib/$$m && $(NOWORK) $(STATICCHECK) ./...) || exit 1; done
+	for m in $(CONTRIB); do (cd $$m && $(NOWORK) $(STATICCHECK) ./...) || exit 1; done
 
 unit:
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
-	for m in $(CONTRIB); do (cd contrib/$$m && $(NOWORK) $(GO) test -race -timeout $(TEST_TIMEOUT) ./...) || exit 1; done
+	for m in $(CONTRIB); do (cd $$m && $(NOWORK) $(GO) test -race -timeout $(TEST_TIMEOUT) ./...) || exit 1; done
 
 # The benchmark module's own tests check that every compared limiter limits;
 # -run keeps them quick, -bench is not run here.
