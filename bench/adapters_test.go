@@ -58,10 +58,19 @@ func memLimiter(tb testing.TB, name string, q quota) floodgate.Limiter {
 	return lim
 }
 
+// The header sets of the variants: floodgate's default (every family),
+// the three X-RateLimit fields that ulule and Fiber's limiter send, and none,
+// as Echo's RateLimiter and the x/time/rate interceptor send.
+var (
+	allHeaders = httplimit.Headers{}
+	xHeaders   = httplimit.Headers{DisableRateLimit: true}
+	noHeaders  = httplimit.Headers{DisableRateLimit: true, DisableXRateLimit: true}
+)
+
 // memMiddleware is httplimit's middleware over memLimiter, keyed by peer.
-func memMiddleware(tb testing.TB, q quota) *httplimit.Middleware {
+func memMiddleware(tb testing.TB, q quota, hdr httplimit.Headers) *httplimit.Middleware {
 	tb.Helper()
-	mw, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: memLimiter(tb, "api", q)}}})
+	mw, err := httplimit.New(httplimit.Config{Headers: hdr, Rules: []httplimit.Rule{{Limiter: memLimiter(tb, "api", q)}}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -76,7 +85,12 @@ type netHTTPImpl struct {
 
 var ginImpls = []netHTTPImpl{
 	{"bare", func(tb testing.TB, _ quota) http.Handler { return ginRouter() }},
-	{"floodgate", func(tb testing.TB, q quota) http.Handler { return ginRouter(ginlimit.New(memMiddleware(tb, q))) }},
+	{"floodgate", func(tb testing.TB, q quota) http.Handler {
+		return ginRouter(ginlimit.New(memMiddleware(tb, q, allHeaders)))
+	}},
+	{"floodgate-x", func(tb testing.TB, q quota) http.Handler {
+		return ginRouter(ginlimit.New(memMiddleware(tb, q, xHeaders)))
+	}},
 	{"ulule", func(tb testing.TB, q quota) http.Handler {
 		return ginRouter(ulugin.NewMiddleware(ulule.New(ululemem.NewStore(), ulule.Rate{Period: q.period, Limit: q.rate})))
 	}},
@@ -92,7 +106,12 @@ func ginRouter(mw ...gin.HandlerFunc) http.Handler {
 
 var echoImpls = []netHTTPImpl{
 	{"bare", func(tb testing.TB, _ quota) http.Handler { return echoRouter() }},
-	{"floodgate", func(tb testing.TB, q quota) http.Handler { return echoRouter(echolimit.New(memMiddleware(tb, q))) }},
+	{"floodgate", func(tb testing.TB, q quota) http.Handler {
+		return echoRouter(echolimit.New(memMiddleware(tb, q, allHeaders)))
+	}},
+	{"floodgate-none", func(tb testing.TB, q quota) http.Handler {
+		return echoRouter(echolimit.New(memMiddleware(tb, q, noHeaders)))
+	}},
 	// Echo's RateLimiter keys by c.RealIP(), which reads X-Forwarded-For
 	// and X-Real-IP when present; the benchmark's requests carry neither,
 	// so it keys by the peer as the others do. Its memory store is a
@@ -142,6 +161,9 @@ var fiberImpls = []struct {
 	{"floodgate", func(tb testing.TB, q quota) fasthttp.RequestHandler {
 		return fiberApp(fiberlimit.New(fiberlimit.Config{Limiter: memLimiter(tb, "api", q)}))
 	}},
+	{"floodgate-x", func(tb testing.TB, q quota) fasthttp.RequestHandler {
+		return fiberApp(fiberlimit.New(fiberlimit.Config{Limiter: memLimiter(tb, "api", q), Headers: xHeaders}))
+	}},
 	// Fiber's limiter keys by c.IP(), the peer unless ProxyHeader is set;
 	// FixedWindow is its default, on its in-process memory storage.
 	{"fiber", func(tb testing.TB, q quota) fasthttp.RequestHandler {
@@ -189,12 +211,10 @@ var grpcImpls = []struct {
 	build func(tb testing.TB, q quota) grpc.UnaryServerInterceptor
 }{
 	{"bare", func(testing.TB, quota) grpc.UnaryServerInterceptor { return nil }},
-	{"floodgate", func(tb testing.TB, q quota) grpc.UnaryServerInterceptor {
-		in, err := grpclimit.New(grpclimit.Config{Rules: []grpclimit.Rule{{Limiter: memLimiter(tb, "api", q)}}})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return in.Unary()
+	{"floodgate", func(tb testing.TB, q quota) grpc.UnaryServerInterceptor { return grpcFloodgate(tb, q, allHeaders, nil) }},
+	// Like the x/time/rate interceptor: one key for all, no metadata.
+	{"floodgate-global", func(tb testing.TB, q quota) grpc.UnaryServerInterceptor {
+		return grpcFloodgate(tb, q, noHeaders, func(context.Context, string) string { return "all" })
 	}},
 	// The plain x/time/rate interceptor: one limiter for the whole server,
 	// no key, no metadata. floodgate keys by peer and sends metadata.
@@ -207,6 +227,15 @@ var grpcImpls = []struct {
 			return h(ctx, req)
 		}
 	}},
+}
+
+func grpcFloodgate(tb testing.TB, q quota, hdr httplimit.Headers, key grpclimit.KeyFunc) grpc.UnaryServerInterceptor {
+	tb.Helper()
+	in, err := grpclimit.New(grpclimit.Config{Headers: hdr, Rules: []grpclimit.Rule{{Limiter: memLimiter(tb, "api", q), Key: key}}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return in.Unary()
 }
 
 // BenchmarkGRPC calls each unary interceptor directly, with a context that
