@@ -212,6 +212,7 @@ var grpcImpls = []struct {
 }{
 	{"bare", func(testing.TB, quota) grpc.UnaryServerInterceptor { return nil }},
 	{"floodgate", func(tb testing.TB, q quota) grpc.UnaryServerInterceptor { return grpcFloodgate(tb, q, allHeaders, nil) }},
+	{"floodgate-none", func(tb testing.TB, q quota) grpc.UnaryServerInterceptor { return grpcFloodgate(tb, q, noHeaders, nil) }},
 	// Like the x/time/rate interceptor: one key for all, no metadata.
 	{"floodgate-global", func(tb testing.TB, q quota) grpc.UnaryServerInterceptor {
 		return grpcFloodgate(tb, q, noHeaders, func(context.Context, string) string { return "all" })

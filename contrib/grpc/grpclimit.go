@@ -34,7 +34,6 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
@@ -280,15 +279,26 @@ func exhausted(res floodgate.Result) error {
 	return st.Err()
 }
 
-var lowerNames sync.Map // canonical header name → metadata key
-
+// lowerName is a header field name as a metadata key. The fields a
+// Verdict writes are few and fixed; others are lowered as they come.
 func lowerName(name string) string {
-	if v, ok := lowerNames.Load(name); ok {
-		return v.(string)
+	switch name {
+	case "X-Ratelimit-Limit":
+		return "x-ratelimit-limit"
+	case "X-Ratelimit-Remaining":
+		return "x-ratelimit-remaining"
+	case "X-Ratelimit-Reset":
+		return "x-ratelimit-reset"
+	case "X-Ratelimit-Source":
+		return "x-ratelimit-source"
+	case "Retry-After":
+		return "retry-after"
+	case "Ratelimit":
+		return "ratelimit"
+	case "Ratelimit-Policy":
+		return "ratelimit-policy"
 	}
-	l := strings.ToLower(name)
-	lowerNames.Store(name, l)
-	return l
+	return strings.ToLower(name)
 }
 
 // code2status maps the end of a call to the status its count rules read:
