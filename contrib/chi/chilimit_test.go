@@ -10,7 +10,6 @@ import (
 	"github.com/floodgate-go/floodgate/contrib/chi"
 	"github.com/floodgate-go/floodgate/contrib/internal/adaptertest"
 	"github.com/floodgate-go/floodgate/httplimit"
-	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/go-chi/chi/v5"
 )
 
@@ -87,12 +86,7 @@ func compare(t *testing.T, got, want []string) {
 // Every chi route gets its own limit through KeyByRoute, where
 // httplimit.KeyByRoute would put them all under one key.
 func TestPerRouteLimit(t *testing.T) {
-	s := memstore.New(memstore.Options{})
-	defer s.Close()
-	lim, err := floodgate.New(s, floodgate.Policy{Name: "route", Limits: []floodgate.Limit{floodgate.PerMinute(1)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lim, _ := adaptertest.Limiters(t, floodgate.PerMinute(1), floodgate.PerHour(1))
 	r := chi.NewRouter()
 	mw, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: lim, Key: chilimit.KeyByRoute(r)}}})
 	if err != nil {

@@ -7,19 +7,14 @@ import (
 	"testing"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/contrib/internal/adaptertest"
 	"github.com/floodgate-go/floodgate/httplimit"
-	"github.com/floodgate-go/floodgate/memstore"
 )
 
 // Every field a Verdict writes has its metadata key in lowerName's table
 // (so it costs no allocation), and the table agrees with strings.ToLower.
 func TestLowerName(t *testing.T) {
-	s := memstore.New(memstore.Options{})
-	defer s.Close()
-	lim, err := floodgate.New(s, floodgate.Policy{Name: "p", Limits: []floodgate.Limit{floodgate.PerHour(1)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lim, _ := adaptertest.Limiters(t, floodgate.PerHour(1), floodgate.PerHour(1))
 	d, err := httplimit.NewDecider(httplimit.DeciderConfig{Headers: httplimit.Headers{Source: true}})
 	if err != nil {
 		t.Fatal(err)
