@@ -41,7 +41,9 @@ func NewPeerKeyer(cfg clientip.Config) (*PeerKeyer, error) {
 // its lines.
 func (k *PeerKeyer) Header() string { return k.header }
 
-// Resolver returns the clientip.Resolver the keyer keys with.
+// Resolver returns the clientip.Resolver the keyer keys with, whose
+// Malformed count tells whether the trusted proxies write what the config
+// says.
 func (k *PeerKeyer) Resolver() *clientip.Resolver { return k.res }
 
 // Key returns the key of the client behind peer, with lines the lines of the

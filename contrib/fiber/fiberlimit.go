@@ -204,7 +204,7 @@ func NewHandler(cfg Config) (fiber.Handler, error) {
 		runtime.AddCleanup(m, func(s *memstore.Store) { s.Close() }, s)
 		m.store = s
 	}
-	m.name, m.max, m.per, m.algo = cmp(cfg.Name, DefaultName), cmp(cfg.Max, DefaultMax), cmp(cfg.Expiration, DefaultExpiration), cfg.Algorithm
+	m.name, m.max, m.per, m.algo = orDefault(cfg.Name, DefaultName), orDefault(cfg.Max, DefaultMax), orDefault(cfg.Expiration, DefaultExpiration), cfg.Algorithm
 	lim, err := m.newLimiter(m.max)
 	if err != nil {
 		return nil, err
@@ -217,7 +217,7 @@ func NewHandler(cfg Config) (fiber.Handler, error) {
 	return m.handle, nil
 }
 
-func cmp[T comparable](v, def T) T {
+func orDefault[T comparable](v, def T) T {
 	var zero T
 	if v == zero {
 		return def
