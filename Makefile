@@ -12,10 +12,17 @@ GOBIN       := $(shell $(GO) env GOPATH)/bin
 STATICCHECK := $(GOBIN)/staticcheck
 STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 30m
+# The framework adapters and their examples are modules of their own
+# (contrib/*/go.mod, examples/<framework>/go.mod), each built against its own
+# go.mod as a user's build sees it, not the go.work of development; so is
+# bench.
+CONTRIB     := contrib/chi contrib/echo contrib/fiber contrib/gin contrib/grpc contrib/internal \
+               examples/chi examples/echo examples/fiber examples/gin examples/grpc
+NOWORK      := GOWORK=off
 
-.PHONY: test deps servers tools fmt-check vet lint unit bench-compile bench demo course fuzz
+.PHONY: test deps servers tools fmt-check mod-check vet lint unit bench-compile bench demo course fuzz
 
-test: deps fmt-check vet lint unit bench-compile
+test: deps fmt-check mod-check vet lint unit bench-compile
 
 deps: servers tools
 
@@ -45,24 +52,33 @@ $(STATICCHECK):
 fmt-check:
 	@out="$$(gofmt -l . )"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# The main module must never depend on a web framework: that is what the
+# contrib modules are for.
+mod-check:
+	@if grep -nE 'gofiber|gin-gonic|labstack/echo|go-chi/chi|valyala/fasthttp' go.mod; then \
+		echo "go.mod names a web framework; it belongs in a contrib module"; exit 1; fi
+
 vet:
 	$(GO) vet ./...
-	cd bench && $(GO) vet ./...
+	cd bench && $(NOWORK) $(GO) vet ./...
+	for m in $(CONTRIB); do (cd $$m && $(NOWORK) $(GO) vet ./...) || exit 1; done
 
 lint: $(STATICCHECK)
 	$(STATICCHECK) ./...
-	cd bench && $(STATICCHECK) ./...
+	cd bench && $(NOWORK) $(STATICCHECK) ./...
+	for m in $(CONTRIB); do (cd $$m && $(NOWORK) $(STATICCHECK) ./...) || exit 1; done
 
 unit:
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	for m in $(CONTRIB); do (cd $$m && $(NOWORK) $(GO) test -race -timeout $(TEST_TIMEOUT) ./...) || exit 1; done
 
 # The benchmark module's own tests check that every compared limiter limits;
 # -run keeps them quick, -bench is not run here.
 bench-compile:
-	cd bench && $(GO) test -timeout 10m ./...
+	cd bench && $(NOWORK) $(GO) test -timeout 10m ./...
 
 bench:
-	cd bench && ./run.sh
+	cd bench && $(NOWORK) ./run.sh
 
 demo:
 	$(GO) run ./examples/demo

@@ -4,18 +4,69 @@ go 1.26.0
 
 require (
 	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
+	github.com/gin-gonic/gin v1.12.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/go-chi/httprate v0.16.1
 	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/gofiber/fiber/v3 v3.1.0
+	github.com/labstack/echo/v4 v4.16.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/throttled/throttled/v2 v2.15.0
 	github.com/ulule/limiter/v3 v3.11.2
+	github.com/valyala/fasthttp v1.69.0
 	golang.org/x/time v0.16.0
+	google.golang.org/grpc v1.85.0
+)
+
+require (
+	github.com/andybalholm/brotli v1.2.0 // indirect
+	github.com/bytedance/gopkg v0.1.3 // indirect
+	github.com/bytedance/sonic v1.15.0 // indirect
+	github.com/bytedance/sonic/loader v0.5.0 // indirect
+	github.com/cloudwego/base64x v0.1.6 // indirect
+	github.com/gabriel-vasile/mimetype v1.4.12 // indirect
+	github.com/gin-contrib/sse v1.1.0 // indirect
+	github.com/go-playground/locales v0.14.1 // indirect
+	github.com/go-playground/universal-translator v0.18.1 // indirect
+	github.com/go-playground/validator/v10 v10.30.1 // indirect
+	github.com/goccy/go-json v0.10.5 // indirect
+	github.com/goccy/go-yaml v1.19.2 // indirect
+	github.com/gofiber/schema v1.7.0 // indirect
+	github.com/gofiber/utils/v2 v2.0.2 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/klauspost/compress v1.18.4 // indirect
+	github.com/labstack/gommon v0.5.0 // indirect
+	github.com/leodido/go-urn v1.4.0 // indirect
+	github.com/mattn/go-colorable v0.1.15 // indirect
+	github.com/mattn/go-isatty v0.0.22 // indirect
+	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
+	github.com/modern-go/reflect2 v1.0.2 // indirect
+	github.com/pelletier/go-toml/v2 v2.2.4 // indirect
+	github.com/philhofer/fwd v1.2.0 // indirect
+	github.com/quic-go/qpack v0.6.0 // indirect
+	github.com/quic-go/quic-go v0.59.0 // indirect
+	github.com/tinylib/msgp v1.6.3 // indirect
+	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
+	github.com/ugorji/go/codec v1.3.1 // indirect
+	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	github.com/valyala/fasttemplate v1.2.2 // indirect
+	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
+	golang.org/x/arch v0.22.0 // indirect
+	golang.org/x/crypto v0.57.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/floodgate-go/floodgate/contrib/echo v0.0.0-00010101000000-000000000000
+	github.com/floodgate-go/floodgate/contrib/fiber v0.0.0-00010101000000-000000000000
+	github.com/floodgate-go/floodgate/contrib/gin v0.0.0-00010101000000-000000000000
+	github.com/floodgate-go/floodgate/contrib/grpc v0.0.0-00010101000000-000000000000
 	github.com/hashicorp/golang-lru v0.5.4 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
@@ -25,3 +76,13 @@ require (
 )
 
 replace github.com/floodgate-go/floodgate => ../
+
+replace github.com/floodgate-go/floodgate/contrib/gin => ../contrib/gin
+
+replace github.com/floodgate-go/floodgate/contrib/echo => ../contrib/echo
+
+replace github.com/floodgate-go/floodgate/contrib/fiber => ../contrib/fiber
+
+replace github.com/floodgate-go/floodgate/contrib/grpc => ../contrib/grpc
+
+replace github.com/floodgate-go/floodgate/contrib/internal => ../contrib/internal

@@ -103,6 +103,20 @@
 // is answered 503 with Retry-After, not 429; a fail-open admission is served
 // without quota headers.
 //
+// # Other frameworks
+//
+// The middleware is two halves that front ends can use apart. Decide runs
+// the rules on an *http.Request into a Verdict, and Begin writes the
+// headers and, for a request that is not to be served, the whole answer;
+// then the front end runs its handler and settles the Verdict with the
+// response (Verdict.Serve). That is how the gin and echo adapters work. A
+// front end without an *http.Request (fasthttp, gRPC) builds a Charge per
+// limit itself, lets a Decider decide, and writes Verdict.Headers, Status,
+// ContentType and AppendBody in its own protocol; PeerKeyer keys it by
+// client address through the same trusted-proxy rules as KeyByIP. Every
+// front end thus sends the same fields and body and keeps the same count
+// rules. The adapters live in modules of their own under contrib/.
+//
 // # Where it goes
 //
 // Put the middleware after recovery, logging and metrics, so that 429s are

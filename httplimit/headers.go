@@ -93,30 +93,31 @@ func quota(l floodgate.Limit) (q, w int64) {
 	return int64(min(qq, maxSFInt)), w
 }
 
-// describe returns the description of set, the limit set a Result of rule
-// ru names, or nil when the Result named none (it failed open).
-func (m *Middleware) describe(ru *rule, set *floodgate.LimitSet) *desc {
+// describe returns the description of set, the limit set a Result of the
+// check in slot names, or nil when the Result named none (it failed open).
+func (d *Decider) describe(slot int, set *floodgate.LimitSet) *desc {
 	if set == nil || set.Len() == 0 {
 		return nil
 	}
-	if d := ru.last.Load(); d != nil && d.set == set {
-		return d
+	last := &d.last[slot]
+	if ds := last.Load(); ds != nil && ds.set == set {
+		return ds
 	}
-	var d *desc
-	if v, ok := m.descs.Load(set); ok {
-		d = v.(*desc)
+	var ds *desc
+	if v, ok := d.descs.Load(set); ok {
+		ds = v.(*desc)
 	} else {
-		d = newDesc(set)
+		ds = newDesc(set)
 		// A limiter that made a new set per call would otherwise grow the
 		// cache without bound; past the bound, sets are described afresh.
-		if m.ndescs.Add(1) <= maxDescs {
-			if v, loaded := m.descs.LoadOrStore(set, d); loaded {
-				d = v.(*desc)
+		if d.ndescs.Add(1) <= maxDescs {
+			if v, loaded := d.descs.LoadOrStore(set, ds); loaded {
+				ds = v.(*desc)
 			}
 		}
 	}
-	ru.last.Store(d)
-	return d
+	last.Store(ds)
+	return ds
 }
 
 // A verdict is the decision for a request and what the headers say about
@@ -135,23 +136,38 @@ type block struct {
 	vals [7]string
 }
 
-// writeHeaders sets the rate-limit header fields of the response to v, and
-// the Content-Type of the default 429 body. When withWriter is set it
-// returns a statusWriter allocated together with the header values.
-//
-// All values share one backing array and one string, so a response costs
-// two allocations whatever the number of fields; under a count rule the
-// writer shares the array's allocation (up to seven fields). Each value
-// slice is capped at its own length, so a handler that adds to one of the
-// fields appends to a copy rather than overwriting its neighbour.
-func (m *Middleware) writeHeaders(w http.ResponseWriter, cs *checks, v *verdict, withWriter bool) *statusWriter {
-	hd := &m.hdr
-	res := &v.res
+// maxFields bounds the header fields of one response: a RateLimit-Policy
+// line per rule and seven others.
+const maxFields = MaxRules + 7
+
+// fields is the list of header fields of a response, in order; the values
+// of one name are adjacent.
+type fields struct {
+	name     [maxFields]string
+	val      [maxFields]string
+	n        int
+	noPolicy bool // RateLimit is sent without RateLimit-Policy
+}
+
+func (f *fields) add(name, val string) {
+	f.name[f.n], f.val[f.n] = name, val
+	f.n++
+}
+
+// fields lists the rate-limit header fields of a decided response, and with
+// contentType the Content-Type of the default 429 body. All values share
+// one string, so a response costs one allocation for them whatever the
+// number of fields.
+func (v *Verdict) fields(f *fields, contentType bool) {
+	d := v.d
+	cs := &v.cs
+	hd := &d.hdr
+	res := &v.v.res
 	never := res.RetryAfter == floodgate.RetryNever
 	legacy := !hd.DisableXRateLimit
 	draft := !hd.DisableRateLimit
 	retry := !res.Allowed && !hd.DisableRetryAfter && !never
-	body := !res.Allowed && m.onLimited == nil && m.body != BodyNone
+	body := contentType && !res.Allowed && d.body != BodyNone
 
 	// RateLimit-Policy lists the limits of every check decided, in the
 	// order of the rules; RateLimit gives each its own driving limit's
@@ -162,46 +178,16 @@ func (m *Middleware) writeHeaders(w http.ResponseWriter, cs *checks, v *verdict,
 	nl := 0
 	if draft {
 		for i := range cs.n {
-			d := v.d
-			if i != v.drive {
-				d = m.describe(&m.rules[cs.rule[i]], cs.c[i].Result.Set)
+			ds := v.v.d
+			if i != v.v.drive {
+				ds = d.describe(int(cs.slot[i]), cs.c[i].Result.Set)
 			}
-			if d == nil || contains(lines[:nl], d.policy) {
+			if ds == nil || contains(lines[:nl], ds.policy) {
 				continue
 			}
-			lines[nl], descs[nl], checkOf[nl] = d.policy, d, i
+			lines[nl], descs[nl], checkOf[nl] = ds.policy, ds, i
 			nl++
 		}
-	}
-	nv := nl
-	if legacy {
-		nv += 3
-	}
-	if draft {
-		nv++
-	}
-	if retry {
-		nv++
-	}
-	if hd.Source {
-		nv++
-	}
-	if body {
-		nv++
-	}
-
-	var vals []string
-	var sw *statusWriter
-	switch {
-	case withWriter && nv <= len(block{}.vals):
-		blk := new(block)
-		sw, vals = &blk.sw, blk.vals[:nv]
-	case withWriter:
-		sw, vals = new(statusWriter), make([]string, nv)
-	case nv == 0:
-		return nil
-	default:
-		vals = make([]string, nv)
 	}
 
 	// Numbers go into one buffer that becomes one string; off records where
@@ -211,8 +197,8 @@ func (m *Middleware) writeHeaders(w http.ResponseWriter, cs *checks, v *verdict,
 	var off [4]int
 	limit := ""
 	if legacy {
-		if v.d != nil {
-			limit = v.d.caps[res.Index]
+		if v.v.d != nil {
+			limit = v.v.d.caps[res.Index]
 		} else {
 			b = strconv.AppendInt(b, min(res.Limit.Capacity(), maxSFInt), 10)
 		}
@@ -220,7 +206,7 @@ func (m *Middleware) writeHeaders(w http.ResponseWriter, cs *checks, v *verdict,
 		b = strconv.AppendInt(b, min(res.Remaining, maxSFInt), 10)
 		off[1] = len(b)
 		if hd.UnixReset {
-			b = strconv.AppendInt(b, ceilUnixSeconds(m.clock.UnixNano(), res.ResetAfter), 10)
+			b = strconv.AppendInt(b, ceilUnixSeconds(d.clock.UnixNano(), res.ResetAfter), 10)
 		} else {
 			b = strconv.AppendInt(b, ceilSeconds(res.ResetAfter), 10)
 		}
@@ -240,7 +226,7 @@ func (m *Middleware) writeHeaders(w http.ResponseWriter, cs *checks, v *verdict,
 			if k > 0 {
 				b = append(b, ", "...)
 			}
-			if i := checkOf[k]; i == v.drive {
+			if i := checkOf[k]; i == v.v.drive {
 				b = appendRateLimit(b, res, descs[k], retrySecs)
 			} else {
 				b = appendRateLimit(b, &cs.c[i].Result, descs[k], 0)
@@ -253,45 +239,79 @@ func (m *Middleware) writeHeaders(w http.ResponseWriter, cs *checks, v *verdict,
 	}
 	s := string(b)
 
-	h := w.Header()
-	i, start := 0, 0
-	set := func(name, val string) {
-		vals[i] = val
-		h[name] = vals[i : i+1 : i+1]
-		i++
-	}
+	start := 0
 	if legacy {
 		if limit == "" {
 			limit = s[:off[0]]
 		}
-		set(headerLimit, limit)
-		set(headerRemaining, s[off[0]:off[1]])
-		set(headerReset, s[off[1]:off[2]])
+		f.add(headerLimit, limit)
+		f.add(headerRemaining, s[off[0]:off[1]])
+		f.add(headerReset, s[off[1]:off[2]])
 		start = off[2]
 	}
 	if draft {
-		set(headerRateLimit, s[start:off[3]])
+		f.add(headerRateLimit, s[start:off[3]])
 		start = off[3]
-		if nl > 0 {
-			copy(vals[i:], lines[:nl])
-			h[headerPolicy] = vals[i : i+nl : i+nl]
-			i += nl
-		} else {
-			delete(h, headerPolicy)
+		for _, l := range lines[:nl] {
+			f.add(headerPolicy, l)
 		}
+		f.noPolicy = nl == 0
 	}
 	if retry {
-		set(headerRetryAfter, s[start:])
+		f.add(headerRetryAfter, s[start:])
 	}
 	if hd.Source {
-		set(headerSource, string(res.Source))
+		f.add(headerSource, string(res.Source))
 	}
 	if body {
-		if m.body == BodyJSON {
-			set(headerType, "application/json")
+		if d.body == BodyJSON {
+			f.add(headerType, "application/json")
 		} else {
-			set(headerType, "application/problem+json")
+			f.add(headerType, "application/problem+json")
 		}
+	}
+}
+
+// writeHeaders sets the rate-limit header fields of a decided response, and
+// with contentType the Content-Type of the default 429 body. When
+// withWriter is set it returns a statusWriter allocated together with the
+// header values.
+//
+// The values share one backing array (and one string, see fields), so a
+// response costs two allocations whatever the number of fields; under a
+// count rule the writer shares the array's allocation (up to seven
+// fields). Each value slice is capped at its own length, so a handler that
+// adds to one of the fields appends to a copy rather than overwriting its
+// neighbour.
+func (v *Verdict) writeHeaders(w http.ResponseWriter, withWriter, contentType bool) *statusWriter {
+	var f fields
+	v.fields(&f, contentType)
+	nv := f.n
+	var vals []string
+	var sw *statusWriter
+	switch {
+	case withWriter && nv <= len(block{}.vals):
+		blk := new(block)
+		sw, vals = &blk.sw, blk.vals[:nv]
+	case withWriter:
+		sw, vals = new(statusWriter), make([]string, nv)
+	case nv == 0:
+		return nil
+	default:
+		vals = make([]string, nv)
+	}
+	copy(vals, f.val[:nv])
+	h := w.Header()
+	for i := 0; i < nv; {
+		j := i + 1
+		for j < nv && f.name[j] == f.name[i] {
+			j++
+		}
+		h[f.name[i]] = vals[i:j:j]
+		i = j
+	}
+	if f.noPolicy {
+		delete(h, headerPolicy)
 	}
 	return sw
 }
@@ -425,28 +445,39 @@ const (
 )
 
 // writeLimited writes the default 429 response: status and the body of
-// m.body. The Content-Type was set with the other headers.
-func (m *Middleware) writeLimited(w http.ResponseWriter, v *verdict) {
-	if m.body == BodyNone {
+// Config.Body. The Content-Type was set with the other headers.
+func (v *Verdict) writeLimited(w http.ResponseWriter) {
+	if v.d.body == BodyNone {
 		w.WriteHeader(http.StatusTooManyRequests)
 		return
 	}
-	res := &v.res
+	bp := bodyPool.Get().(*[]byte)
+	b := v.appendLimited((*bp)[:0])
+	w.WriteHeader(http.StatusTooManyRequests)
+	w.Write(b)
+	if cap(b) <= 4096 {
+		*bp = b
+		bodyPool.Put(bp)
+	}
+}
+
+// appendLimited appends the default 429 body to b.
+func (v *Verdict) appendLimited(b []byte) []byte {
+	res := &v.v.res
 	never := res.RetryAfter == floodgate.RetryNever
 	secs := int64(0)
 	if !never {
 		secs = max(ceilSeconds(res.RetryAfter), 1)
 	}
-	bp := bodyPool.Get().(*[]byte)
-	b := (*bp)[:0]
-	if m.body == BodyJSON {
+	switch v.d.body {
+	case BodyJSON:
 		b = append(b, `{"error":"rate limit exceeded"`...)
 		if !never {
 			b = append(b, `,"retry_after":`...)
 			b = strconv.AppendInt(b, secs, 10)
 		}
 		b = append(b, "}\n"...)
-	} else {
+	case BodyProblem:
 		b = append(b, problemPrefix...)
 		if never {
 			b = append(b, detailNever...)
@@ -462,17 +493,14 @@ func (m *Middleware) writeLimited(w http.ResponseWriter, v *verdict) {
 			b = strconv.AppendInt(b, secs, 10)
 		}
 		b = append(b, `,"violated-policies":[`...)
-		if v.d != nil {
-			b = append(b, v.d.json[res.Index]...)
+		if v.v.d != nil {
+			b = append(b, v.v.d.json[res.Index]...)
 		} else {
 			b = appendJSONString(b, policyName(res.Policy))
 		}
 		b = append(b, "]}\n"...)
 	}
-	w.WriteHeader(http.StatusTooManyRequests)
-	w.Write(b)
-	if cap(b) <= 4096 {
-		*bp = b
-		bodyPool.Put(bp)
-	}
+	return b
 }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,14 +1,11 @@
 package httplimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
@@ -197,30 +194,21 @@ type Config struct {
 	// Clock tells the time for Headers.UnixReset. Nil means
 	// floodgate.SystemClock.
 	Clock floodgate.Clock
+
+	// LogKeys writes the keys of failed decisions to the log as they are.
+	// By default a log line names a key by floodgate.RedactKey's stand-in,
+	// since keys are addresses, API keys and logins.
+	LogKeys bool
 }
 
 // Middleware is rate-limiting net/http middleware. It is safe for concurrent
 // use.
 type Middleware struct {
-	rules     []rule
+	core      Decider
+	rules     []Rule
 	skip      func(*http.Request) bool
-	hdr       Headers
-	body      Body
 	onLimited func(http.ResponseWriter, *http.Request, floodgate.Result)
 	onError   func(http.ResponseWriter, *http.Request, error) bool
-	log       *slog.Logger
-	clock     floodgate.Clock
-
-	descs  sync.Map // *floodgate.LimitSet → *desc
-	ndescs atomic.Int64
-
-	lastLog    atomic.Int64
-	suppressed atomic.Uint64
-}
-
-type rule struct {
-	Rule
-	last atomic.Pointer[desc] // the description of the set last decided
 }
 
 // New validates cfg and returns its Middleware. Every problem found is
@@ -236,18 +224,11 @@ func New(cfg Config) (*Middleware, error) {
 	case n > MaxRules:
 		bad("%d rules, more than the %d one middleware checks; combine limits into policies", n, MaxRules)
 	}
-	if cfg.Body > BodyNone {
-		bad("unknown Body %d", cfg.Body)
-	}
 	m := &Middleware{
-		rules:     make([]rule, len(cfg.Rules)),
+		rules:     make([]Rule, len(cfg.Rules)),
 		skip:      cfg.Skip,
-		hdr:       cfg.Headers,
-		body:      cfg.Body,
 		onLimited: cfg.OnLimited,
 		onError:   cfg.OnError,
-		log:       cfg.Logger,
-		clock:     cfg.Clock,
 	}
 	for i, r := range cfg.Rules {
 		switch {
@@ -262,7 +243,7 @@ func New(cfg Config) (*Middleware, error) {
 		if r.Key == nil {
 			r.Key = KeyByIP(nil)
 		}
-		m.rules[i].Rule = r
+		m.rules[i] = r
 	}
 	for i := range cfg.Rules {
 		for j := range i {
@@ -275,17 +256,14 @@ func New(cfg Config) (*Middleware, error) {
 			}
 		}
 	}
+	errs = append(errs, m.core.init(DeciderConfig{
+		Headers: cfg.Headers, Body: cfg.Body, Logger: cfg.Logger, Clock: cfg.Clock, LogKeys: cfg.LogKeys,
+	})...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	if m.onError == nil {
 		m.onError = ServeOnError
-	}
-	if m.log == nil {
-		m.log = slog.Default()
-	}
-	if m.clock == nil {
-		m.clock = floodgate.SystemClock
 	}
 	return m, nil
 }
@@ -301,25 +279,43 @@ type handler struct {
 	next http.Handler
 }
 
-// checks is what one request is checked against: the floodgate checks and
-// the index of the rule of each.
-type checks struct {
-	c    [MaxRules]floodgate.Check
-	rule [MaxRules]uint8
-	n    int
-}
-
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
-	if m.skip != nil && m.skip(r) {
+	var v Verdict
+	m.Decide(r, &v)
+	serve, sw := m.respond(w, r, &v, true)
+	if !serve {
+		return
+	}
+	if sw == nil {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	// The context is read before it is needed: loading it overlaps with
-	// the work of the key functions rather than stalling the decision.
-	ctx := r.Context()
-	var cs checks
-	counting := false
+	sw.ResponseWriter = w
+	// A panic counts as a failure: the verdict is settled and the panic
+	// goes on.
+	failed := true
+	defer func() {
+		if failed {
+			v.settle(http.StatusInternalServerError, sw.Header())
+		}
+	}()
+	h.next.ServeHTTP(sw, r)
+	failed = false
+	v.settle(sw.status, sw.Header())
+}
+
+// Decide checks r against the rules of m and fills v with the decision,
+// without writing anything: the first half of the middleware, for front
+// ends that hold an *http.Request but write responses their own way (gin,
+// echo). A request that Config.Skip exempts, or that no rule matches, gets
+// a Verdict that serves it without headers. v may be a zero Verdict or one
+// used before; its previous contents are dropped.
+func (m *Middleware) Decide(r *http.Request, v *Verdict) {
+	v.begin(&m.core, r.Context())
+	if m.skip != nil && m.skip(r) {
+		return
+	}
 	for i := range m.rules {
 		ru := &m.rules[i]
 		if ru.Match != nil && !ru.Match(r) {
@@ -335,138 +331,62 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cost := int64(1)
 		if ru.Cost != nil {
 			if cost = ru.Cost(r); cost < 0 {
-				m.refuseCost(w, r, lim, cost)
+				v.refuseCost(lim, cost)
 				return
 			}
 		}
-		cs.c[cs.n] = floodgate.Check{Limiter: lim, Key: key, Cost: cost}
-		cs.rule[cs.n] = uint8(i)
-		cs.n++
-		counting = counting || ru.Count != CountAll || ru.ResponseCost != nil
+		v.add(i, lim, key, cost, ru.Count, ru.ResponseCost)
 	}
-	if cs.n == 0 {
-		h.next.ServeHTTP(w, r)
-		return
-	}
-
-	var v verdict
-	var err error
-	if cs.n == 1 {
-		v.res, err = cs.c[0].Limiter.AllowN(ctx, cs.c[0].Key, cs.c[0].Cost)
-		cs.c[0].Result = v.res
-	} else {
-		v.res, v.drive, err = floodgate.AllowAll(ctx, cs.c[:cs.n]...)
-	}
-	if err != nil {
-		m.logError(ctx, err)
-		if m.onError(w, r, err) {
-			h.next.ServeHTTP(w, r)
-		}
-		return
-	}
-
-	switch v.res.Source {
-	case floodgate.SourceFailOpen:
-		// The engine failed and its failure policy let the request through.
-		// No state was read, so there is no quota to advertise, and nothing
-		// was charged that a count rule could refund.
-		m.writeSource(w, v.res.Source)
-		h.next.ServeHTTP(w, r)
-		return
-	case floodgate.SourceFailClosed:
-		if !v.res.Allowed {
-			// The limiter, not the client, failed: 503, not 429.
-			m.writeSource(w, v.res.Source)
-			writeUnavailable(w, v.res.RetryAfter)
-			return
-		}
-	}
-
-	allowed := v.res.Allowed
-	v.d = m.describe(&m.rules[cs.rule[v.drive]], v.res.Set)
-	sw := m.writeHeaders(w, &cs, &v, counting && allowed)
-	if !allowed {
-		if m.onLimited != nil {
-			m.onLimited(w, r, v.res)
-			return
-		}
-		m.writeLimited(w, &v)
-		return
-	}
-	if !counting {
-		h.next.ServeHTTP(w, r)
-		return
-	}
-	if sw == nil {
-		sw = new(statusWriter)
-	}
-	sw.ResponseWriter = w
-	h.serveCounting(sw, r, &cs)
+	m.core.decide(v)
 }
 
-// serveCounting runs the handler behind a writer that records its status,
-// then refunds the rules the response does not count for. A panic counts as
-// a failure: the refunds are made and the panic goes on.
-func (h *handler) serveCounting(sw *statusWriter, r *http.Request, cs *checks) {
-	failed := true
-	defer func() { h.m.settle(r, sw, cs, failed) }()
-	h.next.ServeHTTP(sw, r)
-	failed = sw.status >= 400
+// Begin is Decide followed by the response the verdict calls for, written
+// to w as the middleware writes it: the rate-limit headers, and for a
+// request that must not be served, the whole answer (Config.OnLimited, the
+// 429 body, 503 when the limiter failed closed, Config.OnError's response
+// when it could not decide). It reports whether the request is to be
+// served; the caller then runs its handler and, when v.Counts, settles v
+// with the response (Verdict.Serve does both).
+func (m *Middleware) Begin(w http.ResponseWriter, r *http.Request, v *Verdict) (serve bool) {
+	m.Decide(r, v)
+	serve, _ = m.respond(w, r, v, false)
+	return serve
 }
 
-// settle refunds the rules the response does not count for, and charges
-// the rules with a ResponseCost what the response says it cost.
-func (m *Middleware) settle(r *http.Request, sw *statusWriter, cs *checks, failed bool) {
-	var ctx context.Context
-	owed := func() context.Context {
-		if ctx == nil {
-			ctx = r.Context()
-			if ctx.Err() != nil {
-				// The client is gone; the refund or charge is still owed.
-				ctx = context.WithoutCancel(ctx)
-			}
+// respond writes what v calls for to w and reports whether to serve the
+// request. With withWriter, a request that a count rule admits gets a
+// statusWriter, allocated together with the header values.
+func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, v *Verdict, withWriter bool) (bool, *statusWriter) {
+	switch v.out {
+	case outNone:
+		return true, nil
+	case outError:
+		return m.onError(w, r, v.err), nil
+	case outInvalidCost:
+		v.writeFixed(w, http.StatusInternalServerError)
+		return false, nil
+	case outFailOpen:
+		v.writeSource(w)
+		return true, nil
+	case outFailClosed:
+		v.writeSource(w)
+		v.writeFixed(w, http.StatusServiceUnavailable)
+		return false, nil
+	}
+	withWriter = withWriter && v.counting && v.v.res.Allowed
+	sw := v.writeHeaders(w, withWriter, m.onLimited == nil)
+	if v.v.res.Allowed {
+		if withWriter && sw == nil {
+			sw = new(statusWriter)
 		}
-		return ctx
+		return true, sw
 	}
-	for i := range cs.n {
-		ru := &m.rules[cs.rule[i]]
-		c := &cs.c[i]
-		counts := ru.Count == CountAll || (ru.Count == CountFailed) == failed
-		switch {
-		case !counts:
-			if c.Cost > 0 {
-				if err := c.Limiter.RefundN(owed(), c.Key, c.Cost); err != nil {
-					m.logError(ctx, err)
-				}
-			}
-		case ru.ResponseCost != nil:
-			if err := chargeActual(owed(), c, ru.ResponseCost(sw.status, sw.Header())); err != nil {
-				m.logError(ctx, err)
-			}
-		}
+	if m.onLimited != nil {
+		m.onLimited(w, r, v.v.res)
+		return false, nil
 	}
-}
-
-// chargeActual settles a check that was charged c.Cost up front at the
-// cost the response reported: the difference is refunded or charged. A
-// charge that no longer fits drains the key to zero instead: the limiter
-// has no debt below zero to carry the rest, so the request's overage
-// beyond the remaining budget is lost, and the next request waits for a
-// refill. A negative reported cost counts as zero.
-func chargeActual(ctx context.Context, c *floodgate.Check, actual int64) error {
-	extra := max(actual, 0) - c.Cost
-	switch {
-	case extra < 0:
-		return c.Limiter.RefundN(ctx, c.Key, -extra)
-	case extra == 0:
-		return nil
-	}
-	res, err := c.Limiter.AllowN(ctx, c.Key, extra)
-	if err != nil || res.Allowed || res.Remaining <= 0 {
-		return err
-	}
-	_, err = c.Limiter.AllowN(ctx, c.Key, res.Remaining)
-	return err
+	v.writeLimited(w)
+	return false, nil
 }
 
 // ServeOnError is the default Config.OnError: the request is served as if
@@ -480,29 +400,6 @@ func UnavailableOnError(w http.ResponseWriter, _ *http.Request, _ error) bool {
 	writeUnavailable(w, 0)
 	return false
 }
-
-// writeSource sets X-RateLimit-Source on a response that carries no other
-// rate-limit field, when Headers.Source asks for it: an operator looking at
-// a fail-open or fail-closed answer should see why.
-func (m *Middleware) writeSource(w http.ResponseWriter, src floodgate.Source) {
-	if m.hdr.Source {
-		w.Header()[headerSource] = []string{string(src)}
-	}
-}
-
-// refuseCost answers a request whose Cost function returned a negative
-// cost: 500, because the server's own code is wrong, and never served
-// unlimited, because a bug must not switch limiting off.
-func (m *Middleware) refuseCost(w http.ResponseWriter, r *http.Request, lim floodgate.Limiter, cost int64) {
-	m.logError(r.Context(), fmt.Errorf("%w: policy %s: the rule's Cost returned %d; costs are 0 (peek) or more", floodgate.ErrInvalidCost, lim.Name(), cost))
-	h := w.Header()
-	h[headerType] = []string{"application/problem+json"}
-	w.WriteHeader(http.StatusInternalServerError)
-	w.Write([]byte(invalidCostBody))
-}
-
-const invalidCostBody = `{"type":"about:blank","title":"Internal Server Error","status":500,` +
-	`"detail":"The rate limiter was given an invalid request cost."}`
 
 // writeUnavailable answers 503 with a problem detail, and Retry-After when
 // the engine's failure policy said when it will try again (a circuit
@@ -520,16 +417,3 @@ func writeUnavailable(w http.ResponseWriter, retry time.Duration) {
 
 const failClosedBody = `{"type":"about:blank","title":"Service Unavailable","status":503,` +
 	`"detail":"The rate limiter is unavailable; retry shortly."}`
-
-// logError logs a limiter error, at most once per second.
-func (m *Middleware) logError(ctx context.Context, err error) {
-	now := time.Now().UnixNano()
-	last := m.lastLog.Load()
-	if now-last < int64(time.Second) || !m.lastLog.CompareAndSwap(last, now) {
-		m.suppressed.Add(1)
-		return
-	}
-	m.log.LogAttrs(ctx, slog.LevelError, "httplimit: rate limiter failed",
-		slog.Any("error", err),
-		slog.Uint64("suppressed", m.suppressed.Swap(0)))
-}

@@ -114,14 +114,24 @@ func KeyByRoute(mux *http.ServeMux) KeyFunc {
 		if i := strings.IndexAny(p, " \t"); i >= 0 {
 			p = strings.TrimLeft(p[i:], " \t")
 		}
-		if p == "" {
-			p = "unmatched"
-		}
-		return method(r.Method) + " " + p
+		return RouteKey(r.Method, p)
 	}
 }
 
-func method(m string) string {
+// RouteKey is the key KeyByRoute builds from a request's method and the
+// pattern of the route that matched it, for routers other than ServeMux
+// (chi, gin, echo): "GET /items/{id}". An empty pattern, a request no route
+// matched, becomes "unmatched", and methods outside RFC 9110 and PATCH
+// become "OTHER", so that clients cannot mint keys by inventing paths or
+// methods.
+func RouteKey(method, pattern string) string {
+	if pattern == "" {
+		pattern = "unmatched"
+	}
+	return methodKey(method) + " " + pattern
+}
+
+func methodKey(m string) string {
 	switch m {
 	case "", http.MethodGet:
 		return http.MethodGet

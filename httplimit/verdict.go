@@ -1,0 +1,425 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+)
+
+// DeciderConfig configures a Decider: how its verdicts are written. The
+// fields mean what the fields of the same names in Config mean.
+type DeciderConfig struct {
+	Headers Headers
+	Body    Body
+	Logger  *slog.Logger
+	Clock   floodgate.Clock
+	LogKeys bool
+}
+
+// A Decider is the part of a Middleware that does not depend on net/http:
+// it decides a request's charges and turns the decision into header fields,
+// a status and a body. Front ends that have no *http.Request (Fiber's
+// fasthttp, gRPC) build a Charge per limit of a request themselves and write
+// the Verdict in their own protocol, so every front end sends the same
+// fields, the same 429 body, and keeps the same counting rules. A Decider
+// is safe for concurrent use.
+type Decider struct {
+	hdr     Headers
+	body    Body
+	log     *slog.Logger
+	clock   floodgate.Clock
+	logKeys bool
+
+	descs  sync.Map // *floodgate.LimitSet → *desc
+	ndescs atomic.Int64
+	// last holds per slot (a Middleware's rule, a front end's charge
+	// position) the description of the set last decided there: a slot
+	// nearly always decides under the same set.
+	last [MaxRules]atomic.Pointer[desc]
+
+	lastLog    atomic.Int64
+	suppressed atomic.Uint64
+}
+
+// NewDecider validates cfg and returns its Decider. Errors wrap
+// ErrInvalidConfig.
+func NewDecider(cfg DeciderConfig) (*Decider, error) {
+	d := new(Decider)
+	if errs := d.init(cfg); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return d, nil
+}
+
+func (d *Decider) init(cfg DeciderConfig) []error {
+	if cfg.Body > BodyNone {
+		return []error{fmt.Errorf("%w: unknown Body %d", ErrInvalidConfig, cfg.Body)}
+	}
+	d.hdr, d.body, d.log, d.clock, d.logKeys = cfg.Headers, cfg.Body, cfg.Logger, cfg.Clock, cfg.LogKeys
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	if d.clock == nil {
+		d.clock = floodgate.SystemClock
+	}
+	return nil
+}
+
+// A Charge is one limit a request is checked against: what a Rule amounts
+// to once its functions have run on the request.
+type Charge struct {
+	Limiter floodgate.Limiter
+	Key     string
+	// Cost is the units the request costs; 0 peeks. A negative cost makes
+	// the Verdict answer 500 (see Rule.Cost).
+	Cost int64
+	// Count and ResponseCost mean what Rule's fields of the same names
+	// mean; they take effect in Verdict.Settle.
+	Count        Count
+	ResponseCost func(status int, h http.Header) int64
+}
+
+// Decide checks the request that charges describe and fills v with the
+// decision. With no charges the request is served without headers. More
+// than MaxRules charges is an error of the front end, reported through
+// v.Err. v may be a zero Verdict or one used before. ctx is the request's
+// context; refunds made by Settle outlive its cancellation.
+func (d *Decider) Decide(ctx context.Context, v *Verdict, charges ...Charge) {
+	v.begin(d, ctx)
+	if len(charges) > MaxRules {
+		v.err = fmt.Errorf("%w: %d charges, more than the %d one decision checks", ErrInvalidConfig, len(charges), MaxRules)
+		v.out = outError
+		d.logError(ctx, v.err, "")
+		return
+	}
+	for i := range charges {
+		c := &charges[i]
+		if c.Cost < 0 {
+			v.refuseCost(c.Limiter, c.Cost)
+			return
+		}
+		v.add(i, c.Limiter, c.Key, c.Cost, c.Count, c.ResponseCost)
+	}
+	d.decide(v)
+}
+
+// checks is what one request is checked against: the floodgate checks, the
+// slot of each (for the description cache) and their counting rules.
+type checks struct {
+	c        [MaxRules]floodgate.Check
+	slot     [MaxRules]uint8
+	count    [MaxRules]Count
+	respCost [MaxRules]func(int, http.Header) int64
+	n        int
+}
+
+// outcome is what a Verdict tells its front end to do.
+type outcome uint8
+
+const (
+	outNone        outcome = iota // nothing checked: serve, no headers
+	outDecided                    // allowed or limited, with headers
+	outError                      // the limiter could not decide
+	outInvalidCost                // a charge had a negative cost: 500
+	outFailOpen                   // the engine failed open: serve
+	outFailClosed                 // the engine failed closed: 503
+)
+
+// A Verdict is the decision for one request and everything a front end
+// writes about it: Status, Headers, ContentType and AppendBody, then, for a
+// request that is served, Settle with its response. It is filled by
+// Middleware.Decide or Decider.Decide. A Verdict is large and meant to live
+// on the stack of one request's handling; it is not safe for concurrent
+// use.
+type Verdict struct {
+	d        *Decider
+	ctx      context.Context
+	cs       checks
+	v        verdict
+	err      error
+	out      outcome
+	counting bool
+}
+
+func (v *Verdict) begin(d *Decider, ctx context.Context) {
+	v.d, v.ctx, v.cs.n, v.err, v.out, v.counting = d, ctx, 0, nil, outNone, false
+}
+
+func (v *Verdict) add(slot int, lim floodgate.Limiter, key string, cost int64, count Count, rc func(int, http.Header) int64) {
+	n := v.cs.n
+	v.cs.c[n] = floodgate.Check{Limiter: lim, Key: key, Cost: cost}
+	v.cs.slot[n], v.cs.count[n], v.cs.respCost[n] = uint8(slot), count, rc
+	v.cs.n++
+	v.counting = v.counting || count != CountAll || rc != nil
+}
+
+// refuseCost makes v answer 500 for a negative cost: the server's own code
+// is wrong, and a bug must not switch limiting off.
+func (v *Verdict) refuseCost(lim floodgate.Limiter, cost int64) {
+	v.out = outInvalidCost
+	v.d.logError(v.ctx, fmt.Errorf("%w: policy %s: the rule's Cost returned %d; costs are 0 (peek) or more", floodgate.ErrInvalidCost, lim.Name(), cost), "")
+}
+
+// decide decides v's checks.
+func (d *Decider) decide(v *Verdict) {
+	cs := &v.cs
+	if cs.n == 0 {
+		return
+	}
+	var err error
+	if cs.n == 1 {
+		v.v.drive = 0
+		v.v.res, err = cs.c[0].Limiter.AllowN(v.ctx, cs.c[0].Key, cs.c[0].Cost)
+		cs.c[0].Result = v.v.res
+	} else {
+		v.v.res, v.v.drive, err = floodgate.AllowAll(v.ctx, cs.c[:cs.n]...)
+	}
+	if err != nil {
+		v.err, v.out = err, outError
+		d.logError(v.ctx, err, cs.c[0].Key)
+		return
+	}
+	switch v.v.res.Source {
+	case floodgate.SourceFailOpen:
+		// The engine failed and its failure policy let the request through.
+		// No state was read, so there is no quota to advertise, and nothing
+		// was charged that a count rule could refund.
+		v.out = outFailOpen
+		return
+	case floodgate.SourceFailClosed:
+		if !v.v.res.Allowed {
+			// The limiter, not the client, failed: 503, not 429.
+			v.out = outFailClosed
+			return
+		}
+	}
+	v.out = outDecided
+	v.v.d = d.describe(int(cs.slot[v.v.drive]), v.v.res.Set)
+}
+
+// Err returns the error of a limiter that could not decide (see
+// Config.OnError), or nil. The front end chooses whether to serve such a
+// request; the error has been logged.
+func (v *Verdict) Err() error { return v.err }
+
+// Status returns the status a front end answers with instead of serving
+// the request: 429 when a limit denied it, 503 when the engine failed
+// closed, 500 when a cost was negative. It is 0 when the request is to be
+// served, and when Err is not nil.
+func (v *Verdict) Status() int {
+	switch v.out {
+	case outDecided:
+		if !v.v.res.Allowed {
+			return http.StatusTooManyRequests
+		}
+	case outInvalidCost:
+		return http.StatusInternalServerError
+	case outFailClosed:
+		return http.StatusServiceUnavailable
+	}
+	return 0
+}
+
+// Result returns the Result that drove the decision: the denial, or the
+// admission with the fewest units left. It is the zero Result when nothing
+// was decided.
+func (v *Verdict) Result() floodgate.Result {
+	if v.out == outDecided || v.out == outFailOpen || v.out == outFailClosed {
+		return v.v.res
+	}
+	return floodgate.Result{}
+}
+
+// Counts reports whether the verdict waits for the response: a request
+// that is served must then be settled (Settle or Serve), or the refunds of
+// its count rules are lost.
+func (v *Verdict) Counts() bool {
+	return v.counting && v.out == outDecided && v.v.res.Allowed
+}
+
+// Headers calls set with every rate-limit header field of the response in
+// their canonical form, as the middleware sends them; a name that has
+// several values (RateLimit-Policy) is passed once per value. It leaves out
+// Content-Type (see ContentType).
+func (v *Verdict) Headers(set func(name, value string)) {
+	switch v.out {
+	case outDecided:
+		var f fields
+		v.fields(&f, false)
+		for i := range f.n {
+			set(f.name[i], f.val[i])
+		}
+	case outFailOpen, outFailClosed:
+		if v.d.hdr.Source {
+			set(headerSource, string(v.v.res.Source))
+		}
+		if retry := v.v.res.RetryAfter; v.out == outFailClosed && retry > 0 && retry != floodgate.RetryNever {
+			set(headerRetryAfter, itoa(max(ceilSeconds(retry), 1)))
+		}
+	}
+}
+
+// ContentType returns the media type of the body AppendBody writes, or ""
+// when there is none.
+func (v *Verdict) ContentType() string {
+	switch v.Status() {
+	case http.StatusTooManyRequests:
+		switch v.d.body {
+		case BodyJSON:
+			return "application/json"
+		case BodyProblem:
+			return "application/problem+json"
+		}
+	case http.StatusInternalServerError, http.StatusServiceUnavailable:
+		return "application/problem+json"
+	}
+	return ""
+}
+
+// AppendBody appends the body of the Status response to b: the 429 body
+// Config.Body selects, or the problem detail of a 503 or 500. A request
+// that is served has no body of the limiter's.
+func (v *Verdict) AppendBody(b []byte) []byte {
+	switch v.Status() {
+	case http.StatusTooManyRequests:
+		return v.appendLimited(b)
+	case http.StatusInternalServerError:
+		return append(b, invalidCostBody...)
+	case http.StatusServiceUnavailable:
+		return append(b, failClosedBody...)
+	}
+	return b
+}
+
+// Settle ends a served request's verdict once its response is known:
+// status is the response's status (a handler that panicked or failed
+// without a status counts as 500), h its header, trailers included, for
+// Rule.ResponseCost (nil when the front end has none). The rules that do
+// not count the response are refunded; those with a ResponseCost are
+// charged or refunded the difference. Settle does nothing when Counts
+// reports false.
+func (v *Verdict) Settle(status int, h http.Header) {
+	if v.Counts() {
+		v.settle(status, h)
+	}
+}
+
+// Serve runs next, the rest of the request's handling, which returns the
+// response's status, and settles v with it and h. A panic in next counts as
+// a failed response (500): v is settled and the panic goes on.
+func (v *Verdict) Serve(next func() (status int), h http.Header) {
+	if !v.Counts() {
+		next()
+		return
+	}
+	failed := true
+	defer func() {
+		if failed {
+			v.settle(http.StatusInternalServerError, h)
+		}
+	}()
+	status := next()
+	failed = false
+	v.settle(status, h)
+}
+
+// settle refunds the rules the response does not count for, and charges
+// the rules with a ResponseCost what the response says it cost.
+func (v *Verdict) settle(status int, h http.Header) {
+	failed := status >= 400
+	cs := &v.cs
+	ctx := v.ctx
+	if ctx.Err() != nil {
+		// The client is gone; the refund or charge is still owed.
+		ctx = context.WithoutCancel(ctx)
+	}
+	for i := range cs.n {
+		c := &cs.c[i]
+		count := cs.count[i]
+		counts := count == CountAll || (count == CountFailed) == failed
+		var err error
+		switch {
+		case !counts:
+			if c.Cost > 0 {
+				err = c.Limiter.RefundN(ctx, c.Key, c.Cost)
+			}
+		case cs.respCost[i] != nil:
+			err = chargeActual(ctx, c, cs.respCost[i](status, h))
+		}
+		if err != nil {
+			v.d.logError(ctx, err, c.Key)
+		}
+	}
+}
+
+// chargeActual settles a check that was charged c.Cost up front at the
+// cost the response reported: the difference is refunded or charged. A
+// charge that no longer fits drains the key to zero instead: the limiter
+// has no debt below zero to carry the rest, so the request's overage
+// beyond the remaining budget is lost, and the next request waits for a
+// refill. A negative reported cost counts as zero.
+func chargeActual(ctx context.Context, c *floodgate.Check, actual int64) error {
+	extra := max(actual, 0) - c.Cost
+	switch {
+	case extra < 0:
+		return c.Limiter.RefundN(ctx, c.Key, -extra)
+	case extra == 0:
+		return nil
+	}
+	res, err := c.Limiter.AllowN(ctx, c.Key, extra)
+	if err != nil || res.Allowed || res.Remaining <= 0 {
+		return err
+	}
+	_, err = c.Limiter.AllowN(ctx, c.Key, res.Remaining)
+	return err
+}
+
+// writeFixed writes a response of the limiter's own making to w: status
+// with the fields and the body of Headers and AppendBody.
+func (v *Verdict) writeFixed(w http.ResponseWriter, status int) {
+	h := w.Header()
+	v.Headers(func(name, value string) { h[name] = []string{value} })
+	h[headerType] = []string{v.ContentType()}
+	w.WriteHeader(status)
+	w.Write(v.AppendBody(nil))
+}
+
+// writeSource sets the fields of a fail-open admission: X-RateLimit-Source
+// when Headers.Source asks for it, since an operator looking at the answer
+// should see why it has no quota.
+func (v *Verdict) writeSource(w http.ResponseWriter) {
+	if v.d.hdr.Source {
+		w.Header()[headerSource] = []string{string(v.v.res.Source)}
+	}
+}
+
+const invalidCostBody = `{"type":"about:blank","title":"Internal Server Error","status":500,` +
+	`"detail":"The rate limiter was given an invalid request cost."}`
+
+// logError logs a limiter error, at most once per second. The key is
+// redacted unless the config says otherwise.
+func (d *Decider) logError(ctx context.Context, err error, key string) {
+	now := time.Now().UnixNano()
+	last := d.lastLog.Load()
+	if now-last < int64(time.Second) || !d.lastLog.CompareAndSwap(last, now) {
+		d.suppressed.Add(1)
+		return
+	}
+	attrs := [3]slog.Attr{slog.Any("error", err), slog.Uint64("suppressed", d.suppressed.Swap(0))}
+	n := 2
+	if key != "" {
+		if !d.logKeys {
+			key = floodgate.RedactKey(key)
+		}
+		attrs[n] = slog.String("key", key)
+		n++
+	}
+	d.log.LogAttrs(ctx, slog.LevelError, "httplimit: rate limiter failed", attrs[:n]...)
+}
