@@ -73,8 +73,14 @@ type CheckConfig struct {
 // middleware's rate-limit header fields, and status 200 when allowed, 429
 // when denied, 503 when the engine failed closed or the decision did not
 // finish within Timeout, 400 for bad input (malformed JSON, unknown fields
-// or policy, a negative cost, more than MaxChecks checks, a body over
-// MaxBody).
+// or policy, a negative cost, more than MaxChecks checks), 413 for a body
+// over MaxBody. Every answer is JSON; errors are {"error": "..."}.
+//
+// In a batch answer the driving Result's members are joined by "index",
+// the position of the check that drove the answer, and "checks", each
+// check's own Result in request order (null for checks after a denial,
+// which were not decided; checks before it show their admission, which was
+// refunded).
 //
 // A CheckAPI is safe for concurrent use.
 type CheckAPI struct {
@@ -130,7 +136,7 @@ type batchRequest struct {
 	Checks []checkRequest `json:"checks"`
 }
 
-// state is what one request needs, pooled: the body buffer, the checks and
+// checkState is what one request needs, pooled: the body buffer, the checks and
 // the answer being built.
 type checkState struct {
 	body   bytes.Buffer
