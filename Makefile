@@ -1,10 +1,11 @@
 # floodgate — build and test.
 #
-#   make test    installs what the suite needs (Debian packages redis-server and
-#                postgresql, staticcheck), then runs gofmt, go vet, staticcheck and
-#                every test under -race against real servers the tests start.
+#   make test    installs what the suite needs (Debian packages redis-server,
+#                postgresql and prometheus for promtool; staticcheck), then runs
+#                gofmt, go vet, staticcheck and every test under -race against
+#                real servers the tests start.
 #   make bench   runs the side-by-side benchmarks (see docs/BENCHMARKS.md).
-#   make demo    shows limits at work on the embedded defaults.
+#   make demo    a tour: real headers and a 429, a spoofed X-Forwarded-For, Redis failing over.
 
 GO          ?= go
 GOBIN       := $(shell $(GO) env GOPATH)/bin
@@ -26,6 +27,7 @@ servers:
 	command -v redis-server >/dev/null 2>&1 || need="$$need redis-server"; \
 	command -v redis-cli >/dev/null 2>&1 || need="$$need redis-tools"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$$need postgresql"; \
+	command -v promtool >/dev/null 2>&1 || need="$$need prometheus"; \
 	if [ -n "$$need" ]; then \
 		echo "installing Debian packages:$$need"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \

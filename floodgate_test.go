@@ -295,3 +295,35 @@ func TestHugeRefundNeverCharges(t *testing.T) {
 		s.Close()
 	}
 }
+
+// refundFails is a Limiter whose refunds fail.
+type refundFails struct{ floodgate.Limiter }
+
+func (refundFails) RefundN(context.Context, string, int64) error { return errDown }
+
+// TestRefundErrorsRedactKeys: a refund that fails mid-chain ends up in a
+// log line; it must carry the redacted key, never the key itself (a 1 MiB
+// API key would be a 1 MiB log line, and a secret in the logs).
+func TestRefundErrorsRedactKeys(t *testing.T) {
+	s := memstore.New(memstore.Options{SweepInterval: -1})
+	defer s.Close()
+	mk := func(name string, n int64) floodgate.Limiter {
+		lim, err := floodgate.New(s, floodgate.Policy{Name: name, Limits: []floodgate.Limit{floodgate.PerMinute(n)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lim
+	}
+	secret := "sk_live_" + strings.Repeat("x", 1<<20)
+	first, second := refundFails{mk("first", 10)}, mk("second", 1)
+	second.Allow(context.Background(), "k")
+	_, drove, err := floodgate.AllowAll(context.Background(),
+		floodgate.Check{Limiter: first, Key: secret, Cost: 1},
+		floodgate.Check{Limiter: second, Key: "k", Cost: 1})
+	if !errors.Is(err, errDown) || drove != 1 {
+		t.Fatalf("AllowAll: check %d, %v; want the refund's error from check 1", drove, err)
+	}
+	if strings.Contains(err.Error(), "sk_live_") || len(err.Error()) > 200 || !strings.Contains(err.Error(), floodgate.RedactKey(secret)) {
+		t.Fatalf("error of %d bytes does not carry just the redacted key: %.200s", len(err.Error()), err)
+	}
+}

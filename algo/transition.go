@@ -213,6 +213,11 @@ func (r *Transition) Interval() int64 { return r.interval }
 // nanoseconds: the longest a state can carry information.
 func (r *Transition) Span() int64 { return r.span }
 
+// Calendar reports whether r is a FixedWindow of whole calendar days in a
+// location, whose windows Window computes by the calendar (23 or 25 hours
+// long across a daylight-saving change) rather than by the period.
+func (r *Transition) Calendar() bool { return r.days > 0 }
+
 // Spec returns the spec the transition was made from. Compositions that
 // derive limits from others (a hybrid engine's local share) start from it.
 func (r *Transition) Spec() Spec { return r.spec }

@@ -44,9 +44,12 @@ var ErrInvalidConfig = errors.New("clientip: invalid config")
 type Config struct {
 	// TrustedProxies lists the proxies allowed to report the client's
 	// address, as CIDR prefixes ("10.0.0.0/8", "2001:db8::/32") or single
-	// addresses ("192.0.2.1", "::1"). IPv4 addresses match IPv4 entries only;
-	// an IPv4-mapped prefix such as "::ffff:10.0.0.0/104" is read as
-	// "10.0.0.0/8". A prefix with host bits set ("10.1.2.3/8") is rejected
+	// addresses ("192.0.2.1", "::1"). IPv4 addresses match IPv4 entries only,
+	// including IPv4 addresses written in IPv6, which are folded to IPv4
+	// first (see Resolver). So an entry of such addresses is read as the IPv4
+	// prefix: "::ffff:10.0.0.0/104" and "64:ff9b::10.0.0.0/104" as
+	// "10.0.0.0/8"; and a shorter IPv6 entry such as "64:ff9b::/64" matches
+	// none of them. A prefix with host bits set ("10.1.2.3/8") is rejected
 	// rather than widened, since it is more likely a typo than a wish. Each
 	// lookup scans the list, which costs little for a few dozen entries.
 	//
@@ -144,8 +147,15 @@ const (
 // counted. Empty list elements ("a,,b") are skipped.
 //
 // Addresses are normalised before they are compared or keyed: ports,
-// brackets and IPv6 zones are removed, and IPv4-mapped IPv6 addresses
-// (::ffff:192.0.2.1) become IPv4.
+// brackets and IPv6 zones are removed, and an IPv4 address written in IPv6
+// becomes IPv4, so that each IPv4 client has its own key rather than sharing
+// an IPv6 prefix. That covers IPv4-mapped addresses (::ffff:192.0.2.1),
+// addresses under the NAT64 well-known prefix (64:ff9b::192.0.2.1, RFC
+// 6052), as a NAT64 or SIIT translator in front of an IPv6 listener writes
+// IPv4 clients, and IPv4-compatible addresses (::192.0.2.1, deprecated)
+// whose IPv4 address is outside 0.0.0.0/8: the unspecified address :: and
+// the loopback ::1 have that form too, and stay IPv6, as does the rest of
+// ::/104. Other translation prefixes, such as 64:ff9b:1::/48, stay IPv6.
 type Resolver struct {
 	trusted []netip.Prefix
 	hops    int
@@ -245,16 +255,39 @@ func parseTrusted(s string) (netip.Prefix, error) {
 		}
 		p = netip.PrefixFrom(a, a.BitLen())
 	}
-	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	return foldPrefix(p)
+}
+
+// foldPrefix reads a trusted prefix of IPv4 addresses written in IPv6
+// ("::ffff:10.0.0.0/104", "64:ff9b::10.0.0.0/104") as the IPv4 prefix
+// ("10.0.0.0/8"): addresses are normalised before they are compared, so the
+// IPv6 form would never match. A prefix that would hold both addresses that
+// fold and addresses that do not ("::/96" holds ::1 and ::192.0.2.1) is
+// rejected, as no single prefix can say what it means.
+func foldPrefix(p netip.Prefix) (netip.Prefix, error) {
+	a := p.Addr()
+	if !a.Is6() || p.Bits() < 96 {
+		return p, nil
+	}
+	last := a.As16()
+	for i := p.Bits(); i < 128; i++ {
+		last[i/8] |= 0x80 >> (i % 8)
+	}
+	first, end := normalize(a), normalize(netip.AddrFrom16(last))
+	switch {
+	case first.Is4() && end.Is4():
+		return netip.PrefixFrom(first, p.Bits()-96), nil
+	case first.Is4() || end.Is4():
+		return p, errors.New("holds both IPv6 addresses (::/104) and IPv4-compatible ones (::a.b.c.d, read as IPv4); list ::/104 for the former and IPv4 prefixes for the latter")
 	}
 	return p, nil
 }
 
-// ClientIP returns the client's full address, without port or zone, with
-// IPv4-mapped addresses folded to IPv4. It is meant for logs; use Key to
-// limit. It returns the zero netip.Addr (IsValid reports false) when the
-// address cannot be determined, that is, when Key would return UnknownKey.
+// ClientIP returns the client's full address, normalised as described on
+// Resolver (without port or zone, IPv4 written in IPv6 folded to IPv4). It
+// is meant for logs; use Key to limit. It returns the zero netip.Addr
+// (IsValid reports false) when the address cannot be determined, that is,
+// when Key would return UnknownKey.
 func (r *Resolver) ClientIP(req *http.Request) netip.Addr {
 	a, _ := r.resolve(req)
 	return a
@@ -275,10 +308,11 @@ func (r *Resolver) Key(req *http.Request) string {
 
 // AddrKey returns the key of a client at addr, as Key would for a request
 // resolved to addr. It is meant for front ends that have an address but no
-// HTTP request, such as a TCP proxy. The zone is removed and an IPv4-mapped
-// address folded to IPv4 first. An invalid addr yields UnknownKey.
+// HTTP request, such as a TCP proxy. addr is normalised first as described
+// on Resolver: its zone removed, an IPv4 address written in IPv6 folded to
+// IPv4. An invalid addr yields UnknownKey.
 func (r *Resolver) AddrKey(addr netip.Addr) string {
-	return r.key(addr.WithZone("").Unmap(), "")
+	return r.key(normalize(addr), "")
 }
 
 // Malformed returns how many times a header from a trusted peer has been

@@ -68,6 +68,16 @@ func TestResolver(t *testing.T) {
 		{name: "ipv6 peer /48", cfg: Config{IPv6Prefix: 48}, remote: "[2001:db8:1:2::1]:4711", wantIP: "2001:db8:1:2::1", wantKey: "2001:db8:1::/48"},
 		{name: "ipv4 peer /24", cfg: Config{IPv4Prefix: 24}, remote: "203.0.113.7:4711", wantIP: "203.0.113.7", wantKey: "203.0.113.0/24"},
 		{name: "ipv4-mapped peer folded", remote: "[::ffff:203.0.113.7]:4711", wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
+		{name: "nat64 peer folded", remote: "[64:ff9b::203.0.113.7]:4711", wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
+		{name: "nat64 peer in hex folded", remote: "[64:FF9B::CB00:7107]:4711", wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
+		{name: "nat64 peer keyed by /24", cfg: Config{IPv4Prefix: 24}, remote: "[64:ff9b::203.0.113.7]:4711", wantIP: "203.0.113.7", wantKey: "203.0.113.0/24"},
+		{name: "nat64 peer in 0.0.0.0/8 folded", remote: "[64:ff9b::1]:4711", wantIP: "0.0.0.1", wantKey: "0.0.0.1"},
+		{name: "nat64 local-use prefix stays ipv6", remote: "[64:ff9b:1::203.0.113.7]:4711", wantIP: "64:ff9b:1::cb00:7107", wantKey: "64:ff9b:1::/64"},
+		{name: "ipv4-compatible peer folded", remote: "[::203.0.113.7]:4711", wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
+		{name: "ipv4-compatible 1.0.0.0 folded", remote: "[::1.0.0.0]:4711", wantIP: "1.0.0.0", wantKey: "1.0.0.0"},
+		{name: "loopback ::1 stays ipv6", cfg: Config{IPv6Prefix: 128}, remote: "[::1]:4711", wantIP: "::1", wantKey: "::1"},
+		{name: "unspecified :: stays ipv6", cfg: Config{IPv6Prefix: 128}, remote: "[::]:4711", wantIP: "::", wantKey: "::"},
+		{name: "::0.255.255.255 stays ipv6", cfg: Config{IPv6Prefix: 128}, remote: "[::0.255.255.255]:4711", wantIP: "::ff:ffff", wantKey: "::ff:ffff"},
 		{name: "ipv6 peer zone stripped", cfg: Config{IPv6Prefix: 128}, remote: "[fe80::1%eth0]:4711", wantIP: "fe80::1", wantKey: "fe80::1"},
 		{name: "ipv6 peer non-canonical", cfg: Config{IPv6Prefix: 128}, remote: "[2001:DB8:0::1]:4711", wantIP: "2001:db8::1", wantKey: "2001:db8::1"},
 		{name: "unix socket peer", remote: "@", wantKey: UnknownKey},
@@ -131,6 +141,20 @@ func TestResolver(t *testing.T) {
 			header: hdr("X-Forwarded-For", "::ffff:203.0.113.7"), wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
 		{name: "xff ipv4-mapped proxy is trusted", cfg: behindLB, remote: "10.0.0.1:80",
 			header: hdr("X-Forwarded-For", "203.0.113.7, ::ffff:10.0.0.2"), wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
+		{name: "xff nat64 client folded", cfg: behindLB, remote: "10.0.0.1:80",
+			header: hdr("X-Forwarded-For", "64:ff9b::203.0.113.7"), wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
+		{name: "xff ipv4-compatible client folded", cfg: behindLB, remote: "10.0.0.1:80",
+			header: hdr("X-Forwarded-For", "[::203.0.113.7]:4711"), wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
+		{name: "xff nat64 proxy is trusted", cfg: behindLB, remote: "10.0.0.1:80",
+			header: hdr("X-Forwarded-For", "203.0.113.7, 64:ff9b::10.0.0.2"), wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
+		{name: "xff ipv4-compatible proxy is trusted", cfg: behindLB, remote: "10.0.0.1:80",
+			header: hdr("X-Forwarded-For", "203.0.113.7, ::10.0.0.2"), wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
+		{name: "xff loopback ::1 client stays ipv6", cfg: behindLB, remote: "10.0.0.1:80",
+			header: hdr("X-Forwarded-For", "::1"), wantIP: "::1", wantKey: "::/64"},
+		{name: "forwarded nat64 client folded", cfg: behindLBFwd, remote: "10.0.0.1:80",
+			header: hdr("Forwarded", `for="[64:ff9b::203.0.113.7]:4711"`), wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
+		{name: "single header nat64 client folded", cfg: Config{TrustedProxies: []string{"10.0.0.0/8"}, Header: "X-Real-IP"}, remote: "10.0.0.1:80",
+			header: hdr("X-Real-IP", "64:ff9b::203.0.113.7"), wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
 		{name: "xff zone stripped", cfg: Config{TrustedProxies: []string{"10.0.0.0/8"}, IPv6Prefix: 128}, remote: "10.0.0.1:80",
 			header: hdr("X-Forwarded-For", "fe80::1%eth0"), wantIP: "fe80::1", wantKey: "fe80::1"},
 		{name: "xff zone with space stripped", cfg: Config{TrustedProxies: []string{"10.0.0.0/8"}}, remote: "[::ffff:10.0.0.0]",
@@ -155,6 +179,18 @@ func TestResolver(t *testing.T) {
 			header: hdr("X-Forwarded-For", "203.0.113.7"), wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
 		{name: "ipv4-mapped trusted prefix", cfg: Config{TrustedProxies: []string{"::ffff:10.0.0.0/104"}}, remote: "10.0.0.1:80",
 			header: hdr("X-Forwarded-For", "203.0.113.7"), wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
+		{name: "nat64 peer trusted by ipv4 prefix", cfg: behindLB, remote: "[64:ff9b::10.0.0.1]:80",
+			header: hdr("X-Forwarded-For", "203.0.113.7"), wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
+		{name: "nat64 trusted prefix", cfg: Config{TrustedProxies: []string{"64:ff9b::10.0.0.0/104"}}, remote: "10.0.0.1:80",
+			header: hdr("X-Forwarded-For", "203.0.113.7"), wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
+		{name: "ipv4-compatible trusted prefix", cfg: Config{TrustedProxies: []string{"::10.0.0.0/104"}}, remote: "[64:ff9b::10.0.0.1]:80",
+			header: hdr("X-Forwarded-For", "203.0.113.7"), wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
+		{name: "short nat64 entry matches no folded peer", cfg: Config{TrustedProxies: []string{"64:ff9b::/64"}}, remote: "[64:ff9b::10.0.0.1]:80",
+			header: hdr("X-Forwarded-For", "203.0.113.7"), wantIP: "10.0.0.1", wantKey: "10.0.0.1"},
+		{name: "trusted ::1 is the ipv6 loopback", cfg: Config{TrustedProxies: []string{"::1"}}, remote: "[::1]:80",
+			header: hdr("X-Forwarded-For", "203.0.113.7"), wantIP: "203.0.113.7", wantKey: "203.0.113.7"},
+		{name: "trusted ::1 is not 0.0.0.1", cfg: Config{TrustedProxies: []string{"::1"}}, remote: "0.0.0.1:80",
+			header: hdr("X-Forwarded-For", "203.0.113.7"), wantIP: "0.0.0.1", wantKey: "0.0.0.1"},
 
 		// Trust by position.
 		{name: "hops 1 takes right-most", cfg: Config{TrustedHops: 1}, remote: "198.51.100.1:80",
@@ -350,6 +386,10 @@ func TestNewErrors(t *testing.T) {
 			want: []string{`header "X Forwarded For" is not a valid header field name`}},
 		{name: "header never read", cfg: Config{Header: "X-Real-IP"},
 			want: []string{`header "X-Real-IP" would never be read; set TrustedProxies or TrustedHops`}},
+		{name: "ipv6 and ipv4-compatible mixed", cfg: Config{TrustedProxies: []string{"::/96"}},
+			want: []string{`trusted proxy "::/96"`, "holds both IPv6 addresses (::/104) and IPv4-compatible ones", "list ::/104"}},
+		{name: "ipv6 and ipv4-compatible mixed /103", cfg: Config{TrustedProxies: []string{"::/103"}},
+			want: []string{`trusted proxy "::/103"`, "holds both"}},
 		{name: "all problems reported", cfg: Config{TrustedProxies: []string{"a", "b"}, TrustedHops: -1, IPv6Prefix: 200},
 			want: []string{`"a"`, `"b"`, "TrustedHops", "IPv6Prefix"}},
 	}
@@ -385,6 +425,7 @@ func TestNewAccepts(t *testing.T) {
 		{IPv4Prefix: 32, IPv6Prefix: 128},
 		{IPv4Prefix: 1, IPv6Prefix: 1},
 		{TrustedProxies: []string{"10.0.0.0/8", " 192.0.2.1 ", "2001:db8::/32", "::1", "::ffff:10.0.0.0/104"}},
+		{TrustedProxies: []string{"64:ff9b::10.0.0.0/104", "64:ff9b::/64", "::/104", "::", "::10.0.0.0/104", "::128.0.0.0/97"}},
 		{TrustedHops: MaxHops},
 		{TrustedHops: 1, Header: "forwarded"},
 		{TrustedProxies: []string{"10.0.0.0/8"}, Header: "Fly-Client-IP"},
@@ -421,6 +462,11 @@ func TestAddrKey(t *testing.T) {
 	}{
 		{"ipv4", netip.MustParseAddr("192.0.2.77"), "192.0.2.0/24"},
 		{"ipv4-mapped", netip.MustParseAddr("::ffff:192.0.2.77"), "192.0.2.0/24"},
+		{"nat64", netip.MustParseAddr("64:ff9b::192.0.2.77"), "192.0.2.0/24"},
+		{"nat64 with zone", netip.MustParseAddr("64:ff9b::192.0.2.77%eth0"), "192.0.2.0/24"},
+		{"ipv4-compatible", netip.MustParseAddr("::192.0.2.77"), "192.0.2.0/24"},
+		{"loopback", netip.MustParseAddr("::1"), "::/64"},
+		{"unspecified", netip.MustParseAddr("::"), "::/64"},
 		{"ipv6", netip.MustParseAddr("2001:db8:1:2:3::4"), "2001:db8:1:2::/64"},
 		{"zone", netip.MustParseAddr("fe80::1%eth0"), "fe80::/64"},
 		{"invalid", netip.Addr{}, UnknownKey},
@@ -431,6 +477,33 @@ func TestAddrKey(t *testing.T) {
 				t.Errorf("AddrKey(%v) = %q, want %q", tt.addr, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestTrustedPrefixFolding: a trusted entry of IPv4 addresses written in
+// IPv6 is read as the IPv4 prefix those addresses fold to, since a folded
+// address could never match the IPv6 form.
+func TestTrustedPrefixFolding(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"::ffff:10.0.0.0/104", "10.0.0.0/8"},
+		{"64:ff9b::10.0.0.0/104", "10.0.0.0/8"},
+		{"64:ff9b::192.0.2.1", "192.0.2.1/32"},
+		{"64:ff9b::/96", "0.0.0.0/0"},
+		{"64:ff9b::/64", "64:ff9b::/64"},
+		{"64:ff9b:1::/48", "64:ff9b:1::/48"},
+		{"::10.0.0.0/104", "10.0.0.0/8"},
+		{"::192.0.2.1", "192.0.2.1/32"},
+		{"::128.0.0.0/97", "128.0.0.0/1"},
+		{"::1", "::1/128"},
+		{"::", "::/128"},
+		{"::/104", "::/104"},
+		{"::/64", "::/64"},
+		{"2001:db8::/32", "2001:db8::/32"},
+	} {
+		p, err := parseTrusted(tt.in)
+		if err != nil || p.String() != tt.want {
+			t.Errorf("parseTrusted(%q) = %v, %v; want %s", tt.in, p, err, tt.want)
+		}
 	}
 }
 
@@ -475,5 +548,22 @@ func TestConcurrentMalformedCount(t *testing.T) {
 	wg.Wait()
 	if got := r.Malformed(); got != workers*per {
 		t.Errorf("Malformed = %d, want %d", got, workers*per)
+	}
+}
+
+// TestEmbeddedIPv4DistinctKeys: IPv4 clients that reach an IPv6 listener
+// through a NAT64/SIIT translator, or are written IPv4-compatible, are as
+// many clients as their IPv4 addresses, not one /64.
+func TestEmbeddedIPv4DistinctKeys(t *testing.T) {
+	for _, pair := range [][2]string{
+		{"64:ff9b::192.0.2.1", "64:ff9b::198.51.100.2"},
+		{"::192.0.2.1", "::198.51.100.2"},
+	} {
+		var zero *Resolver
+		k0 := zero.Key(&http.Request{RemoteAddr: "[" + pair[0] + "]:4711"})
+		k1 := zero.Key(&http.Request{RemoteAddr: "[" + pair[1] + "]:4711"})
+		if k0 == k1 {
+			t.Errorf("clients %s and %s share the key %q", pair[0], pair[1], k0)
+		}
 	}
 }

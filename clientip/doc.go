@@ -35,8 +35,13 @@
 //
 // IPv6 clients are keyed by their /64 by default, since one host or home
 // usually holds a whole /64 and could otherwise use a fresh address per
-// request. IPv4-mapped IPv6 addresses (::ffff:192.0.2.1) are folded to IPv4
-// so a dual-stack listener keys one client one way.
+// request. IPv4 addresses written in IPv6 are folded to IPv4, so one client
+// has one key however it reached us: IPv4-mapped addresses
+// (::ffff:192.0.2.1) from a dual-stack listener, NAT64 well-known-prefix
+// addresses (64:ff9b::192.0.2.1) from a translator in front of an IPv6-only
+// listener, which would otherwise put every IPv4 client under one /64, and
+// IPv4-compatible ones (::192.0.2.1), but not :: or the loopback ::1 (see
+// Resolver for the exact rule).
 //
 // # Configuration
 //

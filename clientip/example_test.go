@@ -149,7 +149,11 @@ func ExampleResolver_AddrKey() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(r.AddrKey(netip.MustParseAddr("::ffff:192.0.2.77")))
+	fmt.Println(r.AddrKey(netip.MustParseAddr("::ffff:192.0.2.77")))     // IPv4-mapped
+	fmt.Println(r.AddrKey(netip.MustParseAddr("64:ff9b::198.51.100.9"))) // through a NAT64 translator
+	fmt.Println(r.AddrKey(netip.MustParseAddr("::1")))                   // the IPv6 loopback
 	// Output:
 	// 192.0.2.0/24
+	// 198.51.100.0/24
+	// ::/64
 }

@@ -45,6 +45,9 @@ func FuzzResolver(f *testing.F) {
 		{"198.51.100.9:1", "203.0.113.7", "", "for=203.0.113.7", "203.0.113.7"},
 		{"127.0.0.1:1", "203.0.113.7:4711, [2001:db8::1]:80, [2001:db8::2]", "", `for="\[2001:db8::1\]"`, ""},
 		{"10.0.0.1:80", ", ,", "", `for="\", for=6.6.6.6", for="203.0.113.7"`, ""},
+		{"[64:ff9b::10.0.0.1]:80", "64:ff9b::203.0.113.7, ::10.0.0.2", "", `for="[64:ff9b::cb00:7107]:4711"`, "::203.0.113.7"},
+		{"[::10.0.0.1]:80", "::1, ::, ::0.1.2.3", "[::ffff:0.0.0.1]", `for="[::1]"`, "64:ff9b:1::203.0.113.7"},
+		{"[::1]:80", "64:ff9b::", "", `for="[::203.0.113.7]"`, "[64:ff9b::1]:80"},
 	}
 	for _, s := range seeds {
 		for mode := range len(fuzzConfigs) {
@@ -77,7 +80,7 @@ func FuzzResolver(f *testing.F) {
 		if want := r.AddrKey(ip); key != want {
 			t.Fatalf("Key = %q, but the key of ClientIP %v is %q", key, ip, want)
 		}
-		if ip.IsValid() && (ip.Zone() != "" || ip.Is4In6()) {
+		if ip != fold(ip) {
 			t.Fatalf("ClientIP = %v, not normalised", ip)
 		}
 
@@ -119,7 +122,7 @@ func candidates(lines []string) []netip.Addr {
 	var out []netip.Addr
 	add := func(s string) {
 		if a, err := netip.ParseAddr(s); err == nil {
-			out = append(out, a.WithZone("").Unmap())
+			out = append(out, fold(a))
 		}
 	}
 	for _, line := range lines {
@@ -140,6 +143,27 @@ func candidates(lines []string) []netip.Addr {
 	}
 	return out
 }
+
+// fold is the normalisation rule documented on Resolver, written with
+// prefixes rather than bytes, as a check on normalize.
+func fold(a netip.Addr) netip.Addr {
+	a = a.WithZone("")
+	for _, p := range embeddingPrefixes {
+		if p.Contains(a) && !notCompatible.Contains(a) {
+			return netip.AddrFrom4([4]byte(a.AsSlice()[12:]))
+		}
+	}
+	return a
+}
+
+var (
+	embeddingPrefixes = []netip.Prefix{
+		netip.MustParsePrefix("::ffff:0:0/96"),
+		netip.MustParsePrefix("64:ff9b::/96"),
+		netip.MustParsePrefix("::/96"),
+	}
+	notCompatible = netip.MustParsePrefix("::/104") // ::, ::1 and the rest of ::0.0.0.0/104
+)
 
 // TestWalkMatchesModel builds random chains of well-formed entries, written
 // in the many ways proxies write them, and compares the resolved client with
@@ -222,7 +246,16 @@ func render(rng *rand.Rand, a netip.Addr, forwarded bool) string {
 	case form == 1:
 		s = fmt.Sprintf("[%s]:%d", a, rng.IntN(65536))
 	case form == 2 && a.Is4():
-		s = "::ffff:" + a.String()
+		// An IPv4 address written in IPv6: mapped, NAT64 or, where that is
+		// not :: or ::1 and the like, IPv4-compatible.
+		forms := []string{"::ffff:", "64:ff9b::"}
+		if a.As4()[0] != 0 {
+			forms = append(forms, "::")
+		}
+		s = forms[rng.IntN(len(forms))] + a.String()
+		if rng.IntN(2) == 0 {
+			s = "[" + s + "]"
+		}
 	case form == 2:
 		s = "[" + a.String() + "]"
 	case form == 3 && a.Is6() && a.IsLinkLocalUnicast():

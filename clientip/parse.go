@@ -12,6 +12,46 @@ import (
 // scan gives up after this many bytes.
 const maxElementLen = 512
 
+// normalize removes a's zone and folds an IPv4 address written in IPv6 to
+// IPv4, so that one client has one key however its address reached us:
+//
+//   - IPv4-mapped, ::ffff:a.b.c.d (RFC 4291), as a dual-stack socket reports
+//     an IPv4 peer;
+//   - under the NAT64 well-known prefix, 64:ff9b::a.b.c.d (RFC 6052), as a
+//     NAT64 or SIIT translator in front of an IPv6 listener writes each IPv4
+//     client. Unfolded, every IPv4 client on the internet would share the
+//     key 64:ff9b::/64;
+//   - IPv4-compatible, ::a.b.c.d (deprecated by RFC 4291 but still written by
+//     some proxies), when a.b.c.d is not in 0.0.0.0/8. That exception keeps
+//     the unspecified address :: and the loopback ::1, which share the form,
+//     and the rest of ::/104 IPv6 addresses: 0.0.0.0/8 is no host's source
+//     address.
+//
+// Other translation prefixes (RFC 8215's 64:ff9b:1::/48, an operator's own)
+// embed the address at lengths this package cannot know, and stay IPv6.
+func normalize(a netip.Addr) netip.Addr {
+	a = a.WithZone("")
+	if !a.Is6() {
+		return a
+	}
+	b := a.As16()
+	v4 := [4]byte(b[12:])
+	switch prefix := [12]byte(b[:12]); {
+	case prefix == mappedPrefix, prefix == nat64Prefix:
+		return netip.AddrFrom4(v4)
+	case prefix == [12]byte{} && v4[0] != 0:
+		return netip.AddrFrom4(v4)
+	}
+	return a
+}
+
+// The first 96 bits of ::ffff:0:0/96 (IPv4-mapped) and of 64:ff9b::/96
+// (the NAT64 well-known prefix).
+var (
+	mappedPrefix = [12]byte{10: 0xff, 11: 0xff}
+	nat64Prefix  = [12]byte{0x00, 0x64, 0xff, 0x9b}
+)
+
 // parsePeer reads http.Request.RemoteAddr, normally "ip:port" as written by
 // net/http. It returns the normalised address, or the zero Addr when there
 // is none (Unix sockets), and the host part as written, so that a caller can
@@ -29,7 +69,7 @@ func parsePeer(s string) (netip.Addr, string) {
 		if len(host) >= 2 && host[0] == '[' {
 			host = host[1 : len(host)-1]
 		}
-		return ap.Addr().WithZone("").Unmap(), host
+		return normalize(ap.Addr()), host
 	}
 	// Not what net/http writes, but what tests and some servers do.
 	if len(s) <= maxElementLen {
@@ -42,8 +82,8 @@ func parsePeer(s string) (netip.Addr, string) {
 
 // parseHop reads one address as proxies write it: "192.0.2.1",
 // "192.0.2.1:8080", "2001:db8::1", "[2001:db8::1]", "[2001:db8::1]:8080",
-// "fe80::1%eth0", surrounded by optional spaces or tabs. The result has no
-// zone and is unmapped.
+// "fe80::1%eth0", surrounded by optional spaces or tabs. The result is
+// normalised.
 func parseHop(s string) (netip.Addr, bool) {
 	s = trimOWS(s)
 	if s == "" {
@@ -83,7 +123,7 @@ func parseHop(s string) (netip.Addr, bool) {
 			}
 		}
 	}
-	return a.WithZone("").Unmap(), true
+	return normalize(a), true
 }
 
 // validPort accepts a decimal port and, as RFC 7239 allows in Forwarded, an

@@ -12,5 +12,7 @@
 //	go test -v ./examples
 //
 // Command photoplaces serves the PhotoPlaces rules on a real listener, with
-// the middleware in its place in a production chain.
+// the middleware in its place in a production chain. Command demo (make
+// demo) is a tour of what floodgate does, on loopback; docs_test.go
+// type-checks every Go snippet of the README and docs/.
 package examples

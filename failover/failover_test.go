@@ -3,6 +3,7 @@ package failover_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -796,5 +797,47 @@ func TestCallerDeadlineNoticedByStoreFirst(t *testing.T) {
 	st := s.Guard().Stats()
 	if st.State != failover.Closed || st.Failures.Decide != 0 || st.Timeouts != 0 || st.Canceled != 1 {
 		t.Fatalf("stats %+v, want closed, no failure, no timeout, 1 canceled", st)
+	}
+}
+
+// TestRefusalsAreNotOutages: a closed store, or one key's corrupt state,
+// is the remote store's answer about this call, not an outage. No failure
+// mode may hide it (FailOpen would silently stop limiting), and it must not
+// open the breaker for every other key.
+func TestRefusalsAreNotOutages(t *testing.T) {
+	for _, refusal := range []error{
+		fmt.Errorf("redisstore: %w", floodgate.ErrClosed),
+		fmt.Errorf("redisstore: key %q: %w", "floodgate:{api::victim}:0g", floodgate.ErrCorruptState),
+	} {
+		for _, mode := range []failover.Mode{failover.FailOpen, failover.FailClosed, failover.LocalFallback} {
+			t.Run(mode.String(), func(t *testing.T) {
+				errRefusal = refusal
+				clock := newClock()
+				remote := newFakeRemote(t, clock)
+				o := failover.Options{Mode: mode, Guard: failover.GuardOptions{Clock: clock, Failures: 2}}
+				if mode == failover.LocalFallback {
+					o.Local = newMem(t, clock)
+				}
+				s, err := failover.New(remote, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lim := newLimiter(t, s, floodgate.PerSecond(10))
+				remote.set(refusing)
+				for range 5 {
+					res, err := lim.Allow(context.Background(), "k")
+					if !errors.Is(err, refusal) || res.Allowed {
+						t.Fatalf("refused call: %+v, %v; want the refusal as an error", res, err)
+					}
+				}
+				if st := s.Guard().Stats(); st.State != failover.Closed || st.Failures.Decide != 0 {
+					t.Fatalf("after refusals: %+v, want the breaker closed and no failures counted", st)
+				}
+				remote.set(healthy)
+				if res := mustAllow(t, lim, "k"); res.Source != redisstore.Source {
+					t.Fatalf("next call: %+v, want the remote's decision", res)
+				}
+			})
+		}
 	}
 }

@@ -14,6 +14,10 @@ import (
 	"github.com/floodgate-go/floodgate/redisstore"
 )
 
+// errRefusal is what a refusing fake remote returns; tests set it to a
+// closed store's or a corrupt key's error.
+var errRefusal error
+
 // errDown is what a failing fake remote returns.
 var errDown = errors.New("fake remote: connection refused")
 
@@ -24,6 +28,7 @@ const (
 	hanging               // blocks until unblocked, ignoring its context
 	stalling              // blocks until its context ends, then returns its error
 	panicky               // panics
+	refusing              // returns errRefusal at once: the store answered "no"
 )
 
 // fakeRemote stands in for Redis: a memstore that can be told to fail,
@@ -71,6 +76,8 @@ func (f *fakeRemote) enter(ctx context.Context) error {
 		return ctx.Err()
 	case panicky:
 		panic("fake remote: boom")
+	case refusing:
+		return errRefusal
 	}
 	return nil
 }

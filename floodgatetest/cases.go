@@ -3,6 +3,7 @@ package floodgatetest
 import (
 	"strings"
 	"time"
+	_ "time/tzdata" // the cases use real zones, whatever the machine has
 
 	fg "github.com/floodgate-go/floodgate"
 )
@@ -37,6 +38,10 @@ func Cases() []Case {
 		return ""
 	}
 	ist := time.FixedZone("IST", 5*3600+1800) // UTC+5:30: hours and days start at :30 UTC
+	newYork, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		panic("floodgatetest: " + err.Error()) // time/tzdata is embedded; this cannot fail
+	}
 
 	return []Case{
 		{
@@ -188,12 +193,12 @@ func Cases() []Case {
 			Policies: one("refund", fg.PerMinute(10)),
 			Steps: []Step{
 				{Cost: 5, Want: allow(5, 30*s)},
-				{Op: OpRefund, Cost: 3},
+				{Do: DoRefund, Cost: 3},
 				{Cost: 0, Want: allow(8, 12*s)},
-				{Op: OpRefund, Cost: 100},
+				{Do: DoRefund, Cost: 100},
 				{Cost: 0, Want: allow(10, 0)},
 				{Cost: 10, Want: allow(0, time.Minute)},
-				{Op: OpReset},
+				{Do: DoReset},
 				{Cost: 1, Want: allow(9, 6*s)},
 			},
 		},
@@ -208,7 +213,7 @@ func Cases() []Case {
 				{Advance: us, Cost: 1, Want: allow(2, time.Minute)},
 				{Advance: time.Minute, Cost: 0, Want: allow(3, 0)},
 				{Cost: 3, Want: allow(0, time.Minute)},
-				{Op: OpRefund, Cost: 1},
+				{Do: DoRefund, Cost: 1},
 				{Cost: 0, Want: allow(1, time.Minute)},
 			},
 		},
@@ -221,6 +226,25 @@ func Cases() []Case {
 				{Cost: 1, Want: allow(0, 18*time.Hour+30*time.Minute)},
 				{Cost: 1, Want: deny(0, 18*time.Hour+30*time.Minute, 18*time.Hour+30*time.Minute)},
 				{Advance: 18*time.Hour + 30*time.Minute, Cost: 1, Want: allow(1, 24*time.Hour)},
+			},
+		},
+		{
+			// Days have 25 and 23 hours across New York's daylight-saving
+			// changes (2026-11-01 and 2027-03-14); a day window still
+			// ends at the next local midnight, never an hour off.
+			Name:     "fixed window of calendar days across daylight saving",
+			Policies: one("dst", fg.PerDay(3).AlignedTo(newYork)),
+			Steps: []Step{
+				// 2026-11-01 00:30 EDT (04:30 UTC); the day ends at 05:00 UTC the next day.
+				{Advance: time.Date(2026, 11, 1, 4, 30, 0, 0, time.UTC).Sub(Start), Cost: 3, Want: allow(0, 24*time.Hour+30*time.Minute)},
+				// 23:00 EST the same local day: still denied, for one more hour.
+				{Advance: 23*time.Hour + 30*time.Minute, Cost: 1, Want: deny(0, time.Hour, time.Hour)},
+				{Advance: time.Hour, Cost: 1, Want: allow(2, 24*time.Hour)},
+				// 2027-03-14 00:30 EST (05:30 UTC); the 23-hour day ends at 04:00 UTC the next day.
+				{Advance: time.Date(2027, 3, 14, 5, 30, 0, 0, time.UTC).Sub(time.Date(2026, 11, 2, 5, 0, 0, 0, time.UTC)), Cost: 3, Want: allow(0, 22*time.Hour+30*time.Minute)},
+				{Advance: 22*time.Hour + 30*time.Minute - us, Cost: 1, Want: deny(0, us, us)},
+				// Local midnight of the new day: not an hour later.
+				{Advance: us, Cost: 1, Want: allow(2, 24*time.Hour)},
 			},
 		},
 		{
@@ -242,7 +266,7 @@ func Cases() []Case {
 				{Advance: us, Cost: 1, Want: allow(0, 114*s)},
 				{Cost: 1, Want: deny(0, 114*s, 6*s)},
 				{Advance: 6 * s, Cost: 0, Want: allow(1, 108*s)},
-				{Op: OpRefund, Cost: 1},
+				{Do: DoRefund, Cost: 1},
 				{Cost: 0, Want: allow(2, 48*s)},
 				{Advance: 48 * s, Cost: 0, Want: allow(10, 0)},
 			},
@@ -258,7 +282,7 @@ func Cases() []Case {
 				{Cost: 2, Want: deny(0, time.Minute, 50*s)},
 				{Advance: 40*s - us, Cost: 1, Want: deny(0, 20*s+us, us)},
 				{Advance: us, Cost: 1, Want: allow(0, time.Minute)},
-				{Op: OpRefund, Cost: 1}, // drops the admission just made: the newest left is from +20s
+				{Do: DoRefund, Cost: 1}, // drops the admission just made: the newest left is from +20s
 				{Cost: 0, Want: allow(1, 20*s)},
 				{Advance: 2 * time.Minute, Cost: 0, Want: allow(3, 0)},
 			},

@@ -48,14 +48,14 @@ type Case struct {
 	Steps []Step
 }
 
-// Op is what a Step does.
-type Op int
+// An Action is the Limiter method a Step calls.
+type Action int
 
-// The operations of a step.
+// The actions of a step.
 const (
-	OpAllow  Op = iota // AllowN(Key, Cost)
-	OpRefund           // RefundN(Key, Cost)
-	OpReset            // Reset(Key)
+	DoAllow  Action = iota // AllowN(Key, Cost)
+	DoRefund               // RefundN(Key, Cost)
+	DoReset                // Reset(Key)
 )
 
 // DefaultKey is the key of a step that names none.
@@ -67,12 +67,12 @@ type Step struct {
 	Advance time.Duration
 	Policy  int    // index into Case.Policies
 	Key     string // DefaultKey when empty
-	Op      Op
+	Do      Action
 	Cost    int64
 	Want    Want
 }
 
-// Want is the expected outcome of an OpAllow step.
+// Want is the expected outcome of an DoAllow step.
 type Want struct {
 	Allowed    bool
 	Remaining  int64
@@ -123,14 +123,14 @@ func RunCase(t *testing.T, h Harness, c Case) {
 			key = DefaultKey
 		}
 		lim := lims[s.Policy]
-		where := fmt.Sprintf("step %d (t=+%s, %s key %.20q cost %d)", i+1, clock.Now().Sub(Start), opName(s.Op), key, s.Cost)
-		switch s.Op {
-		case OpRefund:
+		where := fmt.Sprintf("step %d (t=+%s, %s key %.20q cost %d)", i+1, clock.Now().Sub(Start), actionName(s.Do), key, s.Cost)
+		switch s.Do {
+		case DoRefund:
 			if err := lim.RefundN(ctx, key, s.Cost); err != nil {
 				t.Fatalf("%s: %v", where, err)
 			}
 			continue
-		case OpReset:
+		case DoReset:
 			if err := lim.Reset(ctx, key); err != nil {
 				t.Fatalf("%s: %v", where, err)
 			}
@@ -150,11 +150,11 @@ func RunCase(t *testing.T, h Harness, c Case) {
 	}
 }
 
-func opName(op Op) string {
-	switch op {
-	case OpRefund:
+func actionName(a Action) string {
+	switch a {
+	case DoRefund:
 		return "refund"
-	case OpReset:
+	case DoReset:
 		return "reset"
 	}
 	return "allow"

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -269,5 +270,52 @@ func TestCountWriterInterfaces(t *testing.T) {
 	defer mu.Unlock()
 	for _, p := range problems {
 		t.Error(p)
+	}
+}
+
+// TestResponseCost: the token budget of an LLM API, whose cost is known
+// only from the response. A request passes while budget remains, and is
+// charged what its response reports.
+func TestResponseCost(t *testing.T) {
+	e := newEnv(t)
+	budget := e.limiter("tokens", floodgate.Limit{Rate: 100, Period: time.Hour})
+	tokens := func(status int, h http.Header) int64 {
+		n, _ := strconv.ParseInt(h.Get("X-Tokens-Used"), 10, 64)
+		return n
+	}
+	used := "30"
+	llm := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Tokens-Used", used)
+		io.WriteString(w, "completion")
+	})
+	h := mustNew(t, httplimit.Config{Rules: []httplimit.Rule{{Limiter: budget, ResponseCost: tokens}}}).Handler(llm)
+	remaining := func() int64 {
+		res, err := budget.AllowN(t.Context(), "203.0.113.7", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Remaining
+	}
+	for i, want := range []int64{70, 40, 10} {
+		if rec := get(h, "/", client); rec.Code != 200 {
+			t.Fatalf("request %d: %d", i+1, rec.Code)
+		}
+		if got := remaining(); got != want {
+			t.Fatalf("after request %d: %d tokens left, want %d", i+1, got, want)
+		}
+	}
+	// 10 left: the request passes, costs 30, and empties the budget.
+	if rec := get(h, "/", client); rec.Code != 200 || remaining() != 0 {
+		t.Fatalf("request within the last 10 tokens: %d, %d left; want 200 and 0 left", rec.Code, remaining())
+	}
+	if rec := get(h, "/", client); rec.Code != 429 {
+		t.Fatalf("request with no budget left: %d, want 429", rec.Code)
+	}
+	// A response that reports less than the up-front charge is refunded.
+	budget.Reset(t.Context(), "203.0.113.7")
+	used = "0"
+	get(h, "/", client)
+	if got := remaining(); got != 100 {
+		t.Errorf("a response that cost nothing left %d of 100", got)
 	}
 }

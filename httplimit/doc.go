@@ -41,7 +41,7 @@
 //   - X-RateLimit-Remaining: the units that could still pass now, after this
 //     request's charge.
 //   - X-RateLimit-Reset: the seconds, rounded up, until the deciding
-//     policy is full again; with Headers.UnixReset, the Unix time of that
+//     limit is full again; with Headers.UnixReset, the Unix time of that
 //     instant.
 //   - Retry-After (429 only): the seconds, rounded up and at least 1, after
 //     which the same request passes if nothing else is charged; a client
@@ -54,12 +54,12 @@
 //     policy of several limits), with q units per w seconds; a window that is
 //     not a whole number of seconds is rounded up, with q scaled down. A
 //     token bucket whose burst differs from its rate adds floodgate-burst.
-//     RateLimit gives the deciding limit's remaining units r and t: the
-//     seconds until the policy is full again (as X-RateLimit-Reset), or on
-//     a 429 the Retry-After value, since the draft forbids a Retry-After
-//     that points earlier than t. Limiters other than
-//     *floodgate.PolicyLimiter cannot describe their policy, so only
-//     RateLimit is sent for them, named after Result.Policy.
+//     RateLimit has one item per decided rule, each with its own deciding
+//     limit's remaining units r and t: the seconds until that limit is
+//     full again (as X-RateLimit-Reset), or on a 429 the Retry-After value,
+//     since the draft forbids a Retry-After that points earlier than t.
+//     Everything is read from the Results (Result.Set names the limits that
+//     applied), so a wrapper around a limiter loses no field.
 //   - X-RateLimit-Source (off by default): what decided, e.g. "memory" or
 //     "hybrid:local-fallback".
 //
@@ -76,9 +76,10 @@
 // client. KeyByUser keys authenticated users by account and the rest by
 // address. KeyByHeader keys by an API key, which is only as good as the check
 // that the key is real. JoinKeys combines keys, for example address and
-// submitted login (KeyByFormValue) against password guessing. Different rules
-// that share a policy keep their keys apart with Rule.Prefix. See
-// docs/keys.md in the repository for the trade-offs.
+// submitted login (KeyByFormValue) against password guessing. Two rules must
+// use limiters of different policy names: a policy's name keeps its state
+// apart on a shared store, and overrides and tiers see the key as the key
+// function wrote it. See docs/keys.md in the repository for the trade-offs.
 //
 // # Counting failures only
 //
@@ -90,11 +91,13 @@
 //
 // # Errors
 //
-// A limiter that cannot decide (an engine failure that its failure policy
-// did not absorb) never turns into a 500 or a panic. By default the request
-// is served without rate-limit headers (FailOpen) and the error is logged, at
-// most once a second; FailClosed answers 503 instead, and Config.OnError can
-// do anything else. Engines have failure policies of their own that can fall
+// A limiter that cannot decide (an engine failure that its failure mode did
+// not absorb, a closed store, one key's corrupt state) never turns into a
+// 500 or a panic. By default the request is served without rate-limit
+// headers (ServeOnError) and the error is logged, at most once a second;
+// UnavailableOnError answers 503 instead, and Config.OnError can do anything
+// else. A negative cost from a Rule's Cost function is a bug in the server,
+// not in the limiter: it is answered 500 and logged, never served unlimited. Engines have failure policies of their own that can fall
 // back to local limits, which is usually better than either. A denial whose
 // Source is fail-closed (the engine's policy refused because Redis is down)
 // is answered 503 with Retry-After, not 429; a fail-open admission is served

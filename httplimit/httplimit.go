@@ -88,6 +88,18 @@ type Rule struct {
 
 	// Count selects the responses that count; the zero value counts all.
 	Count Count
+
+	// ResponseCost, when set, returns what a request really cost once its
+	// response is known: the tokens an LLM API reports in a response header
+	// or trailer, say. The request is charged Cost (1 when nil) before the
+	// handler runs, so it passes while budget remains; when the handler
+	// returns, the difference to ResponseCost's answer is charged or
+	// refunded. A charge that no longer fits empties the key's budget
+	// instead (there is no debt below zero), so a request can overrun the
+	// budget by its own overage once; the next ones wait for the refill.
+	// It runs after the handler, with the status and the final header map
+	// (trailers included), and only for responses the rule counts.
+	ResponseCost func(status int, h http.Header) int64
 }
 
 // Headers selects the rate-limit header fields of responses. The zero value
@@ -330,7 +342,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cs.c[cs.n] = floodgate.Check{Limiter: lim, Key: key, Cost: cost}
 		cs.rule[cs.n] = uint8(i)
 		cs.n++
-		counting = counting || ru.Count != CountAll
+		counting = counting || ru.Count != CountAll || ru.ResponseCost != nil
 	}
 	if cs.n == 0 {
 		h.next.ServeHTTP(w, r)
@@ -397,41 +409,64 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // a failure: the refunds are made and the panic goes on.
 func (h *handler) serveCounting(sw *statusWriter, r *http.Request, cs *checks) {
 	failed := true
-	defer func() { h.m.settle(r, cs, failed) }()
+	defer func() { h.m.settle(r, sw, cs, failed) }()
 	h.next.ServeHTTP(sw, r)
 	failed = sw.status >= 400
 }
 
-func (m *Middleware) settle(r *http.Request, cs *checks, failed bool) {
+// settle refunds the rules the response does not count for, and charges
+// the rules with a ResponseCost what the response says it cost.
+func (m *Middleware) settle(r *http.Request, sw *statusWriter, cs *checks, failed bool) {
 	var ctx context.Context
-	for i := range cs.n {
-		switch m.rules[cs.rule[i]].Count {
-		case CountFailed:
-			if failed {
-				continue
-			}
-		case CountSuccessful:
-			if !failed {
-				continue
-			}
-		default:
-			continue
-		}
-		c := &cs.c[i]
-		if c.Cost <= 0 {
-			continue
-		}
+	owed := func() context.Context {
 		if ctx == nil {
 			ctx = r.Context()
 			if ctx.Err() != nil {
-				// The client is gone; the refund is still owed.
+				// The client is gone; the refund or charge is still owed.
 				ctx = context.WithoutCancel(ctx)
 			}
 		}
-		if err := c.Limiter.RefundN(ctx, c.Key, c.Cost); err != nil {
-			m.logError(ctx, err)
+		return ctx
+	}
+	for i := range cs.n {
+		ru := &m.rules[cs.rule[i]]
+		c := &cs.c[i]
+		counts := ru.Count == CountAll || (ru.Count == CountFailed) == failed
+		switch {
+		case !counts:
+			if c.Cost > 0 {
+				if err := c.Limiter.RefundN(owed(), c.Key, c.Cost); err != nil {
+					m.logError(ctx, err)
+				}
+			}
+		case ru.ResponseCost != nil:
+			if err := chargeActual(owed(), c, ru.ResponseCost(sw.status, sw.Header())); err != nil {
+				m.logError(ctx, err)
+			}
 		}
 	}
+}
+
+// chargeActual settles a check that was charged c.Cost up front at the
+// cost the response reported: the difference is refunded or charged. A
+// charge that no longer fits drains the key to zero instead: the limiter
+// has no debt below zero to carry the rest, so the request's overage
+// beyond the remaining budget is lost, and the next request waits for a
+// refill. A negative reported cost counts as zero.
+func chargeActual(ctx context.Context, c *floodgate.Check, actual int64) error {
+	extra := max(actual, 0) - c.Cost
+	switch {
+	case extra < 0:
+		return c.Limiter.RefundN(ctx, c.Key, -extra)
+	case extra == 0:
+		return nil
+	}
+	res, err := c.Limiter.AllowN(ctx, c.Key, extra)
+	if err != nil || res.Allowed || res.Remaining <= 0 {
+		return err
+	}
+	_, err = c.Limiter.AllowN(ctx, c.Key, res.Remaining)
+	return err
 }
 
 // ServeOnError is the default Config.OnError: the request is served as if

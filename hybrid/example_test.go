@@ -19,7 +19,11 @@ import (
 // of every limit locally (headroom 2 over its quarter share); Redis keeps
 // the exact limit across all four.
 func Example() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	client := redis.NewClient(&redis.Options{
+		Addr: redisAddr(), // your Redis, e.g. localhost:6379
+		// Let deadlines cut short a round trip to a stalled Redis.
+		ContextTimeoutEnabled: true,
+	})
 	defer client.Close()
 	global, err := redisstore.New(client, redisstore.Options{})
 	if err != nil {
@@ -31,7 +35,10 @@ func Example() {
 
 	store, err := hybrid.New(local, global, hybrid.Options{
 		Fraction: hybrid.FractionFor(4, 2), // 0.5
-		Guard:    failover.GuardOptions{Timeout: 50 * time.Millisecond},
+		Guard: failover.GuardOptions{
+			Timeout:      50 * time.Millisecond,
+			ContextBound: true, // redisstore returns as soon as a call's context ends
+		},
 	})
 	if err != nil {
 		panic(err)
@@ -41,7 +48,9 @@ func Example() {
 		panic(err)
 	}
 	res, err := lim.Allow(context.Background(), "user:42")
-	fmt.Println(res.Allowed, res.Source, err)
+	fmt.Println(res.Allowed, res.Source, res.Limit, err)
+	// Output:
+	// true hybrid:global 600/min <nil>
 }
 
 // What each part decides. An in-memory store stands in for Redis here so

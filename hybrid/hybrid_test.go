@@ -3,6 +3,7 @@ package hybrid_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -445,4 +446,34 @@ func TestConcurrentSetCache(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// closedStore is a global store that has been closed.
+type closedStore struct{ floodgate.Store }
+
+func (closedStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
+	return algo.Verdict{}, fmt.Errorf("redisstore: %w", floodgate.ErrClosed)
+}
+
+// TestClosedGlobalStoreIsAnError: a closed global store is a programming
+// error, not an outage: the hybrid store reports it instead of deciding on
+// its local filter as if Redis were down, and charges the filter nothing.
+func TestClosedGlobalStoreIsAnError(t *testing.T) {
+	local := newMem(t, nil)
+	s, err := hybrid.New(local, closedStore{newMem(t, nil)}, hybrid.Options{Fraction: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := newLimiter(t, s, floodgate.PerSecond(10))
+	for range 10 {
+		if res, err := lim.Allow(context.Background(), "k"); !errors.Is(err, floodgate.ErrClosed) || res.Allowed {
+			t.Fatalf("%+v, %v; want ErrClosed", res, err)
+		}
+	}
+	if st := s.Guard().Stats(); st.Failures.Decide != 0 {
+		t.Errorf("guard counted %d failures for a closed store", st.Failures.Decide)
+	}
+	if local.Len() != 0 {
+		t.Errorf("the local filter kept %d charges for undecided requests", local.Len())
+	}
 }

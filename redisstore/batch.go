@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +29,10 @@ type request struct {
 	state atomic.Uint32
 	done  chan struct{} // capacity 1: finish never blocks
 
+	// timer bounds the wait of a caller whose context has no deadline
+	// (Options.Timeout); it stays with the request through the pool.
+	timer *time.Timer
+
 	err error
 	ds  [algo.MaxTransitions]algo.Decision
 }
@@ -43,45 +49,55 @@ func (r *request) finish(err error) {
 	r.done <- struct{}{}
 }
 
-var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+var requestPool = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &request{done: make(chan struct{}, 1), timer: t}
+}}
 
 // release returns a completed request to the pool. Only a request whose
 // caller received its outcome is released: an abandoned one may still be
 // referenced by the queue or a flusher, and is left to the collector.
 func (s *Store) release(r *request) {
+	r.timer.Stop()
 	r.set, r.key, r.err = nil, "", nil
 	requestPool.Put(r)
 }
 
-// do queues a request and waits until a flusher completes it or ctx ends.
+// do queues a request and waits until a flusher completes it, ctx ends or,
+// when ctx has no deadline, Options.Timeout passes.
 func (s *Store) do(ctx context.Context, op uint8, set *algo.Set, key string, cost int64) (*request, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Op: opNames[op], Err: err}
 	}
 	r := requestPool.Get().(*request)
 	r.set, r.key, r.cost, r.op = set, key, cost, op
-	r.deadline, _ = ctx.Deadline()
+	var expired <-chan time.Time
+	deadline, ok := ctx.Deadline()
+	if !ok && s.timeout > 0 {
+		deadline = time.Now().Add(s.timeout)
+		r.timer.Reset(s.timeout)
+		expired = r.timer.C
+	}
+	r.deadline = deadline
 	r.state.Store(stateQueued)
 	if err := s.enqueue(r); err != nil {
 		s.release(r)
 		return nil, &Error{Op: opNames[op], Err: err}
 	}
-	if done := ctx.Done(); done != nil {
-		select {
-		case <-r.done:
-		case <-done:
-			if r.state.CompareAndSwap(stateQueued, stateAbandoned) {
-				s.abandoned.Add(1)
-				return nil, &Error{Op: opNames[op], Err: fmt.Errorf("gave up waiting to be sent to redis: %w", ctx.Err())}
-			}
-			select {
-			case <-r.done: // completed meanwhile: the answer stands
-			default:
-				return nil, &Error{Op: opNames[op], Err: fmt.Errorf("gave up waiting for redis's answer: %w", ctx.Err())}
-			}
+	select {
+	case <-r.done:
+		r.timer.Stop()
+	case <-ctx.Done():
+		r.timer.Stop()
+		if err := s.giveUp(r, op, ctx.Err()); err != nil {
+			return nil, err
 		}
-	} else {
-		<-r.done
+	case <-expired:
+		cause := fmt.Errorf("Options.Timeout (%s) passed; check redis's health and latency, or give the call a context deadline: %w", s.timeout, context.DeadlineExceeded)
+		if err := s.giveUp(r, op, cause); err != nil {
+			return nil, err
+		}
 	}
 	if r.err != nil {
 		err := &Error{Op: opNames[op], Err: r.err}
@@ -89,6 +105,22 @@ func (s *Store) do(ctx context.Context, op uint8, set *algo.Set, key string, cos
 		return nil, err
 	}
 	return r, nil
+}
+
+// giveUp abandons r, whose caller stops waiting because of cause, and
+// returns the caller's error; or nil when r was completed meanwhile and its
+// answer stands.
+func (s *Store) giveUp(r *request, op uint8, cause error) error {
+	if r.state.CompareAndSwap(stateQueued, stateAbandoned) {
+		s.abandoned.Add(1)
+		return &Error{Op: opNames[op], Err: fmt.Errorf("gave up waiting to be sent to redis: %w", cause)}
+	}
+	select {
+	case <-r.done:
+		return nil
+	default:
+		return &Error{Op: opNames[op], Err: fmt.Errorf("gave up waiting for redis's answer: %w", cause)}
+	}
 }
 
 // enqueue appends r to the queue and wakes an idle flusher.
@@ -340,8 +372,7 @@ func (f *flusher) args(reqs []*request, now any, zoneAt int64) []any {
 	for _, set := range f.order {
 		args = append(args, set.Len())
 		for i := range set.Len() {
-			alg, a, c, span := ruleArgs(set.At(i), zoneAt)
-			args = append(args, alg, a, c, span)
+			args = appendRuleArgs(args, set.At(i), zoneAt)
 		}
 	}
 	for _, r := range reqs {
@@ -389,16 +420,28 @@ func isReply(err error) bool {
 
 func (s *Store) process(ctx context.Context, calls []*call) {
 	if len(calls) == 1 {
-		_ = s.client.Process(ctx, calls[0].cmd)
+		_ = s.client.Process(ctx, scriptCmd{calls[0].cmd})
 		return
 	}
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range calls {
-			_ = p.Process(ctx, c.cmd)
+			_ = p.Process(ctx, scriptCmd{c.cmd})
 		}
 		return nil
 	})
 }
+
+// A scriptCmd is a script call that go-redis must not send again after a
+// failure (its MaxRetries): a call whose reply was lost to a timeout or a
+// broken connection may have run, and running it again would charge its
+// decisions twice. go-redis still resends a command it knows it never
+// wrote. Marking the command, rather than asking for a client with
+// MaxRetries -1, keeps the user's client as it is for their other
+// commands.
+type scriptCmd struct{ *redis.Cmd }
+
+// NoRetry implements redis.Cmder.
+func (scriptCmd) NoRetry() bool { return true }
 
 // errBadReply reports a reply that does not match the script's layout:
 // Redis runs a different script under the same SHA-1, or a proxy altered
@@ -409,14 +452,21 @@ var errBadReply = errors.New("unexpected reply from the script; is a proxy betwe
 func (f *flusher) complete(c *call) {
 	vals, err := c.cmd.Slice()
 	if err == nil {
-		want := 0
+		// Check the layout (see scripts/prologue.lua) before handing out
+		// any answer.
+		o := 0
 		for _, r := range c.reqs {
-			if r.op == opDecide {
-				want += 4 * r.set.Len()
+			switch _, failed := at(vals, o).(string); {
+			case failed:
+				o++
+			case r.op == opDecide:
+				o += 4 * r.set.Len()
+			default:
+				o++
 			}
 		}
-		if len(vals) != want {
-			err = fmt.Errorf("%w (%d values, want %d)", errBadReply, len(vals), want)
+		if o != len(vals) {
+			err = fmt.Errorf("%w (%d values, want %d)", errBadReply, len(vals), o)
 		}
 	}
 	if err != nil {
@@ -427,18 +477,49 @@ func (f *flusher) complete(c *call) {
 	}
 	o := 0
 	for _, r := range c.reqs {
-		if r.op == opDecide {
-			for i := range r.set.Len() {
-				r.ds[i] = algo.Decision{
-					Allowed:    toInt(vals[o]) == 1,
-					Remaining:  toInt(vals[o+1]),
-					ResetAfter: time.Duration(toInt(vals[o+2])) * time.Microsecond,
-					RetryAfter: time.Duration(toInt(vals[o+3])) * time.Microsecond,
-				}
-				o += 4
+		if msg, failed := vals[o].(string); failed {
+			o++
+			r.finish(f.s.corrupt(r, msg))
+			continue
+		}
+		if r.op != opDecide {
+			o++
+			r.finish(nil)
+			continue
+		}
+		for i := range r.set.Len() {
+			r.ds[i] = algo.Decision{
+				Allowed:    toInt(vals[o]) == 1,
+				Remaining:  toInt(vals[o+1]),
+				ResetAfter: time.Duration(toInt(vals[o+2])) * time.Microsecond,
+				RetryAfter: time.Duration(toInt(vals[o+3])) * time.Microsecond,
 			}
+			o += 4
 		}
 		r.finish(nil)
+	}
+}
+
+// at returns vals[i], or nil past its end.
+func at(vals []any, i int) any {
+	if i < len(vals) {
+		return vals[i]
+	}
+	return nil
+}
+
+// corrupt turns the script's answer "<rule index> <problem>" for r into a
+// *CorruptStateError.
+func (s *Store) corrupt(r *request, msg string) error {
+	idx, problem, _ := strings.Cut(msg, " ")
+	i, err := strconv.Atoi(idx)
+	if err != nil || i < 0 || i >= r.set.Len() || problem == "" {
+		return fmt.Errorf("%w (%q)", errBadReply, msg)
+	}
+	return &CorruptStateError{
+		Key:      Key(s.prefix, r.set, r.key, i),
+		Problem:  problem,
+		redacted: string(appendKey(nil, s.prefix, r.set, "…", i)),
 	}
 }
 

@@ -2,7 +2,11 @@
 // so that every instance of a service sharing one Redis (standalone,
 // Sentinel or Cluster) enforces one limit together.
 //
-//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	client := redis.NewClient(&redis.Options{
+//		Addr: "localhost:6379",
+//		// Let deadlines cut short a round trip to a stalled Redis.
+//		ContextTimeoutEnabled: true,
+//	})
 //	store, err := redisstore.New(client, redisstore.Options{})
 //	...
 //	defer store.Close()
@@ -10,7 +14,17 @@
 //		Name:   "api",
 //		Limits: []floodgate.Limit{floodgate.PerSecond(10), floodgate.PerHour(1000)},
 //	})
+//	ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+//	defer cancel()
 //	res, err := lim.Allow(ctx, "user:42")
+//	if err != nil {
+//		// Redis is down or slow: fail open or closed here.
+//	}
+//
+// Every call is bounded in time: by its context's deadline or, for a
+// context without one, by Options.Timeout (DefaultTimeout). The Store
+// never lets go-redis resend a script call (see Failures), so a client's
+// MaxRetries cannot charge a decision twice.
 //
 // # Decisions
 //
@@ -37,11 +51,16 @@
 //
 // At microsecond resolution:
 //
-//   - GCRA and TokenBucket refill one unit every Period/Rate, computed as in
-//     the core (rounded down to the nanosecond) and rounded down again to
-//     the microsecond; intervals below 1µs are rejected. Where Period/Rate
-//     is not a whole number of microseconds (PerSecond(3)), Redis refills
-//     each unit up to 1µs sooner than the in-memory engine.
+//   - GCRA and TokenBucket refill one unit every Period/Rate rounded up to
+//     the microsecond, computed exactly from Period and Rate: rounding up
+//     never admits more than the limit's rate. A limit whose rounded
+//     interval is more than 1% longer than Period/Rate (PerSecond(600000):
+//     1.67µs becomes 2µs, 20% fewer admissions) is rejected; lower its
+//     rate, or choose one whose interval is a whole number of
+//     microseconds. Where Period/Rate is not a whole number of
+//     microseconds (PerSecond(3)), Redis refills each unit up to 1µs later
+//     than the in-memory engine, and its Remaining and RetryAfter may
+//     differ from it by as much.
 //   - Window periods (FixedWindow, SlidingWindow, SlidingLog) must be whole
 //     microseconds, and a SlidingWindow's Rate × Period (in µs) must stay
 //     below 2^52.
@@ -61,10 +80,14 @@
 //	<prefix>{<policy>:<set>:<key>}:<i><tag>
 //
 // for example floodgate:{api::user:42}:0g. The set is "" for a policy's
-// own limits, "override:<key>" or "tier:<name>"; in the policy and set
-// names, '%', ':', '{' and '}' are percent-encoded, so distinct policies,
-// sets and keys never share a key. The braces make a Redis Cluster hash tag:
-// every key of one decision lies in one slot, as a script call requires. The
+// own limits, "override:<key>" or "tier:<name>". In the policy and set
+// names, '%', ':', '{' and '}' are percent-encoded (upper-case hex, "%7D"
+// for '}'); in the client key, '%' and '}' are, so "a}b" is stored as
+// floodgate:{api::a%7Db}:0g. Distinct policies, sets and keys thus never
+// share a Redis key. The braces make a Redis Cluster hash tag that always
+// covers policy, set and whole client key: every key of one decision lies
+// in one slot, as a script call requires, and clients spread over the
+// slots whatever their keys hold (the prefix may hold no brace). The
 // tag names the algorithm's state, so a limit whose algorithm changes starts
 // afresh instead of misreading old state: g (GCRA and TokenBucket: the
 // theoretical arrival time, a string), f (FixedWindow: "<end> <count>"), s
@@ -102,18 +125,53 @@
 //
 // Every error is an *Error naming the operation and wrapping the cause: the
 // caller's context error, a network error or a Redis error reply from
-// go-redis, ErrOverloaded or ErrClosed. Failure policies (fail open, fail
-// closed, fall back to a local limiter) belong to the composition above the
-// engine, not here.
+// go-redis, ErrOverloaded, ErrClosed or ErrCorruptState. Failure policies
+// (fail open, fail closed, fall back to a local limiter) belong to the
+// composition above the engine, not here.
 //
-// The round trip of a batch uses the latest deadline of its callers.
-// go-redis applies context deadlines to network reads only with
-// redis.Options.ContextTimeoutEnabled; without it, a batch stuck on a Redis
-// that stopped answering waits for ReadTimeout, though its callers have
-// long returned. go-redis also retries a command after a network error
-// (MaxRetries); a retried script call that Redis had in fact run charges
-// its requests twice, which errs strict, never lenient (a client with
-// MaxRetries -1 fails them instead). In a Cluster, a call that fails
-// without a Redis reply makes the client reload its slot map, so that a
-// replica promoted after its master died is used within about a second.
+// # State floodgate did not write
+//
+// Another program may write under the prefix: a hash where a TAT belongs,
+// "1e300", "nan". The script checks every value it reads (type, integer
+// form, range: no instant further ahead of Redis's clock than two spans
+// of the limit plus a day for a clock that stepped back) before a request
+// writes anything, so each request writes all its keys or none. A request
+// that meets such a key fails, alone, with a *CorruptStateError
+// (errors.Is(err, ErrCorruptState)) that names the key and the problem;
+// the other requests of its batch are decided as usual, and nothing is
+// charged behind the error. Reading the key as empty instead would hide
+// the problem and overwrite the other program's data, and trusting it
+// would deny or admit the client on garbage; the error repeats, where an
+// operator sees it, until the key is deleted (Reset deletes it). A failure
+// policy should not take it for an outage: Redis answered. The reach
+// allows for reloads that shorten a limit by up to a day; one that cuts a
+// span longer than that (a weekly GCRA limit made hourly) can leave a
+// client in debt beyond it, and that client's requests fail the same way
+// until its key expires or is reset.
+//
+// A script call that Redis aborts as a whole still fails every request of
+// the call, and may have applied those decided before the abort: Redis
+// does not roll a script back. That takes Redis itself failing mid-script,
+// such as a write refused for lack of memory under maxmemory-policy
+// noeviction.
+//
+// A caller waits at most until its context's deadline or, without one,
+// Options.Timeout; then it gets an *Error wrapping
+// context.DeadlineExceeded. The round trip of a batch uses the latest
+// deadline of its callers. go-redis applies context deadlines to network
+// reads only with redis.Options.ContextTimeoutEnabled; without it, a batch
+// stuck on a Redis that stopped answering waits for ReadTimeout, though its
+// callers have long returned.
+//
+// go-redis retries a command after a network error or a timeout
+// (MaxRetries, 3 by default). For a script call that would be wrong: a call
+// whose reply was lost may have run, and running it again charges its
+// requests twice. The Store marks its script calls as not to be retried
+// (go-redis's per-command NoRetry), whatever the client's MaxRetries, which
+// still applies to the client's other commands: a failed call fails its
+// requests, and a request that failed this way may or may not have been
+// charged once (see Error). In a Cluster, MOVED and ASK redirections are
+// still followed, and a call that fails without a Redis reply makes the
+// client reload its slot map, so that a replica promoted after its master
+// died is used within about a second.
 package redisstore

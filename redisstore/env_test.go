@@ -98,6 +98,11 @@ func newLimiter(t testing.TB, s floodgate.Store, name string, limits ...floodgat
 	return l
 }
 
+// limKey is the Redis key of limit i of lim's limits for key.
+func limKey(prefix string, lim *floodgate.PolicyLimiter, key string, i int) string {
+	return Key(prefix, lim.LimitsFor(key).Engine(), key, i)
+}
+
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()

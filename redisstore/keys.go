@@ -11,43 +11,51 @@ import (
 //
 //	<prefix>{<policy>:<set>:<key>}:<i><tag>
 //
-// The policy and set names are escaped (see escapeName) so that the first
-// colon after the brace ends the policy and the second ends the set name:
-// distinct (policy, set, key) triples give distinct keys.
+// The policy and set names are escaped (see appendEscaped) so that the
+// first colon after the brace ends the policy and the second ends the set
+// name; the client key is escaped so that the first '}' after the brace is
+// the one closing it. Distinct (policy, set, key) triples therefore give
+// distinct keys, and Redis Cluster hashes each by all three: a client
+// cannot send keys that cut the hash tag short and pile onto one slot.
 func appendKey(b []byte, prefix string, set *algo.Set, key string, i int) []byte {
 	b = append(b, prefix...)
 	b = append(b, '{')
-	b = appendEscaped(b, set.Policy())
+	b = appendEscaped(b, set.Policy(), nameEscapes)
 	b = append(b, ':')
-	b = appendEscaped(b, set.Name())
+	b = appendEscaped(b, set.Name(), nameEscapes)
 	b = append(b, ':')
-	b = append(b, key...)
+	b = appendEscaped(b, key, keyEscapes)
 	b = append(b, '}', ':')
 	b = strconv.AppendInt(b, int64(i), 10)
 	return append(b, keyTags[set.At(i).Kind()])
 }
 
 // Key returns the Redis key that holds the state of limit i (from 0, in the
-// order of set.Rules) of set for key under prefix. Operators use it to find
-// or inspect a client's state; key must already be normalised
-// (floodgate.NormalizeKey), as the Limiter passes it to the Store.
+// order of set.Rules) of set for key under prefix, in the layout the
+// package documentation describes. Operators use it to find or inspect a
+// client's state; key must already be normalised (floodgate.NormalizeKey),
+// as the Limiter passes it to the Store.
 func Key(prefix string, set *algo.Set, key string, i int) string {
 	return string(appendKey(nil, prefix, set, key, i))
 }
 
-const escapedChars = "%:{}"
+// The bytes percent-encoded in policy and set names, and in client keys.
+// A client key needs no escaped colon: it runs to the closing brace.
+const (
+	nameEscapes = "%:{}"
+	keyEscapes  = "%}"
+)
 
-// appendEscaped appends s with '%', ':', '{' and '}' percent-encoded: a
-// policy or set name then holds no separator, and no brace that would cut
-// the hash tag short.
-func appendEscaped(b []byte, s string) []byte {
-	if !strings.ContainsAny(s, escapedChars) {
+// appendEscaped appends s with the bytes of escapes percent-encoded
+// (upper-case hex), '%' among them so that the encoding stays reversible.
+func appendEscaped(b []byte, s, escapes string) []byte {
+	if !strings.ContainsAny(s, escapes) {
 		return append(b, s...)
 	}
 	const hex = "0123456789ABCDEF"
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if strings.IndexByte(escapedChars, c) >= 0 {
+		if strings.IndexByte(escapes, c) >= 0 {
 			b = append(b, '%', hex[c>>4], hex[c&15])
 			continue
 		}

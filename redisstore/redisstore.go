@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,12 +28,16 @@ const (
 
 	// DefaultMaxPending is the most requests that may wait for a round trip.
 	DefaultMaxPending = 1 << 16
+
+	// DefaultTimeout bounds a request whose context has no deadline.
+	DefaultTimeout = time.Second
 )
 
 // Options configures a Store. The zero value is a good default.
 type Options struct {
 	// Prefix starts every key, so that several applications (or tests)
-	// can share one Redis. Empty means DefaultPrefix.
+	// can share one Redis. Empty means DefaultPrefix. It may not hold '{'
+	// or '}': the braces after it make each key's Redis Cluster hash tag.
 	Prefix string
 
 	// Clock pins the time for tests: when set, every script call takes its
@@ -59,27 +64,75 @@ type Options struct {
 	// waiting behind a Redis that does not keep up. 0 means
 	// DefaultMaxPending.
 	MaxPending int
+
+	// Timeout bounds a Decide, Refund or Reset whose context has no
+	// deadline: after it, the call fails with an *Error wrapping
+	// context.DeadlineExceeded, however the client is configured (a
+	// go-redis client left to its defaults waits up to 3s for a read, and
+	// an unreachable Redis would otherwise cost every request its dial
+	// attempts). A context with a deadline is used as it is, even when its
+	// deadline is later. 0 means DefaultTimeout; a negative Timeout lets
+	// calls without a deadline wait for Redis as long as the client does.
+	Timeout time.Duration
 }
 
 // Errors callers branch on with errors.Is. Every error a Store returns is
 // an *Error that names the operation.
 var (
-	// ErrClosed reports a request to a Store after Close.
-	ErrClosed = errors.New("store is closed; create a new one with redisstore.New")
+	// ErrClosed reports a request to a Store after Close. It is
+	// floodgate.ErrClosed, which failure modes never absorb.
+	ErrClosed = floodgate.ErrClosed
 
 	// ErrOverloaded reports a request that found Options.MaxPending requests
 	// already waiting: Redis is too slow or unreachable.
 	ErrOverloaded = errors.New("too many requests waiting for redis (Options.MaxPending); check redis's health and latency")
+
+	// ErrCorruptState reports a request that found, under one of its keys,
+	// state floodgate did not write: a key of another type, a value that
+	// does not parse, or an instant out of the limit's reach. Only that
+	// request fails, and it has changed nothing in Redis; the other
+	// requests of its batch, and other clients, are decided as usual.
+	// Redis itself is working, so failure modes (package failover, hybrid)
+	// do not count it as an outage: it is floodgate.ErrCorruptState.
+	// errors.As finds the *CorruptStateError, which names the key.
+	ErrCorruptState = floodgate.ErrCorruptState
 )
+
+// A CorruptStateError is a request that met, under one of its keys, state
+// floodgate did not write, typically another program's key under
+// Options.Prefix. floodgate neither reads such a key as empty (which would
+// overwrite the other program's data, and hide the problem) nor trusts it
+// (a TAT of "1e300" would deny the client forever): it fails the request,
+// every time, until the key is deleted. errors.Is(err, ErrCorruptState)
+// reports true for it.
+type CorruptStateError struct {
+	// Key is the Redis key, in full. It contains the client key, which
+	// Error leaves out so that logs do not carry it.
+	Key string
+	// Problem says what the key holds, e.g. "holds a hash, not a string".
+	Problem string
+
+	redacted string // Key with the client key elided
+}
+
+// Error names the key, the client key elided, and says what to do.
+func (e *CorruptStateError) Error() string {
+	return "redis key " + e.redacted + " " + e.Problem + "; floodgate did not write it: delete it (the Limiter's Reset for this client key, or DEL), and give floodgate an Options.Prefix that no other program writes under"
+}
+
+// Is reports whether target is ErrCorruptState.
+func (e *CorruptStateError) Is(target error) bool { return target == ErrCorruptState }
 
 // An Error is a request the Store could not complete. Err says why: a
 // context error (context.DeadlineExceeded, context.Canceled) when the
-// caller's context ended first, a network error (net.Error) or a Redis
-// error reply (redis.Error) from go-redis, ErrOverloaded or ErrClosed.
+// caller's context ended first or Options.Timeout passed, a network error
+// (net.Error) or a Redis error reply (redis.Error) from go-redis,
+// ErrOverloaded, ErrClosed, or a *CorruptStateError (ErrCorruptState).
 //
-// A decide or refund that failed may or may not have been applied: a
-// request whose context ended while its round trip was in flight has still
-// been decided (and, if allowed, charged) in Redis.
+// A decide or refund that failed with a *CorruptStateError, ErrOverloaded
+// or ErrClosed changed nothing. Any other may or may not have been applied:
+// a request whose wait ended while its round trip was in flight has still
+// been decided (and, if allowed, charged) in Redis, once.
 type Error struct {
 	// Op is "decide", "refund" or "reset".
 	Op string
@@ -102,6 +155,7 @@ type Store struct {
 	group      groupMode
 	maxBatch   int
 	maxPending int
+	timeout    time.Duration // < 0: none
 
 	mu      sync.Mutex
 	wake    *sync.Cond // flushers wait on it for requests
@@ -140,6 +194,8 @@ func New(client redis.UniversalClient, o Options) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: Flushers %d is negative; use 0 for the default (%d)", o.Flushers, DefaultFlushers)
 	case o.MaxPending < 0:
 		return nil, fmt.Errorf("redisstore: MaxPending %d is negative; use 0 for the default (%d)", o.MaxPending, DefaultMaxPending)
+	case strings.ContainsAny(o.Prefix, "{}"):
+		return nil, fmt.Errorf("redisstore: Prefix %q holds a brace, which would change the Redis Cluster hash tag of every key; remove it", o.Prefix)
 	}
 	s := &Store{
 		client:     client,
@@ -148,6 +204,7 @@ func New(client redis.UniversalClient, o Options) (*Store, error) {
 		group:      groupModeOf(client),
 		maxBatch:   o.MaxBatch,
 		maxPending: o.MaxPending,
+		timeout:    o.Timeout,
 	}
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
@@ -157,6 +214,9 @@ func New(client redis.UniversalClient, o Options) (*Store, error) {
 	}
 	if s.maxPending == 0 {
 		s.maxPending = DefaultMaxPending
+	}
+	if s.timeout == 0 {
+		s.timeout = DefaultTimeout
 	}
 	flushers := o.Flushers
 	if flushers == 0 {
@@ -206,7 +266,6 @@ const Source = "redis"
 // numbers cannot keep exactly.
 func (s *Store) ValidateLimit(l floodgate.Limit) error { return validateLimit(l) }
 
-
 // maxExact is 2^52: a margin below 2^53, where Lua's numbers (doubles)
 // stop being exact integers.
 const maxExact = 1 << 52
@@ -214,10 +273,7 @@ const maxExact = 1 << 52
 func validateLimit(l floodgate.Limit) error {
 	switch l.Spec().Kind {
 	case algo.GCRA:
-		if _, err := algo.Interval(l.Spec(), time.Microsecond); err != nil {
-			return fmt.Errorf("the redis engine keeps time in microseconds: %w", err)
-		}
-		return nil
+		return validateGCRA(l)
 	}
 	if l.Period%time.Microsecond != 0 {
 		return fmt.Errorf("%w: %s windows must be whole microseconds for the redis engine, got %s; round the period",
@@ -230,6 +286,21 @@ func validateLimit(l floodgate.Limit) error {
 	if l.Algorithm == floodgate.SlidingWindow && (l.Rate+2) > maxExact/periodMicros(l.Spec()) {
 		return fmt.Errorf("%w: sliding_window %d per %s: rate × period in µs exceeds 2^52, beyond exact arithmetic in redis's Lua; use a shorter period, a lower rate or gcra",
 			floodgate.ErrInvalidLimit, l.Rate, l.Period)
+	}
+	return nil
+}
+
+// validateGCRA rejects GCRA limits that microseconds cannot keep within
+// 1% of their rate (algo.Interval), and those whose bucket spans more time
+// than Lua's numbers hold exactly.
+func validateGCRA(l floodgate.Limit) error {
+	iv, err := algo.Interval(l.Spec(), time.Microsecond)
+	if err != nil {
+		return fmt.Errorf("the redis engine counts whole microseconds: %w", err)
+	}
+	if iv > maxExact/4/l.Capacity() {
+		return fmt.Errorf("%w: %s spans %d × %dµs, beyond exact arithmetic in redis's Lua; use a smaller burst or a higher rate",
+			floodgate.ErrInvalidLimit, l, l.Capacity(), iv)
 	}
 	return nil
 }

@@ -60,31 +60,43 @@ const (
 	algFixed   = 2
 	algSliding = 3
 	algLog     = 4
+	// algCalendar is a fixed window of calendar days; see appendRuleArgs.
+	algCalendar = 5
 )
 
-// ruleArgs returns the script's description of r: its algorithm code, a
-// parameter (the interval for GCRA, the zone offset for fixed windows), its
-// capacity and its span (capacity × interval for GCRA, the period for
-// windows), all in microseconds. atNs is the instant whose zone offset
-// aligns fixed windows.
-func ruleArgs(r *algo.Transition, atNs int64) (alg, a, capacity, span int64) {
-	capacity = r.Capacity()
+// appendRuleArgs appends the script's description of r: its algorithm
+// code, a parameter (the interval for GCRA, the zone offset for fixed
+// windows), its capacity and its span (capacity × interval for GCRA, the
+// period for windows), all in microseconds. A fixed window of calendar days
+// in a zone is sent as the days themselves, since Lua knows no zones: code
+// algCalendar, the start, the capacity and the end of the window holding
+// atNs, then the previous window's start and the next one's end. atNs is
+// the instant (this process's clock) whose zone offset or day is used.
+func appendRuleArgs(args []any, r *algo.Transition, atNs int64) []any {
+	capacity := r.Capacity()
 	switch r.Kind() {
 	case algo.GCRA:
 		iv := intervalMicros(r.Spec())
-		return algGCRA, iv, capacity, capacity * iv
+		return append(args, algGCRA, iv, capacity, capacity*iv)
 	case algo.FixedWindow:
-		return algFixed, zoneOffsetMicros(r.Spec().Location, atNs), capacity, periodMicros(r.Spec())
+		if r.Calendar() {
+			start, end := r.Window(atNs)
+			prev, _ := r.Window(start - 1)
+			_, next := r.Window(end)
+			return append(args, algCalendar, start/1e3, capacity, end/1e3, prev/1e3, next/1e3)
+		}
+		return append(args, algFixed, zoneOffsetMicros(r.Spec().Location, atNs), capacity, periodMicros(r.Spec()))
 	case algo.SlidingWindow:
-		return algSliding, 0, capacity, periodMicros(r.Spec())
+		return append(args, algSliding, 0, capacity, periodMicros(r.Spec()))
 	default:
-		return algLog, 0, capacity, periodMicros(r.Spec())
+		return append(args, algLog, 0, capacity, periodMicros(r.Spec()))
 	}
 }
 
 // intervalMicros is GCRA's interval in whole microseconds, Redis's tick:
-// Period/Rate rounded up, so Redis never admits more than the rate. It is 0
-// for a limit the tick cannot keep within 1% (ValidateLimit rejects those).
+// Period/Rate rounded up (algo.Interval), so Redis never admits more than
+// the rate. It is 0 for a limit the tick cannot keep within 1%, which
+// ValidateLimit rejects.
 func intervalMicros(l algo.Spec) int64 {
 	iv, err := algo.Interval(l, time.Microsecond)
 	if err != nil {

@@ -8,7 +8,9 @@
 //
 //   - listens on 127.0.0.1 only, on a free port picked at start (a start that
 //     loses a race for the port is retried with a new one);
-//   - keeps its files in a temporary directory and has no persistence;
+//   - keeps its files in a temporary directory; Redis servers have no
+//     persistence, while PostgreSQL keeps every committed transaction across
+//     Kill and Restart (but not across an OS crash: fsync is off);
 //   - runs in its own process group with a parent-death signal, so it dies
 //     with the test binary even if the binary is killed;
 //   - is killed and waited for by t.Cleanup.

@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -69,20 +68,23 @@ type PostgresServer struct {
 	// log, postgres.log.
 	Dir string
 
-	t      testing.TB
 	binDir string
 	cred   *syscall.Credential
-	name   string
-
-	mu   sync.Mutex
-	proc *process
+	server
 }
 
 // Postgres initializes a fresh PostgreSQL cluster (initdb, UTF8, C locale)
 // and starts it on a free 127.0.0.1 port, waiting until it accepts
-// connections. Durability is off (fsync, synchronous_commit,
-// full_page_writes) because test data need not survive a power cut, and
-// this makes writes fast. See the package doc for running as root.
+// connections. See the package doc for running as root.
+//
+// fsync and full_page_writes are off: test data need not survive an OS crash
+// or a power cut, and skipping the disk flushes makes writes fast. Every
+// committed transaction still survives Kill, a crash of the server alone:
+// synchronous_commit stays on, so a commit is acknowledged only once its WAL
+// is written to the kernel, where it outlives the server's processes. (With
+// fsync off, that costs a write system call per commit, not a disk flush;
+// synchronous_commit=off would acknowledge commits still held in the
+// server's memory, and Kill would lose those of the last wal_writer_delay.)
 func Postgres(t testing.TB) *PostgresServer {
 	t.Helper()
 	binDir := postgresBinDir(t)
@@ -146,15 +148,7 @@ func Postgres(t testing.TB) *PostgresServer {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s = &PostgresServer{
-			Addr:   "127.0.0.1:" + strconv.Itoa(ports[0]),
-			Port:   ports[0],
-			Dir:    dir,
-			t:      t,
-			binDir: binDir,
-			cred:   cred,
-			name:   fmt.Sprintf("postgres on %d", ports[0]),
-		}
+		s = newPostgresServer(t, binDir, cred, ports[0], dir)
 		err = s.start()
 		if err == nil {
 			break
@@ -256,24 +250,23 @@ func postgresCredential() (*syscall.Credential, error) {
 	return nil, errors.New(`testenv: running as root, and PostgreSQL refuses to run as root, but there is no "postgres" or "nobody" user to run it as: create one (the Debian package postgresql does) or run the tests as a normal user`)
 }
 
-func (s *PostgresServer) start() error {
-	args := []string{
-		"-D", filepath.Join(s.Dir, "data"),
-		"-p", strconv.Itoa(s.Port),
-		"-k", filepath.Join(s.Dir, "sock"),
-		"-c", "listen_addresses=127.0.0.1",
-		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
-		"-c", "full_page_writes=off",
-		"-c", "logging_collector=off",
+func newPostgresServer(t testing.TB, binDir string, cred *syscall.Credential, port int, dir string) *PostgresServer {
+	s := &PostgresServer{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, Dir: dir, binDir: binDir, cred: cred}
+	s.t, s.name = t, fmt.Sprintf("postgres on %d", port)
+	s.spawn = func() (*process, error) {
+		args := []string{
+			"-D", filepath.Join(s.Dir, "data"),
+			"-p", strconv.Itoa(s.Port),
+			"-k", filepath.Join(s.Dir, "sock"),
+			"-c", "listen_addresses=127.0.0.1",
+			"-c", "fsync=off",
+			"-c", "full_page_writes=off",
+			"-c", "logging_collector=off",
+		}
+		return startProcess(s.name, filepath.Join(s.binDir, "postgres"), args, s.Dir, filepath.Join(s.Dir, "postgres.log"), s.cred)
 	}
-	p, err := startProcess(s.name, filepath.Join(s.binDir, "postgres"), args, s.Dir, filepath.Join(s.Dir, "postgres.log"), s.cred)
-	if err != nil {
-		return err
-	}
-	s.proc = p
 	pidFile := filepath.Join(s.Dir, "data", "postmaster.pid")
-	return p.waitReady(func() error {
+	s.ready = func(p *process) error {
 		// postmaster.pid says "ready" once the server accepts connections
 		// (pg_ctl waits for the same line); checking the pid in it makes
 		// sure it is our server answering, not another one that grabbed the
@@ -287,69 +280,35 @@ func (s *PostgresServer) start() error {
 			return fmt.Errorf("postmaster.pid does not say pid %d is ready yet", p.cmd.Process.Pid)
 		}
 		return pgPing(s.Addr)
-	})
-}
-
-// kill stops the server with SIGQUIT, PostgreSQL's immediate shutdown (what
-// pg_ctl stop -m immediate sends): no checkpoint, backends end at once. The
-// postmaster is a direct child, so the signal is sent to it rather than
-// through pg_ctl, which would have to run as the postgres user.
-func (s *PostgresServer) kill() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil {
-		s.proc.stop(syscall.SIGQUIT, 5*time.Second)
 	}
+	// SIGQUIT is PostgreSQL's immediate shutdown (what pg_ctl stop -m
+	// immediate sends): no checkpoint, backends end at once. SIGINT is its
+	// fast shutdown: sessions end cleanly and a checkpoint is written. The
+	// postmaster is a direct child, so the signals are sent to it rather
+	// than through pg_ctl, which would have to run as the postgres user.
+	s.crash = shutdown{sig: syscall.SIGQUIT, grace: 5 * time.Second}
+	s.halt = shutdown{sig: syscall.SIGINT, grace: 30 * time.Second}
+	return s
 }
 
 // Kill shuts the server down immediately (SIGQUIT, as pg_ctl stop -m
-// immediate): clients lose their sessions, and the next start runs crash
-// recovery.
-func (s *PostgresServer) Kill() {
-	s.kill()
-}
+// immediate): clients lose their sessions and nothing is flushed, as in a
+// crash, and the next start runs crash recovery. Every transaction whose
+// commit was acknowledged before Kill is there after Restart, unless its
+// session turned synchronous_commit off.
+func (s *PostgresServer) Kill() { s.kill() }
 
 // Stop shuts the server down in fast mode (SIGINT, as pg_ctl stop -m fast):
 // sessions are ended cleanly and a checkpoint is written.
-func (s *PostgresServer) Stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil {
-		s.proc.stop(syscall.SIGINT, 30*time.Second)
-	}
-}
+func (s *PostgresServer) Stop() { s.stop() }
 
 // Running reports whether the postmaster is alive.
-func (s *PostgresServer) Running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.proc != nil && !s.proc.exited()
-}
+func (s *PostgresServer) Running() bool { return s.running() }
 
 // Restart starts the server again on the same port with the same data,
 // stopping it immediately first if it is running, and waits until it accepts
 // connections. Call it from the test goroutine.
-func (s *PostgresServer) Restart() {
-	s.t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil {
-		s.proc.stop(syscall.SIGQUIT, 5*time.Second)
-	}
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		err := s.start()
-		if err == nil {
-			return
-		}
-		if errors.Is(err, errPortInUse) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		s.t.Fatalf("testenv: restart %s on the same port: %v", s.name, err)
-		return
-	}
-}
+func (s *PostgresServer) Restart() { s.restart() }
 
 // DSN returns a postgres:// URL for user and database db over TCP, without
 // TLS (the server has none). For the password roles use DSNWithPassword.

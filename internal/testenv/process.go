@@ -166,8 +166,13 @@ func (p *process) kill() {
 }
 
 // stop sends sig to the process and waits up to grace for it to exit, then
-// kills the process group.
+// kills the process group. SIGKILL, which no process can handle, goes to the
+// whole group at once.
 func (p *process) stop(sig syscall.Signal, grace time.Duration) {
+	if sig == syscall.SIGKILL {
+		p.kill()
+		return
+	}
 	if !p.exited() {
 		_ = p.cmd.Process.Signal(sig)
 	}

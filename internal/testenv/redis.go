@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,13 +25,7 @@ type RedisServer struct {
 	// Dir holds the server's working files and its log, redis.log.
 	Dir string
 
-	t    testing.TB
-	name string
-	bin  string
-	args []string
-
-	mu   sync.Mutex
-	proc *process
+	server
 }
 
 // Redis starts a standalone redis-server on a free loopback port and waits
@@ -78,15 +71,7 @@ func startRedis(t testing.TB, name string, nports int, build func(ports []int, d
 		if err != nil {
 			t.Fatalf("testenv: prepare %s: %v", name, err)
 		}
-		s := &RedisServer{
-			Addr: "127.0.0.1:" + strconv.Itoa(ports[0]),
-			Port: ports[0],
-			Dir:  dir,
-			t:    t,
-			name: fmt.Sprintf("%s on %d", name, ports[0]),
-			bin:  bin,
-			args: args,
-		}
+		s := newRedisServer(t, fmt.Sprintf("%s on %d", name, ports[0]), bin, args, ports[0], dir)
 		err = s.start()
 		if err == nil {
 			t.Cleanup(s.kill)
@@ -103,15 +88,16 @@ func startRedis(t testing.TB, name string, nports int, build func(ports []int, d
 	}
 }
 
-// start runs the process and waits for PING. The caller holds mu or owns s
-// exclusively.
-func (s *RedisServer) start() error {
-	p, err := startProcess(s.name, s.bin, s.args, s.Dir, filepath.Join(s.Dir, "redis.log"), nil)
-	if err != nil {
-		return err
+func newRedisServer(t testing.TB, name, bin string, args []string, port int, dir string) *RedisServer {
+	s := &RedisServer{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, Dir: dir}
+	s.t, s.name = t, name
+	s.spawn = func() (*process, error) {
+		return startProcess(s.name, bin, args, s.Dir, filepath.Join(s.Dir, "redis.log"), nil)
 	}
-	s.proc = p
-	return p.waitReady(func() error { return redisReady(s.Addr, p.cmd.Process.Pid) })
+	s.ready = func(p *process) error { return redisReady(s.Addr, p.cmd.Process.Pid) }
+	s.crash = shutdown{sig: syscall.SIGKILL}
+	s.halt = shutdown{sig: syscall.SIGTERM, grace: 10 * time.Second}
+	return s
 }
 
 // redisReady succeeds once the server at addr answers PING and is the
@@ -133,64 +119,22 @@ func redisReady(addr string, pid int) error {
 	return nil
 }
 
-func (s *RedisServer) kill() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil {
-		s.proc.kill()
-	}
-}
-
 // Kill sends SIGKILL and waits for the process to exit: a crash, with no
 // chance to reply to clients or close connections cleanly.
-func (s *RedisServer) Kill() {
-	s.kill()
-}
+func (s *RedisServer) Kill() { s.kill() }
 
 // Stop shuts the server down gracefully (SIGTERM), falling back to SIGKILL
 // after 10 s. Clients see their connections closed.
-func (s *RedisServer) Stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil {
-		s.proc.stop(syscall.SIGTERM, 10*time.Second)
-	}
-}
+func (s *RedisServer) Stop() { s.stop() }
 
 // Running reports whether the server process is alive.
-func (s *RedisServer) Running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.proc != nil && !s.proc.exited()
-}
+func (s *RedisServer) Running() bool { return s.running() }
 
 // Restart starts the server again on the same port and directory, killing
 // it first if it is still running, and waits until it answers PING. Data is
 // lost (there is no persistence); a cluster node keeps its nodes.conf and so
 // rejoins its cluster. Call it from the test goroutine.
-func (s *RedisServer) Restart() {
-	s.t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil {
-		s.proc.kill()
-	}
-	// The port may be held for a moment by a connection that used it as its
-	// local port; keep trying briefly rather than fail on a transient race.
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		err := s.start()
-		if err == nil {
-			return
-		}
-		if errors.Is(err, errPortInUse) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		s.t.Fatalf("testenv: restart %s on the same port: %v", s.name, err)
-		return
-	}
-}
+func (s *RedisServer) Restart() { s.restart() }
 
 // Do sends one command to the server; see RedisDo for the reply types.
 func (s *RedisServer) Do(args ...string) (any, error) {

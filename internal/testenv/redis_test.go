@@ -69,18 +69,26 @@ func TestRedisPauseAndDebugSleep(t *testing.T) {
 	t.Parallel()
 	r := Redis(t)
 
-	r.Pause(300 * time.Millisecond)
+	// Each clock starts before the command that stalls the server is sent,
+	// so the server's stall ends at least 300 ms later however long the
+	// test goroutine is kept waiting: a slow machine can only lengthen d.
+	// (Started after the command returned, the clock would miss however
+	// much of the stall passed before this goroutine ran again.) The bound
+	// is half the stall, since a command that was not held returns within
+	// round trips.
+	const stall, held = 300 * time.Millisecond, 150 * time.Millisecond
 	start := time.Now()
+	r.Pause(stall)
 	mustDo(t, r.Addr, "GET", "k")
-	if d := time.Since(start); d < 200*time.Millisecond {
-		t.Fatalf("GET during CLIENT PAUSE returned after %v, want it held", d)
+	if d := time.Since(start); d < held {
+		t.Fatalf("GET during CLIENT PAUSE returned %v after the pause was sent, want it held", d)
 	}
 
-	done := r.DebugSleep(300 * time.Millisecond)
 	start = time.Now()
+	done := r.DebugSleep(stall)
 	mustDo(t, r.Addr, "PING")
-	if d := time.Since(start); d < 200*time.Millisecond {
-		t.Fatalf("PING during DEBUG SLEEP returned after %v, want it held", d)
+	if d := time.Since(start); d < held {
+		t.Fatalf("PING during DEBUG SLEEP returned %v after the sleep was sent, want it held", d)
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("DEBUG SLEEP: %v", err)

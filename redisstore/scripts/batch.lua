@@ -1,6 +1,6 @@
 -- The driver: parse the sets, then run the requests in arrival order.
 
-local GCRA, FIXED, SLIDING, LOG = 1, 2, 3, 4
+local GCRA, FIXED, SLIDING, LOG, CALENDAR = 1, 2, 3, 4, 5
 
 local sets = {}
 local i = 3
@@ -11,28 +11,48 @@ for s = 1, tonumber(ARGV[2]) do
   for r = 1, nrules do
     rules[r] = { tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]) }
     i = i + 4
+    if rules[r][1] == CALENDAR then
+      -- A fixed window of calendar days: two more bounds follow (see
+      -- fixedwindow.lua). It is a fixed window in every other respect.
+      rules[r][1], rules[r][5], rules[r][6] = FIXED, tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+      i = i + 2
+    end
   end
   sets[s] = rules
 end
 
--- Per-rule scratch of the request being decided: the loaded state (sa..sd),
+-- Per-rule scratch of the request being decided: the loaded state (sa..se),
 -- the decision (ok, rem, rst, rty) and the state to store (na..nc). Made on
 -- first use: a batch of single-GCRA requests, the common case, needs none.
-local sa, sb, sc, sd, ok, rem, rst, rty, na, nb, nc
+local sa, sb, sc, sd, se, ok, rem, rst, rty, na, nb, nc
 
-local function load(p, key, r)
-  local alg = p[1]
-  if alg == GCRA then
-    sa[r] = gcra_load(key)
-  elseif alg == FIXED then
-    sa[r], sb[r] = fixed_load(key)
-  elseif alg == SLIDING then
-    sa[r], sb[r], sc[r] = sliding_load(key)
-  else
-    sa[r], sb[r], sc[r], sd[r] = log_load(key, p, now_us)
+local function scratch()
+  if not sa then
+    sa, sb, sc, sd, se, ok, rem, rst, rty, na, nb, nc = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
   end
 end
 
+-- load reads and checks the state of rule r; it returns the problem with
+-- the stored state, or nil.
+local function load(p, key, r)
+  local alg, bad = p[1], nil
+  if alg == GCRA then
+    sa[r], bad = gcra_load(key, p)
+  elseif alg == FIXED then
+    sa[r], sb[r], bad = fixed_load(key, p)
+  elseif alg == SLIDING then
+    sa[r], sb[r], sc[r], bad = sliding_load(key, p)
+  else
+    sa[r], sb[r], sc[r], sd[r], se[r] = log_load(key, p, now_us)
+    if sa[r] == nil then
+      bad = sb[r]
+    end
+  end
+  return bad
+end
+
+-- step decides rule r on its loaded state; ok[r] is nil, and rem[r] the
+-- problem, when a sliding log turns out corrupt.
 local function step(p, key, r, cost)
   local alg = p[1]
   if alg == GCRA then
@@ -42,7 +62,7 @@ local function step(p, key, r, cost)
   elseif alg == SLIDING then
     ok[r], rem[r], rst[r], rty[r], na[r], nb[r], nc[r] = sliding_step(p, sa[r], sb[r], sc[r], now_us, cost)
   else
-    ok[r], rem[r], rst[r], rty[r] = log_step(key, p, sa[r], sb[r], sc[r], sd[r], cost)
+    ok[r], rem[r], rst[r], rty[r] = log_step(key, p, sa[r], sb[r], sc[r], sd[r], se[r], cost)
   end
 end
 
@@ -61,20 +81,40 @@ end
 
 local out, n = {}, 0
 
+-- fail answers the request with the problem of rule r's stored state, as
+-- "<r-1> <problem>", in place of its values.
+local function fail(r, problem)
+  out[n + 1] = int(r - 1) .. ' ' .. problem
+  n = n + 1
+end
+
 -- decide checks every rule, then charges all of them or none. When one
 -- denies, the rules that would have allowed report their uncharged state,
--- as a peek (cost 0) would.
+-- as a peek (cost 0) would. Every key is read and checked before the first
+-- write, so a request that meets corrupt state writes nothing.
 local function decide(rules, k, cost)
-  if not sa then
-    sa, sb, sc, sd, ok, rem, rst, rty, na, nb, nc = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+  scratch()
+  for r = 1, #rules do
+    local bad = load(rules[r], KEYS[k + r], r)
+    if bad then
+      fail(r, bad)
+      return
+    end
   end
   local all = true
   for r = 1, #rules do
-    local p, key = rules[r], KEYS[k + r]
-    load(p, key, r)
-    step(p, key, r, cost)
+    step(rules[r], KEYS[k + r], r, cost)
+    if ok[r] == nil then
+      fail(r, rem[r])
+      return
+    end
     if ok[r] == 0 then
       all = false
+    end
+  end
+  for r = 1, #rules do
+    if rules[r][1] == LOG then
+      log_tidy(KEYS[k + r], rules[r], sa[r], se[r])
     end
   end
   if cost > 0 then
@@ -94,7 +134,12 @@ end
 
 -- decide1 is decide for the most common set, one GCRA rule.
 local function decide1(p, key, cost)
-  local a, b, c, d, tat = gcra_step(p, gcra_load(key), now_us, cost)
+  local tat0, bad = gcra_load(key, p)
+  if bad then
+    fail(1, bad)
+    return
+  end
+  local a, b, c, d, tat = gcra_step(p, tat0, now_us, cost)
   if tat then
     gcra_save(key, tat)
   end
@@ -102,20 +147,42 @@ local function decide1(p, key, cost)
   n = n + 4
 end
 
+-- refund reads and checks every rule's state, then takes cost back from
+-- each; it answers 0, or the problem of the first corrupt rule, having
+-- written nothing.
 local function refund(rules, k, cost)
+  scratch()
+  for r = 1, #rules do
+    local p, key = rules[r], KEYS[k + r]
+    local bad
+    if p[1] == LOG then
+      sa[r], sb[r], sc[r], sd[r], se[r], na[r] = log_refund_plan(key, p, now_us, cost)
+      if sa[r] == nil then
+        bad = sb[r]
+      end
+    else
+      bad = load(p, key, r)
+    end
+    if bad then
+      fail(r, bad)
+      return
+    end
+  end
   for r = 1, #rules do
     local p, key = rules[r], KEYS[k + r]
     local alg = p[1]
     if alg == GCRA then
-      gcra_refund(key, p, now_us, cost)
+      gcra_refund(key, p, sa[r], now_us, cost)
     elseif alg == FIXED then
-      fixed_refund(key, now_us, cost)
+      fixed_refund(key, sa[r], sb[r], now_us, cost)
     elseif alg == SLIDING then
-      sliding_refund(key, p, now_us, cost)
+      sliding_refund(key, p, sa[r], sb[r], sc[r], now_us, cost)
     else
-      log_refund(key, p, now_us, cost)
+      log_refund(key, p, now_us, sa[r], sb[r], sc[r], sd[r], se[r], na[r])
     end
   end
+  out[n + 1] = 0
+  n = n + 1
 end
 
 local k = 0 -- KEYS[k + r] is the key of rule r of the current request
@@ -133,6 +200,8 @@ while i <= argc do
     refund(rules, k, cost)
   else
     redis.call('DEL', unpack(KEYS, k + 1, k + #rules))
+    out[n + 1] = 0
+    n = n + 1
   end
   k = k + #rules
 end

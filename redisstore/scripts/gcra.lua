@@ -2,9 +2,24 @@
 -- theoretical arrival time (TAT) in microseconds, which is also its expiry.
 -- A rule is {alg, interval, capacity, span} with span = capacity * interval.
 
-local function gcra_load(key)
-  local v = redis.call('GET', key)
-  return v and tonumber(v) or 0
+-- gcra_load returns the TAT under key (0 when there is none), or nil and
+-- the problem with the stored value.
+local function gcra_load(key, p)
+  local v, bad = get(key)
+  if not v then
+    if bad then
+      return nil, bad
+    end
+    return 0
+  end
+  local tat = uint(v)
+  if not tat then
+    return nil, bad_value(v, 'a TAT (a decimal integer of microseconds)')
+  end
+  if too_far(tat, p[4]) then
+    return nil, bad_instant(v)
+  end
+  return tat
 end
 
 local function gcra_remaining(p, tat, now)
@@ -38,8 +53,8 @@ local function gcra_save(key, tat)
   setx(key, int(tat), tat)
 end
 
-local function gcra_refund(key, p, now, cost)
-  local tat = gcra_load(key)
+-- gcra_refund takes cost units back from the TAT that gcra_load read.
+local function gcra_refund(key, p, tat, now, cost)
   if tat == 0 then
     return
   end

@@ -46,3 +46,62 @@ local function expire(key, at)
     redis.call('PEXPIRE', key, int(idiv(at - now_us + 999, 1000)))
   end
 end
+
+-- Stored state is checked before a decision writes anything: a value that
+-- floodgate would not have written (another program's key under the
+-- prefix, a hand edit) fails that one decision with a description of the
+-- problem, rather than the whole script (and with it every decision of
+-- the batch) or a decision on a misread value. floodgate writes decimal
+-- integers below 2^52 and instants no further ahead of Redis's clock than
+-- two spans of their limit; SKEW allows a day more for a clock that
+-- stepped back (a failover to a server whose clock is behind).
+
+local MAX_INT = 4503599627370496 -- 2^52
+local SKEW = 86400000000 -- one day in microseconds
+
+-- uint parses s, a decimal integer of at most 2^52 as floodgate writes
+-- them, or returns nil.
+local function uint(s)
+  if s and #s <= 16 and string.find(s, '^%d+$') then
+    local n = tonumber(s)
+    if n <= MAX_INT then
+      return n
+    end
+  end
+  return nil
+end
+
+-- too_far reports whether the instant t lies further ahead than a limit of
+-- this span could have put it.
+local function too_far(t, span)
+  return t > now_us + 2 * span + SKEW
+end
+
+local function quote(v)
+  if #v > 40 then
+    return string.format('%q...', string.sub(v, 1, 40))
+  end
+  return string.format('%q', v)
+end
+
+local function bad_value(v, want)
+  return 'holds ' .. quote(v) .. ', not ' .. want
+end
+
+local function bad_instant(v)
+  return 'holds ' .. quote(v) .. ', an instant further ahead of redis\'s clock than the limit reaches'
+end
+
+local function wrong_type(key, want)
+  return 'holds a ' .. redis.call('TYPE', key).ok .. ', not ' .. want
+end
+
+-- get returns key's string value, or false when key does not exist, or
+-- nil and the problem when key holds another type.
+local function get(key)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' and v.err then
+    return nil, wrong_type(key, 'a string')
+  end
+  return v
+end

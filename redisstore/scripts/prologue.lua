@@ -7,11 +7,15 @@
 --            when a test pins the clock
 --   set      nrules, then per rule: alg, a, capacity, span
 --   request  op (0 decide, 1 refund, 2 reset), set index (from 1), cost
--- Reply: for each decide request, per rule of its set: allowed (1 or 0),
--- remaining, reset and retry (microseconds). Refunds and resets add nothing.
---
--- A string key whose value does not parse (written by something else) reads
--- as no state.
+-- Reply, for each request in order:
+--   decide   per rule of its set: allowed (1 or 0), remaining, reset and
+--            retry (microseconds)
+--   refund   0
+--   reset    0
+-- except that a decide or refund that meets state floodgate did not write
+-- (another type, a value that does not parse, an instant out of reach)
+-- answers one string instead, "<rule index from 0> <problem>", having
+-- written nothing. Such a key fails only its own requests.
 
 -- Scripts that read TIME and then write are replicated by their effects; on
 -- Redis 7 that is the only mode and this call does nothing.

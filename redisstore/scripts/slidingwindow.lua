@@ -5,15 +5,26 @@
 -- is {alg, 0, capacity, period}. Every product below is at most
 -- (capacity+2) * period, which the Go side keeps below 2^53.
 
-local function sliding_load(key)
-  local v = redis.call('GET', key)
-  if v then
-    local a, prev, cur = string.match(v, '^(%d+) (%d+) (%d+)$')
-    if a then
-      return tonumber(a), tonumber(prev), tonumber(cur)
+-- sliding_load returns the expiry and counts under key (0, 0, 0 when
+-- there are none), or nil, nil, nil and the problem with the stored value.
+-- Counts are bounded so that count * period stays exact.
+local function sliding_load(key, p)
+  local v, bad = get(key)
+  if not v then
+    if bad then
+      return nil, nil, nil, bad
     end
+    return 0, 0, 0
   end
-  return 0, 0, 0
+  local a, prev, cur = string.match(v, '^(%d+) (%d+) (%d+)$')
+  a, prev, cur = uint(a), uint(prev), uint(cur)
+  if not a or not prev or not cur or prev > MAX_INT / p[4] or cur > MAX_INT / p[4] then
+    return nil, nil, nil, bad_value(v, 'a sliding window ("<expiry> <previous> <current>" in decimal integers)')
+  end
+  if too_far(a, p[4]) then
+    return nil, nil, nil, bad_instant(v)
+  end
+  return a, prev, cur
 end
 
 -- sliding_counts returns the window holding now and its two counters,
@@ -114,8 +125,9 @@ local function sliding_save(key, p, ws, prev, cur)
   setx(key, int(a) .. ' ' .. int(prev) .. ' ' .. int(cur), a)
 end
 
-local function sliding_refund(key, p, now, cost)
-  local a, prev, cur = sliding_load(key)
+-- sliding_refund takes cost units back from the state that sliding_load
+-- read.
+local function sliding_refund(key, p, a, prev, cur, now, cost)
   if a == 0 then
     return
   end

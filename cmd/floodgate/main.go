@@ -1,0 +1,256 @@
+// Command floodgate is the rate-limiting daemon and its tools.
+//
+//	floodgate serve [-config FILE]     run the daemon (no file: the built-in defaults)
+//	floodgate validate FILE            check a configuration file, print every error
+//	floodgate check -policy P -key K   ask a running daemon's check API
+//	floodgate version                  print the version
+//
+// See docs/daemon.md.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/floodgate-go/floodgate/config"
+	"github.com/floodgate-go/floodgate/daemon"
+)
+
+const usage = `usage:
+  floodgate serve [-config FILE]     run the daemon (without -config: built-in defaults)
+  floodgate validate FILE            check a configuration file and print every error
+  floodgate check -policy P -key K [-cost N] [-addr URL]
+                                     ask a running daemon's check API (exit 0 allowed, 1 denied)
+  floodgate version                  print the version
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "validate":
+		return validate(args[1:], stdout, stderr)
+	case "check":
+		return check(args[1:], stdout, stderr)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "floodgate", version())
+		return 0
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "floodgate: unknown command %q\n%s", args[0], usage)
+	return 2
+}
+
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v += " " + s.Value[:12]
+		}
+	}
+	return v + " " + bi.GoVersion
+}
+
+func serve(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration `file` (watched and reloaded on change and on SIGHUP); empty: built-in defaults")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var cfg *config.Config
+	var reload func()
+	var d *daemon.Daemon
+	if *path == "" {
+		cfg = config.Default()
+	} else {
+		// The watcher's first load must succeed; later loads call back.
+		w, err := config.Watch(ctx, *path, func(c *config.Config, err error) {
+			if d == nil {
+				return
+			}
+			if err != nil {
+				d.ReloadFailed(err)
+				return
+			}
+			_ = d.Apply(c)
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "floodgate: %v\n", err)
+			return 1
+		}
+		cfg, reload = w.Config(), w.Reload
+	}
+	d, err := daemon.New(cfg, daemon.Options{})
+	if err != nil {
+		fmt.Fprintf(stderr, "floodgate: %v\n", err)
+		return 1
+	}
+	if err := d.Start(); err != nil {
+		fmt.Fprintf(stderr, "floodgate: %v\n", err)
+		return 1
+	}
+	banner(stderr, d, *path)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-hup:
+			if reload != nil {
+				reload()
+			}
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.Background(), d.Config().ShutdownTimeout.D()+5*time.Second)
+			defer cancel()
+			if err := d.Shutdown(sctx); err != nil {
+				fmt.Fprintf(stderr, "floodgate: shutdown: %v\n", err)
+				return 1
+			}
+			return 0
+		}
+	}
+}
+
+// banner says what is listening and how to try it.
+func banner(w io.Writer, d *daemon.Daemon, path string) {
+	cfg := d.Config()
+	a := d.Addrs()
+	src := "built-in defaults (floodgate serve -config FILE to use yours)"
+	if path != "" {
+		src = path
+	}
+	fmt.Fprintf(w, "floodgate %s\nconfiguration: %s\n", version(), src)
+	fmt.Fprintf(w, "storage:       %s\n", cfg.Storage.Engine)
+	local := func(addr net.Addr) string {
+		host, port, err := net.SplitHostPort(addr.String())
+		if err != nil {
+			return addr.String()
+		}
+		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+			host = "localhost"
+		}
+		return net.JoinHostPort(host, port)
+	}
+	if a.Proxy != nil {
+		up := cfg.Proxy.Upstream
+		if up == "demo" {
+			up = "the built-in demo upstream"
+		}
+		fmt.Fprintf(w, "proxy:         http://%s -> %s\n", local(a.Proxy), up)
+	}
+	if a.Check != nil {
+		fmt.Fprintf(w, "check API:     http://%s/v1/check\n", local(a.Check))
+	}
+	if a.Envoy != nil {
+		fmt.Fprintf(w, "envoy RLS:     grpc %s\n", local(a.Envoy))
+	}
+	if a.Admin != nil {
+		fmt.Fprintf(w, "admin:         http://%s (/metrics /healthz /readyz /v1/config)\n", local(a.Admin))
+	}
+	if a.Proxy != nil {
+		fmt.Fprintf(w, "try:           for i in $(seq 7); do curl -si http://%s/ | head -1; done\n", local(a.Proxy))
+	}
+}
+
+func validate(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprint(stderr, "usage: floodgate validate FILE\n")
+		return 2
+	}
+	cfg, err := config.Load(args[0])
+	if err != nil {
+		var errs config.Errors
+		if errors.As(err, &errs) {
+			for _, e := range errs {
+				fmt.Fprintln(stderr, e)
+			}
+			fmt.Fprintf(stderr, "%s: %d error(s)\n", args[0], len(errs))
+		} else {
+			fmt.Fprintf(stderr, "%s: %v\n", args[0], err)
+		}
+		return 1
+	}
+	if _, err := cfg.FloodgatePolicies(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d policies)\n", args[0], len(cfg.Policies))
+	return 0
+}
+
+func check(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	policy := fs.String("policy", "", "policy `name`")
+	key := fs.String("key", "", "the `key` to decide for, e.g. user:42")
+	cost := fs.Int64("cost", 1, "units to charge; 0 peeks without charging")
+	addr := fs.String("addr", "http://"+config.DefaultCheckListen, "the daemon's check API `URL`")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *policy == "" {
+		fmt.Fprint(stderr, "floodgate check: -policy is required\n")
+		return 2
+	}
+	reqBody, _ := json.Marshal(map[string]any{"policy": *policy, "key": *key, "cost": *cost})
+	url := strings.TrimSuffix(*addr, "/") + "/v1/check"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(reqBody))
+	if err != nil {
+		fmt.Fprintf(stderr, "floodgate check: %v\n", err)
+		return 2
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintf(stderr, "floodgate check: %v (is the daemon's check listener on %s?)\n", err, *addr)
+		return 2
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, b, "", "  ") == nil {
+		b = pretty.Bytes()
+	}
+	fmt.Fprintf(stdout, "%s\n%s\n", resp.Status, bytes.TrimSpace(b))
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return 0
+	case http.StatusTooManyRequests:
+		return 1
+	}
+	return 2
+}

@@ -1,0 +1,756 @@
+package config
+
+import (
+	"time"
+
+	"github.com/floodgate-go/floodgate/clientip"
+)
+
+// Config is one floodgate configuration file. Its structs map one-to-one
+// onto the YAML: each field's yaml tag is its name in the file, and its
+// comment says what it means and what an absent field defaults to.
+//
+// Top-level fields whose names start with "x-" are ignored, so that a file
+// can define YAML anchors there for the fields below to use:
+//
+//	x-strict: &strict {rate: 5/min, algorithm: sliding_window}
+//	policies:
+//	  login: *strict
+//
+// A Config returned by Parse or Load is complete: defaults are filled in,
+// relative file names are resolved against the file's directory, secrets
+// read from their files, and every field validated.
+type Config struct {
+	// Storage is where limit state lives.
+	Storage Storage `yaml:"storage"`
+
+	// Policies are the named limits that routes, the check API and the
+	// PostgreSQL proxy refer to. Names are lower-case letters, digits, _
+	// and -; they appear in RateLimit-Policy headers, metrics and engine
+	// keys, so renaming a policy starts its counts afresh.
+	Policies map[string]PolicySpec `yaml:"policies,omitempty"`
+
+	// Proxy is the rate-limiting reverse proxy. Absent: no proxy.
+	Proxy *Proxy `yaml:"proxy,omitempty"`
+
+	// Check is the decision API (POST /v1/check). Absent: off.
+	Check *Check `yaml:"check,omitempty"`
+
+	// Envoy is the Envoy rate limit service (gRPC). Absent: off.
+	Envoy *Envoy `yaml:"envoy,omitempty"`
+
+	// Postgres is the rate-limiting PostgreSQL proxy. Absent: off.
+	Postgres *Postgres `yaml:"postgres,omitempty"`
+
+	// Admin is the operators' listener: /metrics, /healthz, /readyz, the
+	// effective configuration and the status page. Absent: on, at
+	// 127.0.0.1:9090.
+	Admin *Admin `yaml:"admin,omitempty"`
+
+	// Log configures the daemon's log/slog output.
+	Log Log `yaml:"log"`
+
+	// ShutdownTimeout bounds how long a stopping daemon waits for
+	// in-flight requests to finish. Default 10s.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+
+	// File is the name the configuration was parsed under.
+	File string `yaml:"-"`
+
+	// Digest is a hex SHA-256 of the file and of every file it refers to
+	// (Envoy configurations, secret files): equal digests, equal inputs.
+	// It names a configuration's version in logs, metrics and the status
+	// page without showing its secrets.
+	Digest string `yaml:"-"`
+
+	pos map[string]Pos
+}
+
+// Position returns where the field at path (e.g. "proxy.routes[0].match")
+// is set in the file, or the nearest enclosing field that is, so that
+// errors found later (a listener that cannot bind) can point at the line
+// to fix.
+func (c *Config) Position(path string) Pos {
+	return lookupPos(c.pos, c.File, path)
+}
+
+// Defaults of fields that the structs below name.
+const (
+	DefaultProxyListen       = ":8080"
+	DefaultCheckListen       = "127.0.0.1:8081"
+	DefaultEnvoyListen       = "127.0.0.1:8082"
+	DefaultPostgresListen    = "127.0.0.1:6432"
+	DefaultAdminListen       = "127.0.0.1:9090"
+	DefaultMaxKeys           = 1 << 21
+	DefaultRedisAddr         = "127.0.0.1:6379"
+	DefaultKeyPrefix         = "floodgate:"
+	DefaultDialTimeout       = time.Second
+	DefaultIOTimeout         = 500 * time.Millisecond
+	DefaultFailureTimeout    = 100 * time.Millisecond
+	DefaultBreakerFailures   = 5
+	DefaultBreakerBackoff    = time.Second
+	DefaultBreakerMaxBackoff = 2 * time.Second
+	DefaultHeadroom          = 2.0
+	DefaultShutdownTimeout   = 10 * time.Second
+	DemoUpstream             = "demo"
+	defaultEnvoyAlgorithm    = "fixed_window"
+	defaultEnvoyHeaderStyle  = HeadersNone
+)
+
+func (c *Config) setDefaults() {
+	c.Storage.setDefaults()
+	c.Admin = &Admin{}
+	c.Admin.setDefaults()
+	c.Log.setDefaults()
+	c.ShutdownTimeout = Duration(DefaultShutdownTimeout)
+}
+
+// An Engine names where limit state is kept.
+type Engine string
+
+// The engines.
+const (
+	// EngineMemory keeps state in this process: fast, lost on restart,
+	// and per instance (N instances admit N times the limit).
+	EngineMemory Engine = "memory"
+
+	// EngineRedis keeps state in Redis, shared by every instance.
+	EngineRedis Engine = "redis"
+
+	// EngineHybrid filters with a local share of each limit and decides
+	// in Redis; when Redis fails, the local verdict stands.
+	EngineHybrid Engine = "hybrid"
+)
+
+// Storage selects and configures the engine.
+type Storage struct {
+	// Engine is memory (the default), redis or hybrid.
+	Engine Engine `yaml:"engine"`
+
+	// Memory configures the in-process engine, also used by the hybrid
+	// engine's local filter and by local_fallback.
+	Memory Memory `yaml:"memory"`
+
+	// Redis is the Redis server or cluster; required by redis and hybrid.
+	Redis *Redis `yaml:"redis,omitempty"`
+
+	// Hybrid sizes the local filter of the hybrid engine.
+	Hybrid *Hybrid `yaml:"hybrid,omitempty"`
+
+	// Failure says what happens when Redis fails. Its mode is required for
+	// the redis engine, because every choice is wrong for some limits.
+	Failure Failure `yaml:"failure"`
+}
+
+func (s *Storage) setDefaults() {
+	s.Engine = EngineMemory
+	s.Memory.setDefaults()
+	s.Failure.setDefaults()
+}
+
+// Remote reports whether the engine keeps state outside the process.
+func (s *Storage) Remote() bool { return s.Engine == EngineRedis || s.Engine == EngineHybrid }
+
+// Memory configures the in-process engine.
+type Memory struct {
+	// MaxKeys bounds the entries kept (one per key and limit); when full,
+	// the entries carrying the least debt are evicted. Default 2097152;
+	// -1 means no bound.
+	MaxKeys int `yaml:"max_keys"`
+}
+
+func (m *Memory) setDefaults() { m.MaxKeys = DefaultMaxKeys }
+
+// A RedisMode says how to reach Redis.
+type RedisMode string
+
+// The Redis modes.
+const (
+	RedisStandalone RedisMode = "standalone"
+	RedisSentinel   RedisMode = "sentinel"
+	RedisCluster    RedisMode = "cluster"
+)
+
+// Redis configures the connection to Redis (standalone, Sentinel or
+// Cluster).
+type Redis struct {
+	// Mode is standalone (the default), sentinel or cluster.
+	Mode RedisMode `yaml:"mode"`
+
+	// Addrs are host:port addresses: the server (standalone, exactly one),
+	// the Sentinels, or some Cluster nodes. Default [127.0.0.1:6379].
+	Addrs []string `yaml:"addrs"`
+
+	// MasterName is the Sentinel master's name; required for sentinel.
+	MasterName string `yaml:"master_name,omitempty"`
+
+	// SentinelUsername and SentinelPassword authenticate to the Sentinels
+	// when they require it.
+	SentinelUsername string `yaml:"sentinel_username,omitempty"`
+	SentinelPassword string `yaml:"sentinel_password,omitempty"`
+
+	// Username is the ACL user; empty means the default user.
+	Username string `yaml:"username,omitempty"`
+
+	// Password authenticates to Redis. Write ${REDIS_PASSWORD} to take it
+	// from the environment, or use PasswordFile; never commit it.
+	Password string `yaml:"password,omitempty"`
+
+	// PasswordFile is a file whose content (trailing newline removed) is
+	// the password, e.g. a mounted Kubernetes secret. It is read at every
+	// load, so a reload picks up a rotated secret. Exclusive with Password.
+	PasswordFile string `yaml:"password_file,omitempty"`
+
+	// DB is the database number (standalone and sentinel; cluster has
+	// only 0). Default 0.
+	DB int `yaml:"db"`
+
+	// TLS turns on TLS to Redis. Absent: plain TCP.
+	TLS *ClientTLS `yaml:"tls,omitempty"`
+
+	// PoolSize is the number of connections per node; 0 means go-redis's
+	// default (10 per CPU).
+	PoolSize int `yaml:"pool_size"`
+
+	// DialTimeout bounds establishing a connection. Default 1s.
+	DialTimeout Duration `yaml:"dial_timeout"`
+
+	// ReadTimeout and WriteTimeout bound socket reads and writes. Default
+	// 500ms each. Decisions are bounded more tightly by failure.timeout.
+	ReadTimeout  Duration `yaml:"read_timeout"`
+	WriteTimeout Duration `yaml:"write_timeout"`
+
+	// KeyPrefix starts every key floodgate writes, so that applications
+	// can share one Redis. Default "floodgate:". It may not contain { or },
+	// which would break the hash tags that keep a policy's keys in one
+	// Cluster slot.
+	KeyPrefix string `yaml:"key_prefix"`
+}
+
+func (r *Redis) setDefaults() {
+	r.Mode = RedisStandalone
+	r.Addrs = []string{DefaultRedisAddr}
+	r.DialTimeout = Duration(DefaultDialTimeout)
+	r.ReadTimeout = Duration(DefaultIOTimeout)
+	r.WriteTimeout = Duration(DefaultIOTimeout)
+	r.KeyPrefix = DefaultKeyPrefix
+}
+
+// ClientTLS configures TLS to a server (Redis).
+type ClientTLS struct {
+	// CA is a PEM file of the certificates that may sign the server's;
+	// empty means the system roots.
+	CA string `yaml:"ca,omitempty"`
+
+	// Cert and Key are a PEM client certificate and its key, for servers
+	// that require one. Set both or neither.
+	Cert string `yaml:"cert,omitempty"`
+	Key  string `yaml:"key,omitempty"`
+
+	// ServerName overrides the name checked in the server's certificate.
+	ServerName string `yaml:"server_name,omitempty"`
+
+	// InsecureSkipVerify turns off the server certificate check. For
+	// tests only: anyone on the path can then read and change traffic.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify,omitempty"`
+}
+
+// ServerTLS configures TLS on a listener.
+type ServerTLS struct {
+	// Cert and Key are the PEM certificate (chain) and key; both required.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+
+	// ClientCA, when set, requires clients to present a certificate signed
+	// by one in this PEM file (mutual TLS).
+	ClientCA string `yaml:"client_ca,omitempty"`
+}
+
+// Hybrid sizes the hybrid engine's local filter: either LocalFraction, or
+// Instances (and optionally Headroom) from which the fraction follows.
+type Hybrid struct {
+	// LocalFraction is the share of every limit the local filter holds,
+	// in (0, 1].
+	LocalFraction float64 `yaml:"local_fraction,omitempty"`
+
+	// Instances is the fewest replicas that share the limits; the fraction
+	// is Headroom/Instances, at most 1.
+	Instances int `yaml:"instances,omitempty"`
+
+	// Headroom covers uneven load balancing when the fraction follows from
+	// Instances. Default 2.
+	Headroom float64 `yaml:"headroom,omitempty"`
+}
+
+// Fraction returns the local share of each limit.
+func (h *Hybrid) Fraction() float64 {
+	if h.LocalFraction > 0 {
+		return h.LocalFraction
+	}
+	headroom := h.Headroom
+	if headroom <= 0 {
+		headroom = DefaultHeadroom
+	}
+	if h.Instances <= 1 {
+		return 1
+	}
+	return min(1, headroom/float64(h.Instances))
+}
+
+// A FailureMode says what a remote engine decides when it cannot reach
+// Redis (an error, a timeout, or an open circuit breaker).
+type FailureMode string
+
+// The failure modes.
+const (
+	// FailOpen allows the request: availability over protection.
+	FailOpen FailureMode = "fail_open"
+
+	// FailClosed denies the request; front ends answer 503 (the limiter,
+	// not the client, failed), never 429.
+	FailClosed FailureMode = "fail_closed"
+
+	// LocalFallback decides in this process with the same limits, so N
+	// instances admit up to N times the limit while Redis is down.
+	LocalFallback FailureMode = "local_fallback"
+)
+
+// Failure is the failure policy of a remote engine.
+type Failure struct {
+	// Mode is fail_open, fail_closed or local_fallback. Required for the
+	// redis engine; the hybrid engine always falls back on its local
+	// filter (local_fallback, its default and only mode).
+	Mode FailureMode `yaml:"mode,omitempty"`
+
+	// Timeout bounds every call to Redis. Default 100ms.
+	Timeout Duration `yaml:"timeout"`
+
+	// Breaker stops calling Redis after repeated failures, so that an
+	// outage costs one timeout rather than one per request.
+	Breaker Breaker `yaml:"breaker"`
+}
+
+func (f *Failure) setDefaults() {
+	f.Timeout = Duration(DefaultFailureTimeout)
+	f.Breaker.setDefaults()
+}
+
+// Breaker configures the circuit breaker in front of Redis.
+type Breaker struct {
+	// Failures is how many consecutive failures open it. Default 5; -1
+	// disables the breaker.
+	Failures int `yaml:"failures"`
+
+	// Backoff is how long it stays open before one probe. Default 1s;
+	// doubled after each failed probe up to MaxBackoff.
+	Backoff Duration `yaml:"backoff"`
+
+	// MaxBackoff caps Backoff. Default 2s.
+	MaxBackoff Duration `yaml:"max_backoff"`
+}
+
+func (b *Breaker) setDefaults() {
+	b.Failures = DefaultBreakerFailures
+	b.Backoff = Duration(DefaultBreakerBackoff)
+	b.MaxBackoff = Duration(DefaultBreakerMaxBackoff)
+}
+
+// A LimitSpec is one limit as written in the file.
+type LimitSpec struct {
+	// Rate is units per period: "100/min", "10/s", "5 per hour"; see Rate.
+	Rate Rate `yaml:"rate,omitempty"`
+
+	// Burst is the most units that may pass at once (gcra and
+	// token_bucket). 0 or absent means Rate's count.
+	Burst int64 `yaml:"burst,omitempty"`
+
+	// Algorithm is gcra (the default), token_bucket, fixed_window,
+	// sliding_window or sliding_log.
+	Algorithm string `yaml:"algorithm,omitempty"`
+
+	// Align names a time zone ("America/New_York", "UTC") whose calendar
+	// the windows follow, so a 1000/d limit resets at local midnight. It
+	// implies fixed_window.
+	Align string `yaml:"align,omitempty"`
+}
+
+// A LimitsSpec is a set of limits that must all pass: either the shorthand
+// of one limit (rate, burst, algorithm, align) or a list under limits.
+type LimitsSpec struct {
+	LimitSpec `yaml:",inline"`
+
+	// Limits are several limits that must all pass, e.g. 10/s and
+	// 1000/h; a request denied by one is charged to none.
+	Limits []LimitSpec `yaml:"limits,omitempty"`
+}
+
+// List returns the limits of s: the shorthand limit, or Limits.
+func (s *LimitsSpec) List() []LimitSpec {
+	if !s.Rate.IsZero() {
+		return []LimitSpec{s.LimitSpec}
+	}
+	return s.Limits
+}
+
+// A PolicySpec is one entry of policies.
+type PolicySpec struct {
+	LimitsSpec `yaml:",inline"`
+
+	// Description is free text for the status page and the effective
+	// configuration.
+	Description string `yaml:"description,omitempty"`
+
+	// Overrides replace the limits for exact keys, written as Key.Build
+	// builds them: "user:batch_worker" for key
+	// user:X-User-ID, "ip:10.0.0.100" for key ip, "ip:10.0.0.1|route:login"
+	// for [ip, route]. An override that gives neither algorithm nor align
+	// takes the policy's (when the policy is one limit).
+	Overrides map[string]LimitsSpec `yaml:"overrides,omitempty"`
+
+	// Tiers are alternative limit sets picked per request by a route
+	// limit's tier_header (free, pro, ...). A request whose tier is
+	// missing or unknown gets the policy's own limits. Like overrides, a
+	// tier takes the policy's algorithm and align when it gives neither.
+	Tiers map[string]LimitsSpec `yaml:"tiers,omitempty"`
+}
+
+// Proxy configures the rate-limiting reverse proxy.
+type Proxy struct {
+	// Listen is the address to serve on. Default ":8080".
+	Listen string `yaml:"listen"`
+
+	// Upstream is the service behind the proxy: an http:// or https:// URL,
+	// or "demo" for a built-in echo service to try floodgate with.
+	Upstream string `yaml:"upstream"`
+
+	// TLS serves HTTPS. Absent: plain HTTP.
+	TLS *ServerTLS `yaml:"tls,omitempty"`
+
+	// ClientIP says who the client is behind load balancers.
+	ClientIP ClientIP `yaml:"client_ip"`
+
+	// UserTrustedFrom lists the peers (CIDRs or addresses) whose user
+	// headers (key user:HEADER) and tier headers are believed, typically
+	// the authenticating gateway. From anyone else those headers are
+	// ignored and the request is keyed by client IP.
+	UserTrustedFrom []string `yaml:"user_trusted_from,omitempty"`
+
+	// Headers selects the rate-limit headers of responses.
+	Headers Headers `yaml:"headers"`
+
+	// Body is the body of 429 responses: problem (RFC 9457
+	// application/problem+json, the default), json or none.
+	Body Body `yaml:"body"`
+
+	// Routes are tried in order and the first that matches a request
+	// decides its limits. A request no route matches passes unlimited; end
+	// with a route without match to limit everything else.
+	Routes []Route `yaml:"routes,omitempty"`
+}
+
+func (p *Proxy) setDefaults() {
+	p.Listen = DefaultProxyListen
+	p.Headers.setDefaults()
+	p.Body = BodyProblem
+}
+
+// ClientIP configures how the client's address is found; it maps onto
+// clientip.Config. The default trusts no one: the client is the peer.
+type ClientIP struct {
+	// TrustedProxies are the proxies (CIDRs or addresses) allowed to
+	// report the client's address.
+	TrustedProxies []string `yaml:"trusted_proxies,omitempty"`
+
+	// Header is where they report it: X-Forwarded-For (the default once a
+	// proxy is trusted), Forwarded, or a single-address header such as
+	// X-Real-IP.
+	Header string `yaml:"header,omitempty"`
+
+	// TrustedHops trusts this many proxies by position instead of address
+	// (e.g. 2 for a CDN then a load balancer). Default 0.
+	TrustedHops int `yaml:"trusted_hops,omitempty"`
+
+	// IPv4Prefix and IPv6Prefix group clients by network: defaults 32 (each
+	// address) and 64 (a client cannot escape its limit by rotating
+	// through its /64).
+	IPv4Prefix int `yaml:"ipv4_prefix,omitempty"`
+	IPv6Prefix int `yaml:"ipv6_prefix,omitempty"`
+}
+
+// Config returns c as a clientip.Config.
+func (c ClientIP) Config() clientip.Config {
+	return clientip.Config{
+		TrustedProxies: c.TrustedProxies,
+		Header:         c.Header,
+		TrustedHops:    c.TrustedHops,
+		IPv4Prefix:     c.IPv4Prefix,
+		IPv6Prefix:     c.IPv6Prefix,
+	}
+}
+
+// Headers selects the rate-limit headers of proxied responses.
+type Headers struct {
+	// XRateLimit sends X-RateLimit-Limit, -Remaining and -Reset. Default true.
+	XRateLimit bool `yaml:"x_ratelimit"`
+
+	// RateLimit sends the IETF RateLimit-Policy and RateLimit fields.
+	// Default true.
+	RateLimit bool `yaml:"ratelimit"`
+
+	// RetryAfter sends Retry-After on 429 and 503. Default true.
+	RetryAfter bool `yaml:"retry_after"`
+
+	// Source sends X-RateLimit-Source (which engine decided). Default false.
+	Source bool `yaml:"source"`
+
+	// UnixReset sends X-RateLimit-Reset as a Unix time instead of seconds
+	// from now. Default false.
+	UnixReset bool `yaml:"unix_reset"`
+}
+
+func (h *Headers) setDefaults() { h.XRateLimit, h.RateLimit, h.RetryAfter = true, true, true }
+
+// A Body selects the body of 429 responses.
+type Body string
+
+// The bodies.
+const (
+	BodyProblem Body = "problem"
+	BodyJSON    Body = "json"
+	BodyNone    Body = "none"
+)
+
+// A Route selects requests and the limits they must pass.
+type Route struct {
+	// Name labels the route in metrics and logs and is the value of key
+	// route. Default: derived from Match, e.g. "GET api.example.com/v1/*".
+	Name string `yaml:"name"`
+
+	// Match selects the requests; absent matches every request.
+	Match Match `yaml:"match"`
+
+	// Shadow decides and counts but never denies, to try limits on real
+	// traffic first: requests that would be denied are logged and counted.
+	Shadow bool `yaml:"shadow,omitempty"`
+
+	// Limits must all pass; when one denies, none is charged. A route
+	// without limits exempts its requests (health checks).
+	Limits []RouteLimit `yaml:"limits,omitempty"`
+}
+
+// Match selects requests. All given conditions must hold; Matches says
+// exactly how, on the cleaned path.
+type Match struct {
+	// Host is the request's host without port, exact ("api.example.com")
+	// or a wildcard for one or more labels ("*.example.com").
+	Host string `yaml:"host,omitempty"`
+
+	// Path is an exact path or a pattern with {name} segments and a final
+	// {name...} for the rest, as net/http.ServeMux patterns:
+	// "/users/{id}". Exclusive with PathPrefix.
+	Path string `yaml:"path,omitempty"`
+
+	// PathPrefix matches paths starting with any of these prefixes
+	// ("/v1/" or a list). A prefix without a trailing slash also matches
+	// the path itself and its subtree: "/admin" matches /admin and
+	// /admin/x, not /administrator.
+	PathPrefix []string `yaml:"path_prefix,omitempty"`
+
+	// Methods are the HTTP methods matched, exactly (list HEAD beside GET
+	// when it should count too); empty means all.
+	Methods []string `yaml:"methods,omitempty"`
+}
+
+// A Count says which responses a limit's charge stands for.
+type Count string
+
+// The counts.
+const (
+	// CountAll charges every admitted request (the default).
+	CountAll Count = "all"
+
+	// CountFailed keeps the charge only for responses of status 400 or
+	// more: a login limit that counts failed attempts.
+	CountFailed Count = "failed"
+
+	// CountSuccessful keeps the charge only for responses below 400.
+	CountSuccessful Count = "successful"
+)
+
+// A RouteLimit applies one policy to a route's requests.
+type RouteLimit struct {
+	// Policy names an entry of policies.
+	Policy string `yaml:"policy"`
+
+	// Key is what the limit counts by: ip (the default), header:NAME,
+	// user:NAME, route, global, or a list of them for a composite key.
+	Key Key `yaml:"key"`
+
+	// Cost is the units a request costs: a whole number (default 1),
+	// header:NAME or response_header:NAME.
+	Cost Cost `yaml:"cost"`
+
+	// Count is all (the default), failed or successful.
+	Count Count `yaml:"count"`
+
+	// TierHeader names a request header whose value picks one of the
+	// policy's tiers. Believed only from proxy.user_trusted_from.
+	TierHeader string `yaml:"tier_header,omitempty"`
+}
+
+// Tier returns the tier of a request: the TierHeader's value when the peer
+// is trusted (see KeyInput), else "" (the policy's own limits).
+func (l *RouteLimit) Tier(header func(name string) string, trusted bool) string {
+	if l.TierHeader == "" || !trusted || header == nil {
+		return ""
+	}
+	return header(l.TierHeader)
+}
+
+func (l *RouteLimit) setDefaults() {
+	l.Key = Key{{Source: KeyIP}}
+	l.Cost = Cost{Units: 1}
+	l.Count = CountAll
+}
+
+// Check configures the decision API: POST /v1/check with a policy, key and
+// cost, answered with the decision.
+type Check struct {
+	// Listen is the address to serve on. Default "127.0.0.1:8081".
+	Listen string `yaml:"listen"`
+
+	// Token, when set, is required as "Authorization: Bearer TOKEN". Use
+	// ${CHECK_TOKEN} or TokenFile to keep it out of the file.
+	Token string `yaml:"token,omitempty"`
+
+	// TokenFile is a file holding the token; exclusive with Token.
+	TokenFile string `yaml:"token_file,omitempty"`
+}
+
+func (c *Check) setDefaults() { c.Listen = DefaultCheckListen }
+
+// A HeaderStyle selects the rate-limit headers the Envoy service asks Envoy
+// to add to responses (response_headers_to_add).
+type HeaderStyle string
+
+// The header styles.
+const (
+	HeadersNone  HeaderStyle = "none"
+	HeadersDraft HeaderStyle = "draft" // X-RateLimit-Limit, -Remaining, -Reset
+	HeadersIETF  HeaderStyle = "ietf"  // RateLimit-Policy and RateLimit
+)
+
+// Envoy configures the Envoy rate limit service
+// (envoy.service.ratelimit.v3.RateLimitService).
+type Envoy struct {
+	// Listen is the gRPC address. Default "127.0.0.1:8082".
+	Listen string `yaml:"listen"`
+
+	// RatelimitConfig are envoyproxy/ratelimit configuration files, loaded
+	// as they are (see docs/envoy.md), relative to this file's directory.
+	RatelimitConfig []string `yaml:"ratelimit_config"`
+
+	// ResponseHeaders is none (the default, as envoyproxy/ratelimit),
+	// draft (X-RateLimit-*) or ietf (RateLimit-Policy, RateLimit).
+	ResponseHeaders HeaderStyle `yaml:"response_headers"`
+
+	// Algorithm applies to every imported limit that names none. Default
+	// fixed_window, which is what envoyproxy/ratelimit does.
+	Algorithm string `yaml:"algorithm"`
+
+	// ShadowMode answers OK to everything while still counting, for every
+	// descriptor (envoyproxy/ratelimit's global shadow mode).
+	ShadowMode bool `yaml:"shadow_mode,omitempty"`
+
+	// Rules are the loaded RatelimitConfig files.
+	Rules *EnvoyRules `yaml:"-"`
+}
+
+func (e *Envoy) setDefaults() {
+	e.Listen = DefaultEnvoyListen
+	e.ResponseHeaders = defaultEnvoyHeaderStyle
+	e.Algorithm = defaultEnvoyAlgorithm
+}
+
+// Postgres configures the rate-limiting PostgreSQL proxy, which limits
+// queries globally, per user and per client IP, in that order.
+type Postgres struct {
+	// Listen is the address clients connect to. Default "127.0.0.1:6432".
+	Listen string `yaml:"listen"`
+
+	// Upstream is the PostgreSQL server (or pgbouncer), host:port.
+	Upstream string `yaml:"upstream"`
+
+	// TLS offers TLS to clients. Absent: clients that ask for it are told
+	// no (and may continue in plain text or disconnect).
+	TLS *ServerTLS `yaml:"tls,omitempty"`
+
+	// RateLimit are the query limits.
+	RateLimit PostgresRateLimit `yaml:"rate_limit"`
+}
+
+func (p *Postgres) setDefaults() { p.Listen = DefaultPostgresListen }
+
+// PostgresRateLimit are the PostgreSQL proxy's limits, checked global →
+// per user → per IP; the first denial wins and refunds the others.
+type PostgresRateLimit struct {
+	// Global limits all queries through this proxy together.
+	Global *PostgresLimit `yaml:"global,omitempty"`
+
+	// PerUser limits each database user (the startup message's user).
+	PerUser *PostgresLimit `yaml:"per_user,omitempty"`
+
+	// PerIP limits each client address.
+	PerIP *PostgresLimit `yaml:"per_ip,omitempty"`
+}
+
+// A PostgresLimit is one level of PostgresRateLimit. Its policy is named
+// "postgres.global", "postgres.per_user" or "postgres.per_ip".
+type PostgresLimit struct {
+	LimitsSpec `yaml:",inline"`
+
+	// MaxWait lets a limited query wait up to this long for its turn
+	// instead of failing at once. Default 0: fail at once with SQLSTATE
+	// 53400.
+	MaxWait Duration `yaml:"max_wait,omitempty"`
+
+	// Overrides replace the limits for exact users (per_user) or client
+	// addresses (per_ip).
+	Overrides map[string]LimitsSpec `yaml:"overrides,omitempty"`
+}
+
+// Admin configures the operators' listener.
+type Admin struct {
+	// Listen is the address. Default "127.0.0.1:9090"; an empty string
+	// turns the admin listener off.
+	Listen string `yaml:"listen"`
+
+	// Pprof serves net/http/pprof under /debug/pprof/. Default false.
+	Pprof bool `yaml:"pprof,omitempty"`
+
+	// Token, when set, is required as "Authorization: Bearer TOKEN" for
+	// everything but /metrics, /healthz and /readyz (which monitoring
+	// scrapes): the configuration, the status page, key inspection and
+	// reset, pprof.
+	Token string `yaml:"token,omitempty"`
+
+	// TokenFile is a file holding the token; exclusive with Token.
+	TokenFile string `yaml:"token_file,omitempty"`
+
+	// RawKeys shows keys (client addresses, user ids) unredacted on the
+	// status page and in logs. Default false: keys are redacted.
+	RawKeys bool `yaml:"raw_keys,omitempty"`
+}
+
+func (a *Admin) setDefaults() { a.Listen = DefaultAdminListen }
+
+// Log configures the daemon's logs.
+type Log struct {
+	// Format is text (the default) or json.
+	Format string `yaml:"format"`
+
+	// Level is debug, info (the default), warn or error.
+	Level string `yaml:"level"`
+}
+
+func (l *Log) setDefaults() { l.Format, l.Level = "text", "info" }

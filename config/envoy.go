@@ -1,0 +1,502 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+)
+
+// EnvoyFile is one envoyproxy/ratelimit configuration file, field for
+// field. See docs/envoy.md for what floodgate supports and what differs.
+type EnvoyFile struct {
+	// Domain names the set of limits; Envoy's rate limit filter sends it
+	// with every request. Required, unique across files.
+	Domain string `yaml:"domain"`
+
+	// Descriptors are the top-level rules.
+	Descriptors []EnvoyDescriptor `yaml:"descriptors,omitempty"`
+}
+
+// An EnvoyDescriptor matches one entry (key and value) of a request's
+// descriptor, at its depth.
+type EnvoyDescriptor struct {
+	// Key must equal the entry's key. Required.
+	Key string `yaml:"key"`
+
+	// Value, when set, must equal the entry's value; a trailing * matches
+	// every value with that prefix. Absent: any value, and each distinct
+	// value is limited on its own (one bucket per remote_address).
+	Value string `yaml:"value,omitempty"`
+
+	// RateLimit is the limit of requests whose descriptor ends here.
+	// Absent (and no nested descriptors): such requests are not limited.
+	RateLimit *EnvoyRateLimit `yaml:"rate_limit,omitempty"`
+
+	// RateLimits is a floodgate extension: several limits that must all
+	// pass (10/s and 1000/h). Exclusive with RateLimit.
+	RateLimits []EnvoyRateLimit `yaml:"rate_limits,omitempty"`
+
+	// ShadowMode counts but never denies.
+	ShadowMode bool `yaml:"shadow_mode,omitempty"`
+
+	// DetailedMetric labels metrics with the entry's value rather than
+	// rolling distinct values into one series. Mind the cardinality.
+	DetailedMetric bool `yaml:"detailed_metric,omitempty"`
+
+	// Descriptors match the next entry of the request's descriptor.
+	Descriptors []EnvoyDescriptor `yaml:"descriptors,omitempty"`
+}
+
+// An EnvoyRateLimit is requests_per_unit requests per unit.
+type EnvoyRateLimit struct {
+	// Unit is second, minute, hour, day, week, month (30 days) or year
+	// (rejected: longer than the longest period floodgate keeps exactly).
+	// Case does not matter. Required unless Unlimited.
+	Unit string `yaml:"unit,omitempty"`
+
+	// RequestsPerUnit is the limit; 0 denies every request.
+	RequestsPerUnit int64 `yaml:"requests_per_unit"`
+
+	// Unlimited never limits (requests are still counted in metrics).
+	Unlimited bool `yaml:"unlimited,omitempty"`
+
+	// Name identifies the limit for Replaces.
+	Name string `yaml:"name,omitempty"`
+
+	// Replaces lists limits (by Name) that this one replaces when both
+	// match descriptors of one request: the replaced ones are neither
+	// checked nor charged.
+	Replaces []EnvoyReplace `yaml:"replaces,omitempty"`
+
+	// Algorithm is a floodgate extension: the algorithm of this limit.
+	// Default: envoy.algorithm of the daemon's file (fixed_window).
+	Algorithm string `yaml:"algorithm,omitempty"`
+
+	// Burst is a floodgate extension for gcra and token_bucket.
+	Burst int64 `yaml:"burst,omitempty"`
+}
+
+// An EnvoyReplace names a replaced limit.
+type EnvoyReplace struct {
+	// Name is the name of the replaced rate_limit.
+	Name string `yaml:"name"`
+}
+
+// envoyUnits are envoyproxy/ratelimit's window lengths: its windows are
+// fixed, aligned to the Unix epoch, a month is 30 days and a year 365.
+var envoyUnits = map[string]time.Duration{
+	"second": time.Second,
+	"minute": time.Minute,
+	"hour":   time.Hour,
+	"day":    24 * time.Hour,
+	"week":   7 * 24 * time.Hour,
+	"month":  30 * 24 * time.Hour,
+	"year":   365 * 24 * time.Hour,
+}
+
+// A DescriptorEntry is one key/value pair of a request's descriptor, as
+// Envoy sends it (e.g. remote_address = 10.0.0.1).
+type DescriptorEntry struct {
+	Key   string
+	Value string
+}
+
+// An EnvoyRule is the rule that applies to one request descriptor.
+type EnvoyRule struct {
+	// Policy is a stable name for the rule, from its place in the file:
+	// the domain and each level's key (and value when set), joined by
+	// dots, e.g. "edge.remote_address" or "messaging.message_type_marketing.to_number".
+	// It is also the rule's metric key, as envoyproxy/ratelimit names it.
+	Policy string
+
+	// Limits must all pass; empty when Unlimited or Blocked.
+	Limits []floodgate.Limit
+
+	// Key is what the request is counted by: the descriptor's entries,
+	// key=value joined by "|" (| = and \ in values escaped with \), so
+	// that each distinct value of an entry without a fixed value gets its
+	// own bucket.
+	Key string
+
+	// Name is the rate_limit's name, for replaces.
+	Name string
+
+	// Replaces are the names this rule replaces.
+	Replaces []string
+
+	// Unlimited rules are never limited.
+	Unlimited bool
+
+	// Blocked rules (requests_per_unit: 0) deny every request.
+	Blocked bool
+
+	// Shadow rules decide and count but always answer OK.
+	Shadow bool
+
+	// DetailedMetric asks for the entry's value in metric labels:
+	// MetricKey then ends with it.
+	DetailedMetric bool
+
+	// MetricKey is Policy, or for DetailedMetric the request's last
+	// entry value appended, as envoyproxy/ratelimit does.
+	MetricKey string
+
+	// Pos is where the rule is in its file.
+	Pos Pos
+}
+
+// Policy returns the floodgate policy of the rule (for rules with limits).
+func (r *EnvoyRule) FloodgatePolicy() floodgate.Policy {
+	return floodgate.Policy{Name: r.Policy, Limits: r.Limits}
+}
+
+// EnvoyRules are loaded envoyproxy/ratelimit configurations, one per
+// domain, ready to match request descriptors. Safe for concurrent use.
+type EnvoyRules struct {
+	domains map[string]*envoyNode
+	files   map[string]string // domain → file
+}
+
+// entryKey keys a level's descriptors by key and value ("" for key only).
+// envoyproxy/ratelimit joins them with "_", which makes (a_b, c) and
+// (a, b_c) one descriptor; a pair keeps them apart.
+type entryKey struct{ key, value string }
+
+type envoyNode struct {
+	children  map[entryKey]*envoyNode
+	wildcards []*envoyNode // values ending in *, in file order
+	key       string
+	prefix    string // wildcard value without its *
+	rule      *EnvoyRule
+}
+
+// Domains returns the loaded domains, sorted.
+func (r *EnvoyRules) Domains() []string {
+	out := keysOf(r.domains)
+	sort.Strings(out)
+	return out
+}
+
+// Policies returns the floodgate policy of every rule that has limits, by
+// name, so a server can build its limiters once per load.
+func (r *EnvoyRules) Policies() map[string]floodgate.Policy {
+	out := map[string]floodgate.Policy{}
+	var walk func(n *envoyNode)
+	walk = func(n *envoyNode) {
+		if n.rule != nil && len(n.rule.Limits) > 0 {
+			out[n.rule.Policy] = n.rule.FloodgatePolicy()
+		}
+		for _, c := range n.children {
+			walk(c)
+		}
+	}
+	for _, d := range r.domains {
+		walk(d)
+	}
+	return out
+}
+
+// Match returns the rule for one descriptor of a request to domain, or
+// nil when none applies (unknown domain, no rule at the descriptor's
+// depth, or a descriptor without entries). At each depth, an exact
+// key/value rule wins over a wildcard value (the first in the file that
+// matches), which wins over a key-only rule; a rule applies only when the
+// descriptor ends at its depth, as envoyproxy/ratelimit matches.
+func (r *EnvoyRules) Match(domain string, entries []DescriptorEntry) *EnvoyRule {
+	if r == nil {
+		return nil
+	}
+	node := r.domains[domain]
+	if node == nil || len(entries) == 0 {
+		return nil
+	}
+	var found *envoyNode
+	for i, e := range entries {
+		var next *envoyNode
+		if e.Value != "" {
+			next = node.children[entryKey{e.Key, e.Value}]
+		}
+		if next == nil {
+			for _, w := range node.wildcards {
+				if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
+					next = w
+					break
+				}
+			}
+		}
+		if next == nil {
+			next = node.children[entryKey{e.Key, ""}]
+		}
+		if next == nil {
+			return nil
+		}
+		if i == len(entries)-1 {
+			found = next
+			break
+		}
+		if len(next.children) == 0 && len(next.wildcards) == 0 {
+			return nil
+		}
+		node = next
+	}
+	if found == nil || found.rule == nil {
+		return nil
+	}
+	rule := *found.rule
+	rule.Key = envoyKey(entries)
+	rule.MetricKey = rule.Policy
+	if rule.DetailedMetric {
+		rule.MetricKey += "_" + entries[len(entries)-1].Value
+	}
+	return &rule
+}
+
+// MatchRequest matches every descriptor of one request and applies
+// replaces: a rule whose name another matched rule replaces is dropped.
+// The result is aligned with descriptors; nil means no limit.
+func (r *EnvoyRules) MatchRequest(domain string, descriptors [][]DescriptorEntry) []*EnvoyRule {
+	out := make([]*EnvoyRule, len(descriptors))
+	replaced := map[string]bool{}
+	for i, d := range descriptors {
+		out[i] = r.Match(domain, d)
+		if out[i] != nil {
+			for _, n := range out[i].Replaces {
+				replaced[n] = true
+			}
+		}
+	}
+	for i, rule := range out {
+		if rule != nil && rule.Name != "" && replaced[rule.Name] {
+			out[i] = nil
+		}
+	}
+	return out
+}
+
+var envoyKeyEscaper = strings.NewReplacer(`\`, `\\`, `|`, `\|`, `=`, `\=`)
+
+func envoyKey(entries []DescriptorEntry) string {
+	var b strings.Builder
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		b.WriteString(envoyKeyEscaper.Replace(e.Key))
+		b.WriteByte('=')
+		b.WriteString(envoyKeyEscaper.Replace(e.Value))
+	}
+	return b.String()
+}
+
+// LoadEnvoy reads envoyproxy/ratelimit configuration files, one domain
+// each, with the algorithm envoyproxy/ratelimit uses (fixed windows).
+func LoadEnvoy(paths ...string) (*EnvoyRules, error) {
+	var srcs []envoySource
+	var errs Errors
+	for _, p := range paths {
+		data, err := readFile(p)
+		if err != nil {
+			errs = append(errs, &Error{Pos: Pos{File: p}, Msg: err.Error(), Err: err})
+			continue
+		}
+		srcs = append(srcs, envoySource{p, data})
+	}
+	rules, cerrs := compileEnvoy(srcs, floodgate.FixedWindow)
+	errs = append(errs, cerrs...)
+	if len(errs) > 0 {
+		return nil, errs.sorted()
+	}
+	return rules, nil
+}
+
+// ParseEnvoy parses one envoyproxy/ratelimit configuration file's content.
+func ParseEnvoy(name string, data []byte) (*EnvoyRules, error) {
+	rules, errs := compileEnvoy([]envoySource{{name, data}}, floodgate.FixedWindow)
+	if len(errs) > 0 {
+		return nil, errs.sorted()
+	}
+	return rules, nil
+}
+
+func readFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %w", path, err)
+	}
+	return data, nil
+}
+
+type envoySource struct {
+	name string
+	data []byte
+}
+
+// compileEnvoy loads envoyproxy/ratelimit files. They are taken as they
+// are: ${...} in them is text, not an environment variable, since a
+// descriptor value may well contain it.
+func compileEnvoy(srcs []envoySource, alg floodgate.Algorithm) (*EnvoyRules, Errors) {
+	r := &EnvoyRules{domains: map[string]*envoyNode{}, files: map[string]string{}}
+	var errs Errors
+	for _, s := range srcs {
+		d := newDecoder(s.name)
+		d.env = nil
+		var f EnvoyFile
+		if body := d.parseYAML(s.data); body != nil {
+			d.decode(body, reflect.ValueOf(&f).Elem(), "")
+		}
+		if len(d.errs) == 0 {
+			k := &checker{d: d}
+			switch {
+			case f.Domain == "":
+				k.errf("domain", "the file needs a domain (the name Envoy's rate limit filter sends)")
+			case r.files[f.Domain] != "":
+				k.errf("domain", "domain %q is also defined in %s; give each file its own domain", f.Domain, r.files[f.Domain])
+			default:
+				root := &envoyNode{children: map[entryKey]*envoyNode{}}
+				k.envoyLevel(root, f.Domain, "descriptors", f.Descriptors, alg, map[string]string{})
+				r.domains[f.Domain] = root
+				r.files[f.Domain] = s.name
+			}
+		}
+		errs = append(errs, d.errs...)
+	}
+	return r, errs
+}
+
+// envoyLevel compiles one level of descriptors under parent. names maps
+// the policy names given so far to their paths: two descriptors whose
+// names join to the same string would share their counts.
+func (k *checker) envoyLevel(parent *envoyNode, prefix, path string, ds []EnvoyDescriptor, alg floodgate.Algorithm, names map[string]string) {
+	for i := range ds {
+		dsc := &ds[i]
+		dp := fmt.Sprintf("%s[%d]", path, i)
+		if dsc.Key == "" {
+			k.errf(dp, "a descriptor needs a key")
+			continue
+		}
+		final := dsc.Key
+		if dsc.Value != "" {
+			final += "_" + dsc.Value
+		}
+		policy := prefix + "." + final
+		if _, dup := parent.children[entryKey{dsc.Key, dsc.Value}]; dup {
+			k.errf(dp, "duplicate descriptor %q: the same key and value twice at this level", policy)
+			continue
+		}
+		if other, dup := names[policy]; dup {
+			k.errf(dp, "named %q like %s (keys and values are joined with _); rename a key or value", policy, other)
+			continue
+		}
+		names[policy] = dp
+		n := &envoyNode{children: map[entryKey]*envoyNode{}, key: dsc.Key}
+		parent.children[entryKey{dsc.Key, dsc.Value}] = n
+		if p, ok := strings.CutSuffix(dsc.Value, "*"); ok {
+			n.prefix = p
+			parent.wildcards = append(parent.wildcards, n)
+		}
+		var specs []EnvoyRateLimit
+		var specPaths []string
+		switch {
+		case dsc.RateLimit != nil && len(dsc.RateLimits) > 0:
+			k.errf(dp+".rate_limits", "give rate_limit or rate_limits, not both")
+		case dsc.RateLimit != nil:
+			specs, specPaths = []EnvoyRateLimit{*dsc.RateLimit}, []string{dp + ".rate_limit"}
+		default:
+			for j := range dsc.RateLimits {
+				specs = append(specs, dsc.RateLimits[j])
+				specPaths = append(specPaths, fmt.Sprintf("%s.rate_limits[%d]", dp, j))
+			}
+		}
+		if len(specs) > floodgate.MaxLimits {
+			k.errf(dp+".rate_limits", "%d limits, more than the %d one decision checks", len(specs), floodgate.MaxLimits)
+			specs = nil
+		}
+		if len(specs) > 0 {
+			n.rule = k.envoyRule(policy, dp, specs, specPaths, dsc, alg)
+		}
+		k.envoyLevel(n, policy, dp+".descriptors", dsc.Descriptors, alg, names)
+	}
+}
+
+func (k *checker) envoyRule(policy, dp string, specs []EnvoyRateLimit, paths []string, dsc *EnvoyDescriptor, alg floodgate.Algorithm) *EnvoyRule {
+	rule := &EnvoyRule{Policy: policy, Shadow: dsc.ShadowMode, DetailedMetric: dsc.DetailedMetric, Pos: lookupPos(k.d.pos, k.d.file, dp)}
+	for i, s := range specs {
+		p := paths[i]
+		if s.Name != "" {
+			if rule.Name != "" && rule.Name != s.Name {
+				k.errf(p+".name", "the limits of one descriptor share one name; %q is already %q", s.Name, rule.Name)
+			}
+			rule.Name = s.Name
+		}
+		for j, rp := range s.Replaces {
+			switch {
+			case rp.Name == "":
+				k.errf(fmt.Sprintf("%s.replaces[%d]", p, j), "an empty replaces entry; give the name of the limit to replace")
+			case rp.Name == s.Name:
+				k.errf(fmt.Sprintf("%s.replaces[%d]", p, j), "a limit cannot replace itself (%q)", rp.Name)
+			default:
+				rule.Replaces = append(rule.Replaces, rp.Name)
+			}
+		}
+		if s.Unlimited {
+			if s.Unit != "" {
+				k.errf(p+".unit", "an unlimited limit takes no unit")
+			}
+			if len(specs) > 1 {
+				k.errf(p+".unlimited", "unlimited cannot be combined with other limits")
+			}
+			rule.Unlimited = true
+			continue
+		}
+		if s.Unit == "" {
+			k.errf(p, "rate_limit needs a unit (second, minute, hour, day, week, month) or unlimited: true")
+			continue
+		}
+		unit := strings.ToLower(s.Unit)
+		period, ok := envoyUnits[unit]
+		if !ok {
+			k.oneOf(p+".unit", s.Unit, enumEnvoyUnits...)
+			continue
+		}
+		if s.RequestsPerUnit < 0 {
+			k.errf(p+".requests_per_unit", "must not be negative")
+			continue
+		}
+		if s.RequestsPerUnit == 0 {
+			if len(specs) > 1 {
+				k.errf(p+".requests_per_unit", "0 blocks every request; it cannot be combined with other limits")
+			}
+			rule.Blocked = true
+			continue
+		}
+		l := floodgate.Limit{Rate: s.RequestsPerUnit, Period: period, Burst: s.Burst, Algorithm: alg}
+		if s.Algorithm != "" {
+			a, err := floodgate.ParseAlgorithm(s.Algorithm)
+			if err != nil {
+				k.oneOf(p+".algorithm", s.Algorithm, enumAlgorithms...)
+				continue
+			}
+			l.Algorithm = a
+		}
+		if err := l.Validate(); err != nil {
+			msg := strings.TrimPrefix(err.Error(), floodgate.ErrInvalidLimit.Error()+": ")
+			field := ".requests_per_unit"
+			switch {
+			case unit == "year":
+				// Longer than any period floodgate keeps exactly.
+				field, msg = ".unit", msg+"; write the limit per month (30 days) instead"
+			case s.Burst != 0 && strings.Contains(err.Error(), "burst"):
+				field = ".burst"
+			}
+			k.wrapf(p+field, err, "%s", msg)
+			continue
+		}
+		rule.Limits = append(rule.Limits, l)
+	}
+	return rule
+}

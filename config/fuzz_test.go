@@ -1,0 +1,79 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func addSeeds(f *testing.F, pattern string) {
+	files, _ := filepath.Glob(pattern)
+	if len(files) == 0 {
+		f.Fatalf("no seeds match %s", pattern)
+	}
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+}
+
+// FuzzParse: no input panics or hangs the parser, and whatever it accepts
+// builds library policies and renders as YAML that it accepts again.
+func FuzzParse(f *testing.F) {
+	addSeeds(f, "../examples/config/*.yaml")
+	f.Add(DefaultYAML())
+	f.Add([]byte("a: &a [*a, *a]\n"))
+	f.Add([]byte("policies: {x: &a {<<: *a}}\n"))
+	f.Add([]byte("policies: &a {x: &b {limits: [*b, *b, *b]}}\n"))
+	f.Add([]byte("policies: {x: {<<: {rate: 1/s}, burst: 2}}\nproxy: {upstream: demo}\n"))
+	f.Add([]byte("proxy: {upstream: demo, routes: [{limits: [{policy: p, key: [ip, header:X]}]}]}\npolicies: {p: {rate: 9/1d}}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			if c != nil {
+				t.Fatal("a config with an error")
+			}
+			if err.Error() == "" {
+				t.Fatal("an empty error")
+			}
+			return
+		}
+		if _, err := c.FloodgatePolicies(); err != nil {
+			t.Fatalf("accepted, but its policies fail: %v", err)
+		}
+		out, err := MarshalRedacted(c)
+		if err != nil {
+			t.Fatalf("accepted, but does not render: %v", err)
+		}
+		if c.Envoy == nil { // its files are relative to the examples
+			if _, err := Parse("fuzz.yaml", out); err != nil {
+				t.Fatalf("the rendered config is rejected: %v\n%s", err, out)
+			}
+		}
+	})
+}
+
+// FuzzParseEnvoy: no envoyproxy/ratelimit file panics the parser, and
+// matching what it accepts never panics either.
+func FuzzParseEnvoy(f *testing.F) {
+	addSeeds(f, "../examples/envoy/*.yaml")
+	f.Add([]byte("domain: d\ndescriptors: &a [{key: x, descriptors: *a}, {key: y, descriptors: *a}]\n"))
+	f.Add([]byte("domain: d\ndescriptors: [{key: a, value: 'b*', descriptors: [{key: c, rate_limit: {unit: day, requests_per_unit: 3}}]}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ParseEnvoy("fuzz.yaml", data)
+		if err != nil {
+			return
+		}
+		for _, d := range r.Domains() {
+			r.MatchRequest(d, [][]DescriptorEntry{
+				{{"remote_address", "10.0.0.1"}},
+				{{"a", "bc"}, {"c", "x"}},
+				{{"header_match", "write"}, {"remote_address", ""}},
+			})
+		}
+		r.Policies()
+	})
+}

@@ -1,0 +1,130 @@
+package config
+
+import (
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+)
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// DefaultYAML returns the embedded default configuration file: what
+// `floodgate serve` runs without a file (the memory engine, a proxy on
+// :8080 in front of the built-in demo upstream with one policy of 10/min,
+// burst 5, per client IP, and the admin listener on 127.0.0.1:9090).
+func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
+
+// Default returns the parsed default configuration (see DefaultYAML).
+func Default() *Config {
+	c, err := Parse("(default)", defaultYAML)
+	if err != nil {
+		// The file is embedded and tested; failing here is a build defect.
+		panic("config: the embedded default configuration is invalid: " + err.Error())
+	}
+	return c
+}
+
+// Load reads and parses the configuration file at path. See Parse.
+func Load(path string) (*Config, error) {
+	c, _, err := load(path)
+	return c, err
+}
+
+// load reads path and every file it refers to (Envoy configurations,
+// secret files) and returns their contents too, so that the watcher can
+// tell when any of them changed.
+func load(path string) (*Config, map[string][]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, map[string][]byte{path: nil}, Errors{{Pos: Pos{File: path}, Msg: "cannot read the configuration: " + err.Error(), Err: err}}
+	}
+	return parse(path, data, os.LookupEnv)
+}
+
+// Parse parses a configuration file's content; name is used in error
+// messages and to resolve relative file names (TLS files, secret files,
+// Envoy configurations) against its directory.
+//
+// Unknown fields are errors, with the nearest known name suggested.
+// ${NAME} and ${NAME:-default} in any value are replaced by environment
+// variables; a variable that is not set and has no default is an error.
+// Every problem is reported, not just the first: the error is an Errors
+// whose entries each name file:line:column and the field's path.
+func Parse(name string, data []byte) (*Config, error) {
+	c, _, err := parse(name, data, os.LookupEnv)
+	return c, err
+}
+
+func parse(name string, data []byte, env func(string) (string, bool)) (*Config, map[string][]byte, error) {
+	files := map[string][]byte{name: data}
+	d := newDecoder(name)
+	d.env = env
+	c := &Config{File: name}
+	c.setDefaults()
+	if body := d.parseYAML(data); body != nil {
+		d.decode(body, reflect.ValueOf(c).Elem(), "")
+	}
+	c.pos = d.pos
+	decodeErrs := len(d.errs)
+	k := &checker{c: c, d: d, dir: filepath.Dir(name), files: files}
+	k.check()
+	d.errs = dropCascades(d.errs, decodeErrs)
+	if len(d.errs) > 0 {
+		return nil, files, d.errs.sorted()
+	}
+	sum := digest(files)
+	c.Digest = hex.EncodeToString(sum[:])
+	return c, files, nil
+}
+
+// readSecret reads a secret file, trimming one trailing newline (which
+// editors and `echo` add and which is never part of a password).
+func readSecret(path string) (string, []byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("cannot read %s: %w", path, err)
+	}
+	s := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if s == "" {
+		return "", b, fmt.Errorf("%s is empty", path)
+	}
+	return s, b, nil
+}
+
+// dropCascades removes checker errors (those after the first n) that
+// follow from a decoding error: on the same field, an enclosing one, or
+// one inside it. "policies.api: no limit" says nothing new after
+// "policies.api.ratee: unknown field; did you mean rate?".
+func dropCascades(errs Errors, n int) Errors {
+	if n == 0 {
+		return errs
+	}
+	out := errs[:n:n]
+	for _, e := range errs[n:] {
+		related := false
+		for _, de := range errs[:n] {
+			if de.Path == "" || within(de.Path, e.Path) || within(e.Path, de.Path) {
+				related = true
+				break
+			}
+		}
+		if !related {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// within reports whether path is inner or a field or index inside it.
+func within(inner, path string) bool {
+	if !strings.HasPrefix(inner, path) {
+		return false
+	}
+	rest := inner[len(path):]
+	return rest == "" || path == "" || rest[0] == '.' || rest[0] == '['
+}

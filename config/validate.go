@@ -1,0 +1,852 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clientip"
+)
+
+// A checker validates a decoded Config and completes it (resolved file
+// names, secrets read from files, derived route names, loaded Envoy
+// rules), reporting every problem at its field's position.
+type checker struct {
+	c     *Config
+	d     *decoder
+	dir   string
+	files map[string][]byte
+}
+
+func (k *checker) errf(path, format string, args ...any) {
+	k.d.errs = append(k.d.errs, &Error{Pos: lookupPos(k.d.pos, k.d.file, path), Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (k *checker) wrapf(path string, err error, format string, args ...any) {
+	k.d.errs = append(k.d.errs, &Error{Pos: lookupPos(k.d.pos, k.d.file, path), Path: path, Msg: fmt.Sprintf(format, args...), Err: err})
+}
+
+// has reports whether the file sets the field at path.
+func (k *checker) has(path string) bool { _, ok := k.d.pos[path]; return ok }
+
+// oneOf checks an enumerated value, suggesting the nearest valid one.
+func (k *checker) oneOf(path, value string, valid ...string) bool {
+	for _, v := range valid {
+		if value == v {
+			return true
+		}
+	}
+	if s := suggest(value, valid); s != "" && value != "" {
+		k.errf(path, "%q is not valid; did you mean %q? (use one of %s)", value, s, strings.Join(valid, ", "))
+	} else {
+		k.errf(path, "%q is not valid (use one of %s)", value, strings.Join(valid, ", "))
+	}
+	return false
+}
+
+// resolve makes a relative file name relative to the configuration's
+// directory, which is where an operator expects it to be looked up
+// whatever directory the daemon was started in.
+func (k *checker) resolve(p *string) {
+	if *p != "" && !filepath.IsAbs(*p) {
+		*p = filepath.Join(k.dir, *p)
+	}
+}
+
+func (k *checker) check() {
+	c := k.c
+	k.checkStorage()
+	k.checkPolicies()
+	if c.Proxy != nil {
+		k.checkProxy()
+	}
+	if c.Check != nil {
+		if len(c.Policies) == 0 {
+			k.errf("check", "the check API decides with the policies under policies, and there are none")
+		}
+		k.listen("check.listen", c.Check.Listen, false)
+		k.secret("check", &c.Check.Token, &c.Check.TokenFile)
+	}
+	if c.Envoy != nil {
+		k.checkEnvoy()
+	}
+	if c.Postgres != nil {
+		k.checkPostgres()
+	}
+	if c.Admin != nil {
+		k.checkAdmin()
+	}
+	k.oneOf("log.format", c.Log.Format, enumLogFormats...)
+	k.oneOf("log.level", c.Log.Level, enumLogLevels...)
+	if c.ShutdownTimeout <= 0 {
+		k.errf("shutdown_timeout", "must be positive")
+	}
+	if c.Proxy == nil && c.Check == nil && c.Envoy == nil && c.Postgres == nil {
+		k.errf("", "nothing to serve: configure at least one of proxy, check, envoy or postgres")
+	}
+	k.checkListenConflicts()
+}
+
+func (k *checker) checkStorage() {
+	s := &k.c.Storage
+	if !k.oneOf("storage.engine", string(s.Engine), enumEngines...) {
+		return
+	}
+	if s.Memory.MaxKeys == 0 || s.Memory.MaxKeys < -1 {
+		k.errf("storage.memory.max_keys", "must be positive, or -1 for no bound")
+	}
+	switch {
+	case s.Remote() && s.Redis == nil:
+		k.errf("storage", "the %s engine needs storage.redis (at least its addrs)", s.Engine)
+	case !s.Remote() && s.Redis != nil:
+		k.errf("storage.redis", "is set but storage.engine is %s, so it would be ignored; set engine: redis (or hybrid), or remove it", s.Engine)
+	}
+	switch {
+	case s.Engine == EngineHybrid && s.Hybrid == nil:
+		k.errf("storage", "the hybrid engine needs storage.hybrid: local_fraction, or instances")
+	case s.Engine != EngineHybrid && s.Hybrid != nil:
+		k.errf("storage.hybrid", "is set but storage.engine is %s; set engine: hybrid, or remove it", s.Engine)
+	}
+	if s.Redis != nil {
+		k.checkRedis(s.Redis)
+	}
+	if s.Hybrid != nil {
+		h := s.Hybrid
+		switch {
+		case k.has("storage.hybrid.local_fraction") && k.has("storage.hybrid.instances"):
+			k.errf("storage.hybrid", "set local_fraction or instances, not both")
+		case k.has("storage.hybrid.local_fraction"):
+			if !(h.LocalFraction > 0 && h.LocalFraction <= 1) {
+				k.errf("storage.hybrid.local_fraction", "%g is outside (0, 1]; about 2/N suits N instances", h.LocalFraction)
+			}
+			if k.has("storage.hybrid.headroom") {
+				k.errf("storage.hybrid.headroom", "applies with instances only; local_fraction already includes it")
+			}
+		case k.has("storage.hybrid.instances"):
+			if h.Instances < 1 {
+				k.errf("storage.hybrid.instances", "must be at least 1 (the fewest replicas you run)")
+			}
+			if k.has("storage.hybrid.headroom") && h.Headroom < 1 {
+				k.errf("storage.hybrid.headroom", "%g is below 1, so the global limit could never be reached; use 1.2 to 2", h.Headroom)
+			}
+		default:
+			k.errf("storage.hybrid", "set local_fraction (e.g. 0.4) or instances (e.g. 3)")
+		}
+	}
+	f := &s.Failure
+	switch s.Engine {
+	case EngineRedis:
+		if !k.has("storage.failure.mode") {
+			k.errf("storage.failure", "storage.failure.mode is required with the redis engine: fail_open (allow when Redis is down), fail_closed (answer 503) or local_fallback (limit per instance)")
+		} else {
+			k.oneOf("storage.failure.mode", string(f.Mode), enumFailureModes...)
+		}
+	case EngineHybrid:
+		if !k.has("storage.failure.mode") {
+			f.Mode = LocalFallback
+		} else if f.Mode != LocalFallback {
+			k.errf("storage.failure.mode", "the hybrid engine always falls back on its local filter; remove mode or set local_fallback")
+		}
+	}
+	if f.Timeout <= 0 {
+		k.errf("storage.failure.timeout", "must be positive (the default is 100ms)")
+	}
+	b := &f.Breaker
+	if b.Failures == 0 || b.Failures < -1 {
+		k.errf("storage.failure.breaker.failures", "must be positive, or -1 to disable the breaker")
+	}
+	if b.Backoff <= 0 {
+		k.errf("storage.failure.breaker.backoff", "must be positive")
+	}
+	if b.MaxBackoff < b.Backoff {
+		k.errf("storage.failure.breaker.max_backoff", "%s is shorter than backoff %s", b.MaxBackoff.D(), b.Backoff.D())
+	}
+}
+
+func (k *checker) checkRedis(r *Redis) {
+	const p = "storage.redis"
+	if !k.oneOf(p+".mode", string(r.Mode), enumRedisModes...) {
+		return
+	}
+	if len(r.Addrs) == 0 {
+		k.errf(p+".addrs", "give at least one host:port")
+	}
+	for i, a := range r.Addrs {
+		k.hostPort(fmt.Sprintf("%s.addrs[%d]", p, i), a)
+	}
+	switch r.Mode {
+	case RedisStandalone:
+		if len(r.Addrs) > 1 {
+			k.errf(p+".addrs", "standalone mode takes one address; for several nodes use mode: sentinel or cluster")
+		}
+	case RedisSentinel:
+		if r.MasterName == "" {
+			k.errf(p, "sentinel mode needs master_name (the name the Sentinels monitor)")
+		}
+	case RedisCluster:
+		if r.DB != 0 {
+			k.errf(p+".db", "Redis Cluster has database 0 only")
+		}
+	}
+	if r.Mode != RedisSentinel {
+		for _, f := range []string{"master_name", "sentinel_username", "sentinel_password"} {
+			if k.has(p + "." + f) {
+				k.errf(p+"."+f, "applies to sentinel mode only")
+			}
+		}
+	}
+	if r.DB < 0 {
+		k.errf(p+".db", "must not be negative")
+	}
+	if r.PoolSize < 0 {
+		k.errf(p+".pool_size", "must not be negative (0 means the client's default)")
+	}
+	for f, d := range map[string]Duration{"dial_timeout": r.DialTimeout, "read_timeout": r.ReadTimeout, "write_timeout": r.WriteTimeout} {
+		if d <= 0 {
+			k.errf(p+"."+f, "must be positive")
+		}
+	}
+	if strings.ContainsAny(r.KeyPrefix, "{}") {
+		k.errf(p+".key_prefix", "%q contains { or }, which would break the hash tags that keep a policy's keys in one Cluster slot", r.KeyPrefix)
+	}
+	k.secretPair(p, "password", &r.Password, &r.PasswordFile)
+	if r.TLS != nil {
+		t := r.TLS
+		if (t.Cert == "") != (t.Key == "") {
+			k.errf(p+".tls", "set both cert and key, or neither")
+		}
+		k.resolve(&t.CA)
+		k.resolve(&t.Cert)
+		k.resolve(&t.Key)
+	}
+}
+
+// secret checks a token / token_file pair under path.
+func (k *checker) secret(path string, value, file *string) {
+	k.secretPair(path, "token", value, file)
+}
+
+// secretPair checks that at most one of NAME and NAME_file is set, and
+// reads the file into *value.
+func (k *checker) secretPair(path, name string, value, file *string) {
+	if *file == "" {
+		return
+	}
+	fp := path + "." + name + "_file"
+	if *value != "" {
+		k.errf(fp, "set %s or %s_file, not both", name, name)
+		return
+	}
+	k.resolve(file)
+	s, raw, err := readSecret(*file)
+	if err != nil {
+		k.wrapf(fp, err, "%v", err)
+		return
+	}
+	k.files[*file] = raw
+	*value = s
+}
+
+var policyName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+func (k *checker) checkPolicies() {
+	for _, name := range k.sortedByPos("policies", keysOf(k.c.Policies)) {
+		path := mapKeyPath("policies", name)
+		if !policyName.MatchString(name) {
+			k.errf(path, "policy name %q: use lower-case letters, digits, _ and -, starting with a letter or digit", name)
+		}
+		p := k.c.Policies[name]
+		k.buildPolicy(path, name, &p.LimitsSpec, p.Overrides, p.Tiers)
+	}
+}
+
+// buildPolicy checks a policy's limits, overrides and tiers and returns
+// the library value.
+func (k *checker) buildPolicy(path, name string, base *LimitsSpec, overrides, tiers map[string]LimitsSpec) floodgate.Policy {
+	fp := floodgate.Policy{Name: name}
+	fp.Limits = k.limits(path, base, LimitSpec{})
+	var inherit LimitSpec // what overrides and tiers take from a one-limit policy
+	if list := base.List(); len(list) == 1 {
+		inherit = LimitSpec{Algorithm: list[0].Algorithm, Align: list[0].Align}
+	}
+	for _, key := range k.sortedByPos(path+".overrides", keysOf(overrides)) {
+		if key == "" {
+			k.errf(mapKeyPath(path+".overrides", key), "an override needs a key")
+		}
+		s := overrides[key]
+		if fp.Overrides == nil {
+			fp.Overrides = map[string][]floodgate.Limit{}
+		}
+		fp.Overrides[key] = k.limits(mapKeyPath(path+".overrides", key), &s, inherit)
+	}
+	for _, tier := range k.sortedByPos(path+".tiers", keysOf(tiers)) {
+		if tier == "" {
+			k.errf(mapKeyPath(path+".tiers", tier), "a tier needs a name")
+		}
+		s := tiers[tier]
+		if fp.Tiers == nil {
+			fp.Tiers = map[string][]floodgate.Limit{}
+		}
+		fp.Tiers[tier] = k.limits(mapKeyPath(path+".tiers", tier), &s, inherit)
+	}
+	return fp
+}
+
+// limits checks one limit set and builds its floodgate limits. inherit is
+// the algorithm and alignment of the policy's single limit, taken by
+// overrides and tiers that give neither.
+func (k *checker) limits(path string, s *LimitsSpec, inherit LimitSpec) []floodgate.Limit {
+	short := !s.Rate.IsZero()
+	for _, f := range []string{"burst", "algorithm", "align"} {
+		if !short && k.has(path+"."+f) {
+			if len(s.Limits) > 0 {
+				k.errf(path+"."+f, "%s goes with rate; with a limits list, put it on each limit", f)
+			} else {
+				k.errf(path+"."+f, "%s without a rate; add rate (e.g. rate: 100/min)", f)
+			}
+		}
+	}
+	switch {
+	case short && len(s.Limits) > 0:
+		k.errf(path+".limits", "give rate (one limit) or limits (several), not both")
+		return nil
+	case !short && len(s.Limits) == 0:
+		if !k.has(path + ".burst") {
+			k.errf(path, "no limit: add rate (e.g. rate: 100/min) or a limits list")
+		}
+		return nil
+	case len(s.Limits) > floodgate.MaxLimits:
+		k.errf(path+".limits", "%d limits, more than the %d one decision checks", len(s.Limits), floodgate.MaxLimits)
+		return nil
+	}
+	var out []floodgate.Limit
+	if short {
+		if l, ok := k.limit(path, s.LimitSpec, inherit); ok {
+			out = append(out, l)
+		}
+		return out
+	}
+	for i, ls := range s.Limits {
+		lp := fmt.Sprintf("%s.limits[%d]", path, i)
+		if ls.Rate.IsZero() {
+			k.errf(lp, "a limit needs a rate (e.g. rate: 100/min)")
+			continue
+		}
+		if l, ok := k.limit(lp, ls, inherit); ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// limit builds one floodgate.Limit and validates it with the library, so
+// that the file is held to exactly the rules the engines enforce.
+func (k *checker) limit(path string, s LimitSpec, inherit LimitSpec) (floodgate.Limit, bool) {
+	l := floodgate.Limit{Rate: s.Rate.Count, Period: s.Rate.Period, Burst: s.Burst}
+	if s.Algorithm == "" && s.Align == "" {
+		s.Algorithm, s.Align = inherit.Algorithm, inherit.Align
+	}
+	alg := s.Algorithm
+	if alg != "" {
+		a, err := floodgate.ParseAlgorithm(alg)
+		if err != nil {
+			k.oneOf(path+".algorithm", alg, enumAlgorithms...)
+			return l, false
+		}
+		l.Algorithm = a
+	}
+	if s.Burst < 0 {
+		k.errf(path+".burst", "must not be negative (0 means burst = rate)")
+		return l, false
+	}
+	if s.Align != "" {
+		loc, err := time.LoadLocation(s.Align)
+		if err != nil {
+			k.wrapf(path+".align", err, "unknown time zone %q; use an IANA name such as UTC, Europe/Berlin or America/New_York", s.Align)
+			return l, false
+		}
+		if s.Algorithm != "" && l.Algorithm != floodgate.FixedWindow {
+			k.errf(path+".align", "aligns fixed windows only; remove it or set algorithm: fixed_window")
+			return l, false
+		}
+		l.Algorithm, l.Location = floodgate.FixedWindow, loc
+	}
+	if err := l.Validate(); err != nil {
+		field := ".rate"
+		if strings.Contains(err.Error(), "burst") {
+			field = ".burst"
+		}
+		k.wrapf(path+field, err, "%s", strings.TrimPrefix(err.Error(), floodgate.ErrInvalidLimit.Error()+": "))
+		return l, false
+	}
+	return l, true
+}
+
+// sortedByPos orders map keys by their position in the file, so that
+// errors come out in file order and stay stable.
+func (k *checker) sortedByPos(path string, keys []string) []string {
+	sort.Slice(keys, func(i, j int) bool {
+		a := lookupPos(k.d.pos, k.d.file, mapKeyPath(path, keys[i]))
+		b := lookupPos(k.d.pos, k.d.file, mapKeyPath(path, keys[j]))
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		if a.Column != b.Column {
+			return a.Column < b.Column
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}
+
+func keysOf[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func (k *checker) listen(path, addr string, allowEmpty bool) {
+	if addr == "" {
+		if !allowEmpty {
+			k.errf(path, "give an address to listen on, e.g. 127.0.0.1:8080 or :8080")
+		}
+		return
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		k.errf(path, "%q is not host:port (write :8080 for every interface)", addr)
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		k.errf(path, "port %q is not a number from 0 to 65535", port)
+	}
+	if host != "" && host != "localhost" {
+		if _, err := netip.ParseAddr(host); err != nil {
+			k.errf(path, "listen on an IP address (or localhost), not %q, so the daemon binds where you expect", host)
+		}
+	}
+}
+
+func (k *checker) hostPort(path, addr string) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		k.errf(path, "%q is not host:port", addr)
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		k.errf(path, "port %q is not a number from 1 to 65535", port)
+	}
+}
+
+// prefixes checks a list of CIDR prefixes or single addresses.
+func (k *checker) prefixes(path string, list []string) {
+	for i, s := range list {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if strings.Contains(s, "/") {
+			pf, err := netip.ParsePrefix(s)
+			if err != nil {
+				k.errf(p, "%q is not a CIDR prefix such as 10.0.0.0/8", s)
+			} else if pf.Masked() != pf {
+				k.errf(p, "%q has host bits set; did you mean %s?", s, pf.Masked())
+			}
+			continue
+		}
+		if _, err := netip.ParseAddr(s); err != nil {
+			k.errf(p, "%q is not an IP address or CIDR prefix", s)
+		}
+	}
+}
+
+func (k *checker) serverTLS(path string, t *ServerTLS) {
+	if t == nil {
+		return
+	}
+	if t.Cert == "" {
+		k.errf(path, "tls needs cert (a PEM certificate file)")
+	}
+	if t.Key == "" {
+		k.errf(path, "tls needs key (the certificate's PEM key file)")
+	}
+	k.resolve(&t.Cert)
+	k.resolve(&t.Key)
+	k.resolve(&t.ClientCA)
+}
+
+func (k *checker) checkProxy() {
+	p := k.c.Proxy
+	k.listen("proxy.listen", p.Listen, false)
+	switch {
+	case p.Upstream == "":
+		k.errf("proxy", "proxy.upstream is required: the URL of the service to protect (or demo)")
+	case p.Upstream == DemoUpstream:
+	default:
+		u, err := url.Parse(p.Upstream)
+		switch {
+		case err != nil:
+			k.errf("proxy.upstream", "%q is not a URL", p.Upstream)
+		case u.Scheme != "http" && u.Scheme != "https":
+			k.errf("proxy.upstream", "%q: use an http:// or https:// URL (or demo)", p.Upstream)
+		case u.Host == "":
+			k.errf("proxy.upstream", "%q has no host", p.Upstream)
+		case u.RawQuery != "" || u.Fragment != "":
+			k.errf("proxy.upstream", "%q: an upstream URL takes no query or fragment", p.Upstream)
+		}
+	}
+	k.serverTLS("proxy.tls", p.TLS)
+	ci := p.ClientIP
+	k.prefixes("proxy.client_ip.trusted_proxies", ci.TrustedProxies)
+	if ci.Header != "" && !validHeaderName(ci.Header) {
+		k.errf("proxy.client_ip.header", "%q is not a valid header name", ci.Header)
+	}
+	if ci.TrustedHops < 0 || ci.TrustedHops > clientip.MaxHops {
+		k.errf("proxy.client_ip.trusted_hops", "must be from 0 to %d", clientip.MaxHops)
+	}
+	if ci.IPv4Prefix < 0 || ci.IPv4Prefix > 32 {
+		k.errf("proxy.client_ip.ipv4_prefix", "must be from 1 to 32")
+	}
+	if ci.IPv6Prefix < 0 || ci.IPv6Prefix > 128 {
+		k.errf("proxy.client_ip.ipv6_prefix", "must be from 1 to 128")
+	}
+	if _, err := clientip.New(ci.Config()); err != nil && len(k.d.errs) == 0 {
+		k.wrapf("proxy.client_ip", err, "%s", strings.TrimPrefix(err.Error(), clientip.ErrInvalidConfig.Error()+": "))
+	}
+	k.prefixes("proxy.user_trusted_from", p.UserTrustedFrom)
+	k.oneOf("proxy.body", string(p.Body), enumBodies...)
+
+	names := map[string]int{}
+	catchAll := -1
+	for i := range p.Routes {
+		r := &p.Routes[i]
+		rp := fmt.Sprintf("proxy.routes[%d]", i)
+		if catchAll >= 0 {
+			k.errf(rp, "never matches: routes[%d] before it matches every request; move it up", catchAll)
+		}
+		k.checkMatch(rp+".match", &r.Match)
+		if r.Match.empty() && catchAll < 0 {
+			catchAll = i
+		}
+		if r.Name == "" {
+			r.Name = r.Match.describe()
+		}
+		if j, dup := names[r.Name]; dup {
+			if k.has(rp + ".name") {
+				k.errf(rp+".name", "%q is also the name of routes[%d]; names must be unique", r.Name, j)
+			} else {
+				k.errf(rp+".match", "the same match as routes[%d], which is tried first, so this route never matches", j)
+			}
+		} else {
+			names[r.Name] = i
+		}
+		seen := map[string]int{}
+		for j := range r.Limits {
+			k.checkRouteLimit(fmt.Sprintf("%s.limits[%d]", rp, j), &r.Limits[j], seen, j)
+		}
+	}
+}
+
+func (m *Match) empty() bool {
+	return m.Host == "" && m.Path == "" && len(m.PathPrefix) == 0 && len(m.Methods) == 0
+}
+
+// describe names a route by its match, e.g. "GET,POST api.example.com/v1/*".
+func (m *Match) describe() string {
+	if m.empty() {
+		return "*"
+	}
+	var b strings.Builder
+	if len(m.Methods) > 0 {
+		b.WriteString(strings.Join(m.Methods, ","))
+		b.WriteByte(' ')
+	}
+	b.WriteString(m.Host)
+	switch {
+	case m.Path != "":
+		b.WriteString(m.Path)
+	case len(m.PathPrefix) > 0:
+		for i, p := range m.PathPrefix {
+			if i > 0 {
+				b.WriteByte('|')
+			}
+			b.WriteString(p + "*")
+		}
+	default:
+		b.WriteString("/*")
+	}
+	return b.String()
+}
+
+var validMethod = regexp.MustCompile(`^[A-Z][A-Z-]*$`)
+
+func (k *checker) checkMatch(path string, m *Match) {
+	if m.Host != "" {
+		h := strings.ToLower(m.Host)
+		name := strings.TrimPrefix(h, "*.")
+		if strings.Contains(name, "*") || strings.Contains(name, ":") || strings.Contains(name, "/") || name == "" {
+			k.errf(path+".host", "%q: give a host name without port, or *.domain for its subdomains", m.Host)
+		}
+		m.Host = h
+	}
+	if m.Path != "" && len(m.PathPrefix) > 0 {
+		k.errf(path+".path", "set path or path_prefix, not both")
+	}
+	if m.Path != "" {
+		if err := checkPattern(m.Path); err != nil {
+			k.errf(path+".path", "%v", err)
+		}
+	}
+	for i, pf := range m.PathPrefix {
+		if !strings.HasPrefix(pf, "/") {
+			k.errf(fmt.Sprintf("%s.path_prefix[%d]", path, i), "%q must start with /", pf)
+		}
+	}
+	for i, meth := range m.Methods {
+		up := strings.ToUpper(meth)
+		if !validMethod.MatchString(up) {
+			k.errf(fmt.Sprintf("%s.methods[%d]", path, i), "%q is not an HTTP method", meth)
+		}
+		m.Methods[i] = up
+	}
+}
+
+// checkPattern checks a ServeMux-style path pattern: segments are literal,
+// {name}, or a final {name...}.
+func checkPattern(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("%q must start with /", p)
+	}
+	segs := strings.Split(p[1:], "/")
+	names := map[string]bool{}
+	for i, s := range segs {
+		if !strings.ContainsAny(s, "{}") {
+			continue
+		}
+		if !strings.HasPrefix(s, "{") || !strings.HasSuffix(s, "}") {
+			return fmt.Errorf("%q: a wildcard must be a whole segment, like /users/{id}", p)
+		}
+		name := s[1 : len(s)-1]
+		if rest, ok := strings.CutSuffix(name, "..."); ok {
+			if i != len(segs)-1 {
+				return fmt.Errorf("%q: {%s} must be the last segment", p, name)
+			}
+			name = rest
+		}
+		if name == "" || strings.ContainsAny(name, "{}.") {
+			return fmt.Errorf("%q: %q is not a wildcard name", p, s)
+		}
+		if names[name] {
+			return fmt.Errorf("%q: {%s} appears twice", p, name)
+		}
+		names[name] = true
+	}
+	return nil
+}
+
+func (k *checker) checkRouteLimit(path string, l *RouteLimit, seen map[string]int, idx int) {
+	p := k.c.Proxy
+	pol, ok := k.c.Policies[l.Policy]
+	switch {
+	case l.Policy == "":
+		k.errf(path, "a limit needs a policy (one of the names under policies)")
+	case !ok:
+		names := keysOf(k.c.Policies)
+		sort.Strings(names)
+		if s := suggest(l.Policy, names); s != "" {
+			k.errf(path+".policy", "no policy %q; did you mean %q?", l.Policy, s)
+		} else if len(names) > 0 {
+			k.errf(path+".policy", "no policy %q (defined: %s)", l.Policy, strings.Join(names, ", "))
+		} else {
+			k.errf(path+".policy", "no policy %q; define it under policies", l.Policy)
+		}
+	}
+	for _, part := range l.Key {
+		if part.Source == KeyUser && len(p.UserTrustedFrom) == 0 {
+			k.errf(path+".key", "%s is believed only from proxy.user_trusted_from, which is empty, so it would never be used; list the gateway that sets it", part)
+		}
+	}
+	id := l.Policy + "\x00" + l.Key.String()
+	if j, dup := seen[id]; dup {
+		k.errf(path, "the same policy and key as limits[%d]: both would count the same bucket; drop one", j)
+	} else {
+		seen[id] = idx
+	}
+	k.oneOf(path+".count", string(l.Count), enumCounts...)
+	if l.Cost.ResponseHeader != "" && l.Count != CountAll {
+		k.errf(path+".cost", "a cost from the response is charged after the response, so count must be all")
+	}
+	if l.TierHeader != "" {
+		if !validHeaderName(l.TierHeader) {
+			k.errf(path+".tier_header", "%q is not a valid header name", l.TierHeader)
+		}
+		if ok && len(pol.Tiers) == 0 {
+			k.errf(path+".tier_header", "policy %q has no tiers to pick from; add tiers to it", l.Policy)
+		}
+		if len(p.UserTrustedFrom) == 0 {
+			k.errf(path+".tier_header", "believed only from proxy.user_trusted_from, which is empty; list the gateway that sets it")
+		}
+	}
+}
+
+func (k *checker) checkEnvoy() {
+	e := k.c.Envoy
+	k.listen("envoy.listen", e.Listen, false)
+	k.oneOf("envoy.response_headers", string(e.ResponseHeaders), enumHeaderStyles...)
+	alg, err := floodgate.ParseAlgorithm(e.Algorithm)
+	if err != nil {
+		k.oneOf("envoy.algorithm", e.Algorithm, enumAlgorithms...)
+		return
+	}
+	if len(e.RatelimitConfig) == 0 {
+		k.errf("envoy", "envoy.ratelimit_config is required: the envoyproxy/ratelimit configuration files to serve")
+		return
+	}
+	files := make([]envoySource, 0, len(e.RatelimitConfig))
+	for i := range e.RatelimitConfig {
+		k.resolve(&e.RatelimitConfig[i])
+		path := e.RatelimitConfig[i]
+		data, rerr := readFile(path)
+		k.files[path] = data
+		if rerr != nil {
+			k.wrapf(fmt.Sprintf("envoy.ratelimit_config[%d]", i), rerr, "%v", rerr)
+			continue
+		}
+		files = append(files, envoySource{name: path, data: data})
+	}
+	rules, errs := compileEnvoy(files, alg)
+	k.d.errs = append(k.d.errs, errs...)
+	e.Rules = rules
+}
+
+func (k *checker) checkPostgres() {
+	p := k.c.Postgres
+	k.listen("postgres.listen", p.Listen, false)
+	if p.Upstream == "" {
+		k.errf("postgres", "postgres.upstream is required: the PostgreSQL server as host:port")
+	} else {
+		k.hostPort("postgres.upstream", p.Upstream)
+	}
+	k.serverTLS("postgres.tls", p.TLS)
+	for _, lv := range p.RateLimit.levels() {
+		if lv.limit == nil {
+			continue
+		}
+		path := "postgres.rate_limit." + lv.field
+		k.buildPolicy(path, lv.policy, &lv.limit.LimitsSpec, lv.limit.Overrides, nil)
+		if lv.limit.MaxWait < 0 {
+			k.errf(path+".max_wait", "must not be negative")
+		}
+	}
+}
+
+type pgLevel struct {
+	field, policy string
+	limit         *PostgresLimit
+}
+
+func (r *PostgresRateLimit) levels() []pgLevel {
+	return []pgLevel{
+		{"global", "postgres.global", r.Global},
+		{"per_user", "postgres.per_user", r.PerUser},
+		{"per_ip", "postgres.per_ip", r.PerIP},
+	}
+}
+
+func (k *checker) checkAdmin() {
+	a := k.c.Admin
+	k.listen("admin.listen", a.Listen, true)
+	k.secret("admin", &a.Token, &a.TokenFile)
+	if a.Pprof && a.Token == "" && a.Listen != "" && !loopback(a.Listen) {
+		k.errf("admin.pprof", "pprof on %s without admin.token would let anyone there read memory and stall the process; set a token or listen on 127.0.0.1", a.Listen)
+	}
+}
+
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// checkListenConflicts reports two listeners on one address, which would
+// fail at start with a less helpful "address already in use".
+func (k *checker) checkListenConflicts() {
+	c := k.c
+	type l struct{ path, addr string }
+	var ls []l
+	if c.Proxy != nil {
+		ls = append(ls, l{"proxy.listen", c.Proxy.Listen})
+	}
+	if c.Check != nil {
+		ls = append(ls, l{"check.listen", c.Check.Listen})
+	}
+	if c.Envoy != nil {
+		ls = append(ls, l{"envoy.listen", c.Envoy.Listen})
+	}
+	if c.Postgres != nil {
+		ls = append(ls, l{"postgres.listen", c.Postgres.Listen})
+	}
+	if c.Admin != nil && c.Admin.Listen != "" {
+		ls = append(ls, l{"admin.listen", c.Admin.Listen})
+	}
+	for i := range ls {
+		for j := range i {
+			if conflict(ls[i].addr, ls[j].addr) {
+				k.errf(ls[i].path, "%s is also %s; give each listener its own port", ls[i].addr, ls[j].path)
+			}
+		}
+	}
+}
+
+func conflict(a, b string) bool {
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb || pa == "0" {
+		return false
+	}
+	return ha == hb || ha == "" || hb == "" || ha == "0.0.0.0" || hb == "0.0.0.0" || ha == "::" || hb == "::"
+}
+
+// FloodgatePolicies returns the library policies of the file: those under
+// policies by name, and the PostgreSQL proxy's levels as
+// "postgres.global", "postgres.per_user" and "postgres.per_ip".
+//
+// A policy with tiers has Tiers set and TierOf nil: the daemon picks a
+// tier per request (tier_header), so the caller sets TierOf, or builds one
+// policy per tier, before floodgate.New. The error, for a Config changed
+// after Parse, is an Errors with the positions of the offending fields.
+func (c *Config) FloodgatePolicies() (map[string]floodgate.Policy, error) {
+	d := &decoder{file: c.File, pos: c.pos}
+	if d.pos == nil {
+		d.pos = map[string]Pos{}
+	}
+	k := &checker{c: c, d: d}
+	out := map[string]floodgate.Policy{}
+	for name, p := range c.Policies {
+		out[name] = k.buildPolicy(mapKeyPath("policies", name), name, &p.LimitsSpec, p.Overrides, p.Tiers)
+	}
+	if c.Postgres != nil {
+		for _, lv := range c.Postgres.RateLimit.levels() {
+			if lv.limit != nil {
+				out[lv.policy] = k.buildPolicy("postgres.rate_limit."+lv.field, lv.policy, &lv.limit.LimitsSpec, lv.limit.Overrides, nil)
+			}
+		}
+	}
+	if len(d.errs) > 0 {
+		return nil, d.errs.sorted()
+	}
+	return out, nil
+}

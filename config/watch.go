@@ -1,0 +1,196 @@
+package config
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// DefaultDebounce is how long the watcher waits after the last change in a
+// watched directory before it reloads: editors and Kubernetes change a
+// file in several steps (write, rename, symlink swap), and one reload
+// should see the result, not a step.
+const DefaultDebounce = 100 * time.Millisecond
+
+// A Watcher reloads a configuration file when it, or a file it refers to
+// (Envoy configurations, secret files), changes.
+//
+// It watches the directories that hold those files rather than the files,
+// so that it sees editors that save by renaming a new file over the old
+// one and Kubernetes ConfigMaps, whose files are symlinks into a "..data"
+// directory that is swapped as a whole. The callback runs only when the
+// bytes of some file changed since the last load, valid or not.
+type Watcher struct {
+	path     string
+	fn       func(*Config, error)
+	debounce time.Duration
+	fsw      *fsnotify.Watcher
+	reload   chan struct{}
+	done     chan struct{}
+
+	mu      sync.Mutex
+	current *Config
+	digest  [32]byte
+	dirs    map[string]bool
+}
+
+// Watch loads the file at path and watches it until ctx is done. The
+// initial load must succeed (its error is returned, an Errors). Later, fn
+// receives either a changed configuration (and a nil error) or an error
+// (and a nil configuration): the changed file is invalid, so the caller
+// keeps serving the old one, or watching itself failed. Calls to fn are
+// sequential, on the watcher's goroutine.
+func Watch(ctx context.Context, path string, fn func(*Config, error)) (*Watcher, error) {
+	c, files, err := load(path)
+	if err != nil {
+		return nil, err
+	}
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	w := &Watcher{
+		path:     path,
+		fn:       fn,
+		debounce: DefaultDebounce,
+		fsw:      fsw,
+		reload:   make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		current:  c,
+		digest:   digest(files),
+		dirs:     map[string]bool{},
+	}
+	if err := w.watchDirs(files); err != nil {
+		fsw.Close()
+		return nil, err
+	}
+	go w.run(ctx)
+	return w, nil
+}
+
+// Config returns the configuration most recently loaded without error.
+func (w *Watcher) Config() *Config {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.current
+}
+
+// Reload asks for the file to be read again now, as on SIGHUP. Like a
+// change on disk, it calls back only if the content changed.
+func (w *Watcher) Reload() {
+	select {
+	case w.reload <- struct{}{}:
+	default: // one reload is already pending, and will read the latest bytes
+	}
+}
+
+// Done is closed when the watcher has stopped (its context ended).
+func (w *Watcher) Done() <-chan struct{} { return w.done }
+
+func (w *Watcher) run(ctx context.Context) {
+	defer close(w.done)
+	defer w.fsw.Close()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case _, ok := <-w.fsw.Events:
+			if !ok {
+				return
+			}
+			// Any event in a watched directory may concern one of our
+			// files (through a symlink, a rename); the digest decides.
+			timer.Reset(w.debounce)
+		case err, ok := <-w.fsw.Errors:
+			if !ok {
+				return
+			}
+			w.fn(nil, errors.Join(errors.New("config: watching for changes"), err))
+		case <-w.reload:
+			timer.Stop()
+			w.check()
+		case <-timer.C:
+			w.check()
+		}
+	}
+}
+
+func (w *Watcher) check() {
+	c, files, err := load(w.path)
+	d := digest(files)
+	w.mu.Lock()
+	changed := d != w.digest
+	w.digest = d
+	if changed && err == nil {
+		w.current = c
+	}
+	w.mu.Unlock()
+	werr := w.watchDirs(files)
+	if changed {
+		w.fn(c, err)
+	}
+	if werr != nil {
+		w.fn(nil, werr)
+	}
+}
+
+// watchDirs adds the directories of files to the watch list. Directories
+// no longer needed stay watched; an event there costs one read.
+func (w *Watcher) watchDirs(files map[string][]byte) error {
+	var dirs []string
+	for f := range files {
+		dirs = append(dirs, filepath.Dir(f))
+		// A symlink's target may live elsewhere; watch there too, so that
+		// writes to the target are seen, not only a replaced link.
+		if real, err := filepath.EvalSymlinks(f); err == nil && filepath.Dir(real) != filepath.Dir(f) {
+			dirs = append(dirs, filepath.Dir(real))
+		}
+	}
+	var errs []error
+	for _, dir := range dirs {
+		w.mu.Lock()
+		seen := w.dirs[dir]
+		w.mu.Unlock()
+		if seen {
+			continue
+		}
+		if err := w.fsw.Add(dir); err != nil {
+			errs = append(errs, fmt.Errorf("config: cannot watch %s for changes: %w", dir, err))
+			continue
+		}
+		w.mu.Lock()
+		w.dirs[dir] = true
+		w.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// digest hashes the names and contents of files in a fixed order.
+func digest(files map[string][]byte) [32]byte {
+	names := keysOf(files)
+	sort.Strings(names)
+	h := sha256.New()
+	for _, n := range names {
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+		b := files[n]
+		if b == nil {
+			h.Write([]byte{1}) // missing, unlike empty
+		}
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}

@@ -1,0 +1,369 @@
+// Package daemon is floodgate serve: it turns a configuration file
+// (package config) into running listeners (package server) over an engine
+// (memstore, redisstore, hybrid, failover), with metrics (package metrics),
+// and swaps in each new configuration the file watcher delivers.
+//
+// A reload rebuilds the policies, routes and Envoy rules and swaps them in
+// atomically; the engine, and so every key's state, stays. A policy whose
+// limits did not change therefore keeps its clients' counts, and a policy
+// whose limits changed starts from the state it had (engines keep state by
+// policy name). The storage section and the listeners' addresses cannot
+// change by a reload: a new storage is an error (the old configuration keeps
+// serving) and new addresses are logged as needing a restart.
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/config"
+	"github.com/floodgate-go/floodgate/metrics"
+	"github.com/floodgate-go/floodgate/server"
+)
+
+// A Daemon serves one configuration at a time. Build it with New, run it
+// with Run, and hand it new configurations with Apply.
+type Daemon struct {
+	log    *slog.Logger
+	reg    *prometheus.Registry
+	m      *metrics.Metrics
+	engine *engine
+	srv    *server.Server
+	cur    atomic.Pointer[generation]
+	mu     sync.Mutex // serialises Apply
+
+	reloads      *prometheus.CounterVec
+	reloadErrors prometheus.Counter
+	lastReload   prometheus.Gauge
+	shadowed     *prometheus.CounterVec
+	upstreamErrs *prometheus.CounterVec
+}
+
+// Options are what the command line adds to a configuration.
+type Options struct {
+	// Logger overrides the configuration's log section, e.g. in tests.
+	Logger *slog.Logger
+}
+
+// New builds the engine, the metrics and the listeners of cfg. It does not
+// listen yet: call Run.
+func New(cfg *config.Config, o Options) (*Daemon, error) {
+	d := &Daemon{log: o.Logger, reg: prometheus.NewRegistry()}
+	if d.log == nil {
+		d.log = NewLogger(os.Stderr, cfg.Log)
+	}
+	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := metrics.New(d.reg, metrics.Options{})
+	if err != nil {
+		return nil, err
+	}
+	d.m = m
+	d.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "config_reloads_total",
+		Help: "Configuration reloads by result (success or error)."}, []string{"result"})
+	d.reloadErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "config_reload_errors_total",
+		Help: "Configuration reloads rejected; the previous configuration kept serving."})
+	d.lastReload = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Namespace, Name: "config_last_reload_success_timestamp_seconds",
+		Help: "When the configuration in service was loaded, in Unix seconds."})
+	d.shadowed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "shadow_denials_total",
+		Help: "Requests a shadow route or descriptor would have refused, by route or descriptor."}, []string{"name"})
+	d.upstreamErrs = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "proxy_upstream_errors_total",
+		Help: "Proxied requests answered 502 because the upstream failed, by route."}, []string{"route"})
+	d.reg.MustRegister(d.reloads, d.reloadErrors, d.lastReload, d.shadowed, d.upstreamErrs)
+
+	if d.engine, err = newEngine(cfg.Storage, m); err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	g, err := d.build(cfg)
+	if err != nil {
+		d.engine.close()
+		return nil, err
+	}
+	d.cur.Store(g)
+	if d.srv, err = server.New(d.serverConfig(g)); err != nil {
+		d.engine.close()
+		return nil, err
+	}
+	d.reloads.WithLabelValues("success")
+	d.reloads.WithLabelValues("error")
+	d.lastReload.SetToCurrentTime()
+	return d, nil
+}
+
+// Registry is the daemon's metrics registry, which /metrics serves.
+func (d *Daemon) Registry() *prometheus.Registry { return d.reg }
+
+// Config returns the configuration in service.
+func (d *Daemon) Config() *config.Config { return d.cur.Load().cfg }
+
+// Addrs returns the listeners' addresses once Start or Run has bound them.
+func (d *Daemon) Addrs() server.Addrs { return d.srv.Addrs() }
+
+// Start binds the listeners and serves in the background.
+func (d *Daemon) Start() error { return d.srv.Start() }
+
+// Run serves until ctx ends, then shuts down gracefully and closes the
+// engine.
+func (d *Daemon) Run(ctx context.Context) error {
+	err := d.srv.Run(ctx)
+	d.engine.close()
+	return err
+}
+
+// Shutdown stops a daemon started with Start: listeners stop accepting,
+// readiness fails, in-flight requests finish (up to ctx), the engine
+// closes.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	err := d.srv.Shutdown(ctx)
+	d.engine.close()
+	return err
+}
+
+// Apply swaps in cfg. On an error the configuration in service keeps
+// serving; the error is logged and counted
+// (floodgate_config_reload_errors_total).
+func (d *Daemon) Apply(cfg *config.Config) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	err := d.apply(cfg)
+	if err != nil {
+		d.reloads.WithLabelValues("error").Inc()
+		d.reloadErrors.Inc()
+		d.log.Error("configuration rejected; the previous one keeps serving", "file", cfg.File, "error", err)
+		return err
+	}
+	d.reloads.WithLabelValues("success").Inc()
+	d.lastReload.SetToCurrentTime()
+	d.log.Info("configuration reloaded", "file", cfg.File, "version", short(cfg.Digest))
+	return nil
+}
+
+// ReloadFailed records a configuration that could not even be loaded (a
+// parse error the watcher reported).
+func (d *Daemon) ReloadFailed(err error) {
+	d.reloads.WithLabelValues("error").Inc()
+	d.reloadErrors.Inc()
+	d.log.Error("configuration rejected; the previous one keeps serving", "error", err)
+}
+
+func (d *Daemon) apply(cfg *config.Config) error {
+	old := d.cur.Load().cfg
+	if !sameYAML(old.Storage, cfg.Storage) {
+		return errors.New("storage changed: a new engine needs a restart (the state of every key lives in it)")
+	}
+	if moved := movedListeners(old, cfg); len(moved) > 0 {
+		d.log.Warn("listener addresses changed; restart to apply them", "listeners", strings.Join(moved, ", "))
+	}
+	g, err := d.build(cfg)
+	if err != nil {
+		return err
+	}
+	if p := d.srv.Proxy(); p != nil {
+		if err := p.SetRoutes(g.routes); err != nil {
+			return err
+		}
+	}
+	if c := d.srv.Check(); c != nil {
+		c.SetPolicies(g.limiters)
+	}
+	if e := d.srv.Envoy(); e != nil && g.descriptors != nil {
+		e.SetDescriptors(g.descriptors)
+	}
+	d.cur.Store(g)
+	return nil
+}
+
+// A generation is everything built from one configuration.
+type generation struct {
+	cfg         *config.Config
+	limiters    map[string]floodgate.Limiter
+	routes      []server.Route
+	descriptors server.Descriptors
+}
+
+// build makes the limiters, routes and Envoy rules of cfg on the daemon's
+// engine.
+func (d *Daemon) build(cfg *config.Config) (*generation, error) {
+	policies, err := cfg.FloodgatePolicies()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Envoy != nil && cfg.Envoy.Rules != nil {
+		for name, p := range cfg.Envoy.Rules.Policies() {
+			policies[name] = p
+		}
+	}
+	g := &generation{cfg: cfg, limiters: make(map[string]floodgate.Limiter, len(policies))}
+	var errs []error
+	for name, p := range policies {
+		if len(p.Tiers) > 0 && p.TierOf == nil {
+			p.TierOf = tierOfKey
+		}
+		lim, err := floodgate.New(d.engine.store, p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: policies.%s: %w", cfg.Position("policies."+name), name, err))
+			continue
+		}
+		g.limiters[name] = d.m.Limiter(lim)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if cfg.Proxy != nil {
+		if g.routes, err = proxyRoutes(cfg.Proxy, g.limiters); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Envoy != nil && cfg.Envoy.Rules != nil {
+		g.descriptors = &envoyDescriptors{rules: cfg.Envoy.Rules, limiters: g.limiters}
+	}
+	return g, nil
+}
+
+// serverConfig maps the listeners of g's configuration onto server.Config.
+func (d *Daemon) serverConfig(g *generation) server.Config {
+	cfg := g.cfg
+	sc := server.Config{Logger: d.log, ShutdownTimeout: cfg.ShutdownTimeout.D()}
+	if p := cfg.Proxy; p != nil {
+		pc := &server.ProxyConfig{
+			Listen:         p.Listen,
+			TrustedProxies: p.ClientIP.TrustedProxies,
+			Headers:        headers(p.Headers),
+			Body:           body(p.Body),
+			Routes:         g.routes,
+			Logger:         d.log,
+			OnShadow: func(route string, _ floodgate.Result) {
+				d.shadowed.WithLabelValues(route).Inc()
+			},
+			OnUpstreamError: func(route string, _ error) {
+				d.upstreamErrs.WithLabelValues(route).Inc()
+			},
+		}
+		if p.Upstream != "demo" {
+			pc.Upstream = p.Upstream
+		}
+		if p.TLS != nil {
+			pc.TLS = &server.TLSFiles{Cert: p.TLS.Cert, Key: p.TLS.Key}
+		}
+		sc.Proxy = pc
+	}
+	if c := cfg.Check; c != nil {
+		sc.Check = &server.CheckConfig{Listen: c.Listen, Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log}
+	}
+	if e := cfg.Envoy; e != nil {
+		sc.Envoy = &server.EnvoyConfig{Listen: e.Listen, ResponseHeaders: string(e.ResponseHeaders), Timeout: checkTimeout(cfg),
+			Descriptors: g.descriptors, Logger: d.log,
+			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() }}
+		if sc.Envoy.ResponseHeaders == string(config.HeadersNone) {
+			sc.Envoy.ResponseHeaders = server.HeadersNone
+		}
+	}
+	if a := cfg.Admin; a != nil && a.Listen != "" {
+		sc.Admin = &server.AdminConfig{
+			Listen:   a.Listen,
+			Pprof:    a.Pprof,
+			Token:    a.Token,
+			Gatherer: d.reg,
+			Config:   func() ([]byte, error) { return config.MarshalRedacted(d.cur.Load().cfg) },
+			Ready: func(ctx context.Context) error {
+				return d.engine.ready(ctx, d.cur.Load().cfg.Storage)
+			},
+		}
+	}
+	return sc
+}
+
+// checkTimeout bounds a decision of the check and Envoy APIs: a little more
+// than the engine's own failure timeout, so that a hung Redis is answered by
+// the failure mode, not by the API's deadline.
+func checkTimeout(cfg *config.Config) time.Duration {
+	if !cfg.Storage.Remote() {
+		return 0
+	}
+	return 2*cfg.Storage.Failure.Timeout.D() + 100*time.Millisecond
+}
+
+// tierOfKey reads the tier a route put in front of a key ("tier:pro|…");
+// keys without one get the policy's own limits.
+func tierOfKey(key string) string {
+	rest, ok := strings.CutPrefix(key, "tier:")
+	if !ok {
+		return ""
+	}
+	tier, _, _ := strings.Cut(rest, "|")
+	return tier
+}
+
+func sameYAML(a, b any) bool {
+	x, errA := yaml.Marshal(a)
+	y, errB := yaml.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(x, y)
+}
+
+func movedListeners(a, b *config.Config) []string {
+	var moved []string
+	addr := func(name string, x, y string) {
+		if x != y {
+			moved = append(moved, name)
+		}
+	}
+	listen := func(c *config.Config) (proxy, check, envoy, admin string) {
+		if c.Proxy != nil {
+			proxy = c.Proxy.Listen
+		}
+		if c.Check != nil {
+			check = c.Check.Listen
+		}
+		if c.Envoy != nil {
+			envoy = c.Envoy.Listen
+		}
+		if c.Admin != nil {
+			admin = c.Admin.Listen
+		}
+		return
+	}
+	p1, c1, e1, a1 := listen(a)
+	p2, c2, e2, a2 := listen(b)
+	addr("proxy", p1, p2)
+	addr("check", c1, c2)
+	addr("envoy", e1, e2)
+	addr("admin", a1, a2)
+	return moved
+}
+
+func short(digest string) string {
+	if len(digest) > 12 {
+		return digest[:12]
+	}
+	return digest
+}
+
+// prefixes parses CIDRs and addresses.
+func prefixes(list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither a CIDR prefix nor an address", s)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}

@@ -1,0 +1,178 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/config"
+	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/hybrid"
+	"github.com/floodgate-go/floodgate/memstore"
+	"github.com/floodgate-go/floodgate/metrics"
+	"github.com/floodgate-go/floodgate/redisstore"
+)
+
+// An engine is the store a configuration's storage section describes, with
+// what must be closed when it is replaced.
+type engine struct {
+	store   floodgate.Store
+	remote  bool
+	guard   *failover.Guard // nil for the memory engine
+	client  redis.UniversalClient
+	closers []func() error
+}
+
+// newEngine builds the store of st, registering its collectors with m under
+// the engine names "memory", "local" and "redis". A daemon builds its
+// engine once: the storage section cannot change by a reload.
+func newEngine(st config.Storage, m *metrics.Metrics) (*engine, error) {
+	e := &engine{remote: st.Remote()}
+	mem := func(name string) *memstore.Store {
+		s := memstore.New(memstore.Options{MaxKeys: st.Memory.MaxKeys})
+		e.closers = append(e.closers, s.Close)
+		_ = m.WatchMemory(name, s)
+		return s
+	}
+	if st.Engine == config.EngineMemory || st.Engine == "" {
+		e.store = mem("memory")
+		return e, nil
+	}
+	client, err := redisClient(st.Redis)
+	if err != nil {
+		return nil, err
+	}
+	e.client = client
+	e.closers = append(e.closers, client.Close)
+	rs, err := redisstore.New(client, redisstore.Options{Prefix: st.Redis.KeyPrefix, Timeout: st.Failure.Timeout.D()})
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	e.closers = append([]func() error{rs.Close}, e.closers...)
+	gopts := m.GuardOptions("redis", failover.GuardOptions{
+		Timeout:      st.Failure.Timeout.D(),
+		Failures:     st.Failure.Breaker.Failures,
+		Backoff:      st.Failure.Breaker.Backoff.D(),
+		MaxBackoff:   st.Failure.Breaker.MaxBackoff.D(),
+		ContextBound: true, // redisstore returns when the call's context ends
+	})
+	guard, err := failover.NewGuard(rs, gopts)
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	e.guard = guard
+	_ = m.WatchGuard("redis", guard)
+	switch st.Engine {
+	case config.EngineHybrid:
+		e.store, err = hybrid.New(mem("local"), guard, hybrid.Options{Fraction: st.Hybrid.Fraction()})
+	default:
+		o := failover.Options{}
+		switch st.Failure.Mode {
+		case config.FailOpen:
+			o.Mode = failover.FailOpen
+		case config.FailClosed:
+			o.Mode = failover.FailClosed
+		case config.LocalFallback:
+			o.Mode, o.Local = failover.LocalFallback, mem("local")
+		default:
+			err = fmt.Errorf("storage.failure.mode %q is not one of fail_open, fail_closed, local_fallback", st.Failure.Mode)
+		}
+		if err == nil {
+			e.store, err = failover.New(guard, o)
+		}
+	}
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// redisClient opens the client the configuration describes. Every command
+// has a deadline from its context (ContextTimeoutEnabled), so a stalled
+// Redis costs a decision its failure timeout, not the socket's.
+func redisClient(r *config.Redis) (redis.UniversalClient, error) {
+	if r == nil {
+		return nil, errors.New("storage.redis is required by the redis and hybrid engines")
+	}
+	var tlsConf *tls.Config
+	if r.TLS != nil {
+		var err error
+		if tlsConf, err = clientTLS(r.TLS); err != nil {
+			return nil, err
+		}
+	}
+	o := &redis.UniversalOptions{
+		Addrs:                 r.Addrs,
+		MasterName:            r.MasterName,
+		SentinelUsername:      r.SentinelUsername,
+		SentinelPassword:      r.SentinelPassword,
+		Username:              r.Username,
+		Password:              r.Password,
+		DB:                    r.DB,
+		TLSConfig:             tlsConf,
+		PoolSize:              r.PoolSize,
+		DialTimeout:           r.DialTimeout.D(),
+		ReadTimeout:           r.ReadTimeout.D(),
+		WriteTimeout:          r.WriteTimeout.D(),
+		ContextTimeoutEnabled: true,
+	}
+	switch r.Mode {
+	case config.RedisCluster:
+		return redis.NewClusterClient(o.Cluster()), nil
+	case config.RedisSentinel:
+		return redis.NewFailoverClient(o.Failover()), nil
+	}
+	return redis.NewClient(o.Simple()), nil
+}
+
+func clientTLS(t *config.ClientTLS) (*tls.Config, error) {
+	c := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
+	if t.CA != "" {
+		pem, err := os.ReadFile(t.CA)
+		if err != nil {
+			return nil, fmt.Errorf("storage.redis.tls.ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("storage.redis.tls.ca: %s holds no PEM certificate", t.CA)
+		}
+		c.RootCAs = pool
+	}
+	if t.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("storage.redis.tls.cert/key: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
+
+// ready reports whether the engine can serve: the memory engine always
+// can; a remote engine when Redis answers, or when its failure mode serves
+// without it (every mode but fail_closed, and hybrid's local filter).
+func (e *engine) ready(ctx context.Context, st config.Storage) error {
+	if !e.remote {
+		return nil
+	}
+	err := e.client.Ping(ctx).Err()
+	if err == nil || st.Engine == config.EngineHybrid || st.Failure.Mode != config.FailClosed {
+		return nil
+	}
+	return fmt.Errorf("redis is unreachable and the failure mode is fail_closed: %w", err)
+}
+
+func (e *engine) close() {
+	for _, c := range e.closers {
+		_ = c()
+	}
+}
