@@ -573,3 +573,57 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Routes replaced while requests flow: no request fails, and a client's
+// state survives because the limiter does.
+func TestProxySetRoutesUnderLoad(t *testing.T) {
+	up, _ := upstream(t)
+	api := memLimiter(t, "api", floodgate.PerSecond(1_000_000))
+	routes := func(prefix string) []Route {
+		return []Route{{Name: prefix, Match: Match{PathPrefix: "/" + prefix}, Limits: []httplimit.Rule{{Limiter: api}}}, {Limits: []httplimit.Rule{{Limiter: api}}}}
+	}
+	s, addrs := start(t, Config{Proxy: &ProxyConfig{Upstream: up.URL, Routes: routes("a")}})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	var total atomic.Int64
+	for range 4 {
+		wg.Go(func() {
+			c := &http.Client{}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := c.Get("http://" + addrs.Proxy.String() + "/a/x")
+				if err != nil {
+					bad.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				total.Add(1)
+				if resp.StatusCode != 200 || resp.Header.Get("X-Ratelimit-Limit") == "" {
+					bad.Add(1)
+				}
+			}
+		})
+	}
+	for i := range 200 {
+		if err := s.Proxy().SetRoutes(routes([]string{"a", "b"}[i%2])); err != nil {
+			t.Fatal(err)
+		}
+		if i%20 == 0 {
+			eventually(t, 20*time.Second, "requests flowing", func() bool { return total.Load() > int64(i/20) })
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if bad.Load() != 0 || total.Load() == 0 {
+		t.Errorf("%d of %d requests failed during reloads", bad.Load(), total.Load())
+	}
+	if err := s.Proxy().SetRoutes([]Route{{Match: Match{Path: "/{"}}}); err == nil {
+		t.Error("a bad route list accepted")
+	}
+}
