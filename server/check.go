@@ -160,11 +160,14 @@ func (c *CheckAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st := checkPool.Get().(*checkState)
 	defer func() {
-		if st.body.Cap() <= 1<<16 {
-			*st = checkState{body: st.body, checks: st.checks[:0], fields: st.fields[:0], out: st.out[:0]}
-			st.body.Reset()
-			checkPool.Put(st)
+		if st.body.Cap() > 1<<16 {
+			return // a large body's buffer is not kept
 		}
+		st.body.Reset()
+		st.req = batchRequest{}
+		clear(st.checks) // drop the limiters, which a reload may retire
+		st.checks, st.fields, st.out = st.checks[:0], st.fields[:0], st.out[:0]
+		checkPool.Put(st)
 	}()
 	if _, err := st.body.ReadFrom(io.LimitReader(r.Body, c.maxBody+1)); err != nil {
 		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
