@@ -375,6 +375,16 @@ func (p *Proxy) compile(i int, rt Route) (*route, error) {
 		if ru.Limiter != nil {
 			rules[j].Limiter = &loggedLimiter{Limiter: ru.Limiter, p: p, shadow: rt.Shadow}
 		}
+		if pick := ru.LimiterFor; pick != nil {
+			// The limiter differs per request, so its wrapper is made per
+			// request: one small allocation, for such rules only.
+			rules[j].LimiterFor = func(r *http.Request) floodgate.Limiter {
+				if l := pick(r); l != nil {
+					return &loggedLimiter{Limiter: l, p: p, shadow: rt.Shadow}
+				}
+				return nil
+			}
+		}
 	}
 	cfg := httplimit.Config{Rules: rules, Headers: p.cfg.Headers, Body: p.cfg.Body, Logger: p.sample.log}
 	if rt.Shadow {
