@@ -28,6 +28,7 @@ servers:
 	command -v redis-cli >/dev/null 2>&1 || need="$$need redis-tools"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$$need postgresql"; \
 	command -v promtool >/dev/null 2>&1 || need="$$need prometheus"; \
+	command -v pgbouncer >/dev/null 2>&1 || need="$$need pgbouncer"; \
 	if [ -n "$$need" ]; then \
 		echo "installing Debian packages:$$need"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \

@@ -1,6 +1,7 @@
 package floodgate
 
 import (
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,15 +32,21 @@ type ClockFunc func() int64
 // UnixNano calls f.
 func (f ClockFunc) UnixNano() int64 { return f() }
 
-// A CoarseClock caches SystemClock and refreshes it from a background
-// goroutine every tick. Reading it is a single atomic load (about 1 ns) where
-// reading the system clock costs 60–90 ns on small virtual machines.
+// A CoarseClock caches SystemClock so that reading the time costs an atomic
+// load instead of a system clock read. Two things refresh it: a background
+// goroutine every tick, and the reads themselves, one in refreshReads of
+// which (on average) reads SystemClock and stores the result. The goroutine
+// bounds the lag by about a tick while the process has CPU to spare. Under
+// CPU saturation it may wait long for a CPU, but a goroutine that reads the
+// clock is running, so the reads bound the lag: a limiter that reads the
+// clock once per decision decides on a stale time for about refreshReads
+// decisions after a pause, however loaded the machine.
 //
-// The cached value only ever lags real time, never leads it: a limiter that
-// reads it sees slightly less time pass than really did, so it refills slightly
-// later and errs strict, never lenient. The lag is at most one tick plus the
-// delay before the Go scheduler runs the refresh goroutine (normally well
-// under a millisecond; longer only when the process is starved of CPU).
+// The cached value only ever lags real time, never leads it: every stored
+// value is a reading of SystemClock taken before it was stored, and a store
+// never replaces a later value with an earlier one, so the clock never runs
+// backwards either. A limiter that reads it sees slightly less time pass than
+// really did, so it refills slightly later and errs strict, never lenient.
 // RetryAfter values computed from it are late by at most the same lag.
 type CoarseClock struct {
 	now  atomic.Int64
@@ -49,6 +56,11 @@ type CoarseClock struct {
 
 // DefaultTick is the refresh interval of a CoarseClock made with a zero tick.
 const DefaultTick = time.Millisecond
+
+// refreshReads is how many reads of a CoarseClock, on average, make one of
+// them refresh it. A power of two. Readers pick themselves at random rather
+// than by counting, so reading writes no shared memory.
+const refreshReads = 32
 
 // NewCoarseClock starts a CoarseClock that refreshes every tick (DefaultTick
 // when tick <= 0). Call Stop to end its goroutine.
@@ -70,16 +82,37 @@ func (c *CoarseClock) run(tick time.Duration) {
 		case <-c.stop:
 			return
 		case <-t.C:
-			// One writer and a monotonic source: the stored value never
-			// decreases.
-			c.now.Store(SystemClock.UnixNano())
+			c.refresh()
 		}
 	}
 }
 
-// UnixNano returns the cached time.
-func (c *CoarseClock) UnixNano() int64 { return c.now.Load() }
+// refresh stores the system time unless a later one is already stored, and
+// returns the stored time. The compare-and-swap keeps the clock monotonic
+// with several writers: a writer that read the system clock earlier than
+// another never stores over it.
+func (c *CoarseClock) refresh() int64 {
+	now := SystemClock.UnixNano()
+	for {
+		old := c.now.Load()
+		if old >= now {
+			return old
+		}
+		if c.now.CompareAndSwap(old, now) {
+			return now
+		}
+	}
+}
 
-// Stop ends the refresh goroutine; the clock then stands still. Stop is
-// idempotent.
+// UnixNano returns the cached time, refreshing it first once in about
+// refreshReads calls.
+func (c *CoarseClock) UnixNano() int64 {
+	if rand.Uint64()&(refreshReads-1) == 0 {
+		return c.refresh()
+	}
+	return c.now.Load()
+}
+
+// Stop ends the refresh goroutine. The clock then advances only when read,
+// once in about refreshReads reads. Stop is idempotent.
 func (c *CoarseClock) Stop() { c.once.Do(func() { close(c.stop) }) }

@@ -33,7 +33,7 @@ func TestZeroTransitionDenies(t *testing.T) {
 	if s := z.Refund(algo.State{A: 7}, 0, 3); s != (algo.State{A: 7}) {
 		t.Errorf("zero Refund changed state to %+v", s)
 	}
-	z.Debt(algo.State{A: 9, B: 2}, 0)
+	algo.Debt(algo.FixedWindow, algo.State{A: 9, B: 2}, 0)
 	if _, err := algo.NewSet("p", "", []algo.Transition{z}); !errors.Is(err, algo.ErrInvalid) {
 		t.Errorf("NewSet with a zero Transition: error %v, want ErrInvalid", err)
 	}

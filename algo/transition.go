@@ -288,25 +288,36 @@ func (r *Transition) Refund(s State, now, cost int64) State {
 	return s
 }
 
-// Debt is how much state s carries at now, for eviction: the time until it
-// expires, times the units it holds back (at least one while it has not
-// expired). Of two entries, the one with the smaller Debt loses the least
-// information when it is dropped: a full bucket has none, an exhausted key
-// the most. GCRA's debt is its time until full, since its units come back
-// continuously.
-func (r *Transition) Debt(s State, now int64) int64 {
+// Debt is how much a State of kind k carries at now, for eviction: the
+// units it holds back times the time until it expires. Of two entries, the
+// one with the smaller Debt loses the least information when it is dropped:
+// an expired state has none, an exhausted key the most. GCRA's debt is its
+// time until full alone, as its units come back continuously. It needs no
+// Transition, so an engine can compare entries by their state alone.
+func Debt(k Kind, s State, now int64) int64 {
 	left := s.A - now
 	if left <= 0 {
 		return 0
 	}
-	switch r.kind {
+	switch k {
 	case FixedWindow:
-		return mulSat(left, max(s.B, 1))
+		return DebtOf(s.B, left)
 	case SlidingWindow:
+		// The previous window's count stops counting sooner, so this is an
+		// upper bound; it still orders an exhausted key above a fresh one.
 		prev, cur := unpackCounts(s.B)
-		return mulSat(left, max(prev+cur, 1))
+		return DebtOf(prev+cur, left)
 	}
 	return left
+}
+
+// DebtOf is units × left, zero when either is not positive, saturating
+// instead of overflowing.
+func DebtOf(units, left int64) int64 {
+	if units <= 0 || left <= 0 {
+		return 0
+	}
+	return mulSat(units, left)
 }
 
 func mulSat(a, b int64) int64 {

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -24,31 +26,39 @@ type redisServer struct {
 }
 
 // startRedis starts a redis-server on 127.0.0.1 and waits until it answers
-// PING. The server is killed by stop; tb.Cleanup is not used because a
-// benchmark's server is shared by all its sub-benchmarks.
+// PING as the process it started. The server is killed by stop; tb.Cleanup
+// is not used because a benchmark's server is shared by all its
+// sub-benchmarks.
 func startRedis(tb testing.TB) *redisServer {
 	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		tb.Fatalf("redis-server not on PATH (apt-get install redis-server): %v", err)
 	}
-	var lastErr error
-	for range 5 {
-		s, err := tryStartRedis(tb, bin)
+	const attempts = 5
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s, err := tryStartRedis(tb, bin, port)
 		if err == nil {
 			return s
 		}
-		lastErr = err // most likely lost a race for the port: try another
+		// Only a lost race for the port is worth another try.
+		if !errors.Is(err, errPortInUse) || attempt == attempts {
+			tb.Fatal(err)
+		}
+		tb.Logf("%v; retrying on another port", err)
 	}
-	tb.Fatal(lastErr)
-	return nil
 }
 
-func tryStartRedis(tb testing.TB, bin string) (*redisServer, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+// errPortInUse marks a redis-server that exited because another process
+// took its port between freePort and its bind.
+var errPortInUse = errors.New("port already in use")
+
+// tryStartRedis starts a redis-server on port, which should be free.
+func tryStartRedis(tb testing.TB, bin string, port int) (*redisServer, error) {
 	dir := tb.TempDir()
 	logf, err := os.Create(dir + "/redis.log")
 	if err != nil {
@@ -71,18 +81,26 @@ func tryStartRedis(tb testing.TB, bin string) (*redisServer, error) {
 	go func() { cmd.Wait(); close(s.done) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if err := redisPing(s.addr); err == nil {
+		// Whatever answers must be our process: another server that holds
+		// the port (someone else's, which tests would FLUSHALL) is not.
+		err := redisReady(s.addr, cmd.Process.Pid)
+		if err == nil {
 			return s, nil
-		} else if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("redis-server on %s did not answer PING within 10 s: %v", s.addr, err)
 		}
 		select {
 		case <-s.done:
 			logf.Close()
 			out, _ := os.ReadFile(logf.Name())
-			return nil, fmt.Errorf("redis-server on %s exited: %s", s.addr, strings.TrimSpace(string(out)))
+			log := strings.TrimSpace(string(out))
+			if strings.Contains(log, "Address already in use") {
+				return nil, fmt.Errorf("redis-server on %s: %w: %s", s.addr, errPortInUse, log)
+			}
+			return nil, fmt.Errorf("redis-server on %s exited: %s", s.addr, log)
 		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("redis-server on %s not ready within 10 s: %v", s.addr, err)
 		}
 	}
 }
@@ -109,23 +127,67 @@ func freePort() (int, error) {
 
 // redisPing sends PING in RESP and expects +PONG.
 func redisPing(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+	_, err := redisInfo(addr, false)
+	return err
+}
+
+// redisReady succeeds once the server at addr answers PING and INFO server
+// names pid as its process_id.
+func redisReady(addr string, pid int) error {
+	info, err := redisInfo(addr, true)
 	if err != nil {
 		return err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			if v != strconv.Itoa(pid) {
+				return fmt.Errorf("%s is served by process %s, not ours (%d)", addr, v, pid)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: INFO server has no process_id", addr)
+}
+
+// redisInfo sends PING in RESP and expects +PONG, then, if info is set,
+// sends INFO server and returns its text.
+func redisInfo(addr string, info bool) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+	if err != nil {
+		return "", err
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(500 * time.Millisecond))
 	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
-		return err
+		return "", err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
 	if err != nil {
-		return err
+		return "", err
 	}
 	if line != "+PONG\r\n" {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+		return "", fmt.Errorf("PING answered %q", strings.TrimSpace(line))
 	}
-	return nil
+	if !info {
+		return "", nil
+	}
+	if _, err := c.Write([]byte("*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
+		return "", err
+	}
+	line, err = r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "$")))
+	if !strings.HasPrefix(line, "$") || err != nil || n < 0 {
+		return "", fmt.Errorf("INFO server answered %q", strings.TrimSpace(line))
+	}
+	body := make([]byte, n+2)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return "", err
+	}
+	return string(body[:n]), nil
 }
 
 func TestRedisStarter(t *testing.T) {
@@ -136,5 +198,35 @@ func TestRedisStarter(t *testing.T) {
 	s.stop()
 	if err := redisPing(s.addr); err == nil {
 		t.Fatal("server still answers after stop")
+	}
+}
+
+// TestRedisStarterPortTaken: a server started on a port another server
+// holds is reported as a lost race (so startRedis retries), never taken for
+// ready because the other server answers PING.
+func TestRedisStarterPortTaken(t *testing.T) {
+	other := startRedis(t)
+	defer other.stop()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(other.addr[strings.LastIndexByte(other.addr, ':')+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := tryStartRedis(t, bin, port)
+	if err == nil {
+		s.stop()
+		t.Fatalf("started on %s, which another server holds", other.addr)
+	}
+	if !errors.Is(err, errPortInUse) {
+		t.Errorf("error %v, want one wrapping errPortInUse", err)
+	}
+	if err := redisReady(other.addr, other.cmd.Process.Pid); err != nil {
+		t.Errorf("the other server: %v", err)
+	}
+	if err := redisReady(other.addr, other.cmd.Process.Pid+1); err == nil {
+		t.Error("redisReady accepted another process's server")
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -32,6 +33,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/metrics"
+	"github.com/floodgate-go/floodgate/pgproxy"
 	"github.com/floodgate-go/floodgate/server"
 )
 
@@ -43,6 +45,8 @@ type Daemon struct {
 	m      *metrics.Metrics
 	engine *engine
 	srv    *server.Server
+	pg     *pgproxy.Proxy // nil without a postgres listener
+	pgAddr net.Addr
 	cur    atomic.Pointer[generation]
 	mu     sync.Mutex // serialises Apply
 
@@ -97,6 +101,10 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		d.engine.close()
 		return nil, err
 	}
+	if d.pg, err = d.newPostgres(g); err != nil {
+		d.engine.close()
+		return nil, err
+	}
 	d.reloads.WithLabelValues("success")
 	d.reloads.WithLabelValues("error")
 	d.lastReload.SetToCurrentTime()
@@ -109,25 +117,26 @@ func (d *Daemon) Registry() *prometheus.Registry { return d.reg }
 // Config returns the configuration in service.
 func (d *Daemon) Config() *config.Config { return d.cur.Load().cfg }
 
-// Addrs returns the listeners' addresses once Start or Run has bound them.
+// Addrs returns the listeners' addresses once Start has bound them.
 func (d *Daemon) Addrs() server.Addrs { return d.srv.Addrs() }
 
-// Start binds the listeners and serves in the background.
-func (d *Daemon) Start() error { return d.srv.Start() }
+// PostgresAddr returns the PostgreSQL listener's address once Start has
+// bound it, or nil.
+func (d *Daemon) PostgresAddr() net.Addr { return d.pgAddr }
 
-// Run serves until ctx ends, then shuts down gracefully and closes the
-// engine.
-func (d *Daemon) Run(ctx context.Context) error {
-	err := d.srv.Run(ctx)
-	d.engine.close()
-	return err
+// Start binds the listeners and serves in the background.
+func (d *Daemon) Start() error {
+	if err := d.srv.Start(); err != nil {
+		return err
+	}
+	return d.startPostgres()
 }
 
 // Shutdown stops a daemon started with Start: listeners stop accepting,
-// readiness fails, in-flight requests finish (up to ctx), the engine
-// closes.
+// readiness fails, in-flight requests and sessions finish (up to ctx), the
+// engine closes.
 func (d *Daemon) Shutdown(ctx context.Context) error {
-	err := d.srv.Shutdown(ctx)
+	err := errors.Join(d.srv.Shutdown(ctx), d.stopPostgres(ctx))
 	d.engine.close()
 	return err
 }
@@ -182,7 +191,17 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	if e := d.srv.Envoy(); e != nil && g.descriptors != nil {
 		e.SetDescriptors(g.descriptors)
 	}
+	if d.pg != nil && cfg.Postgres != nil {
+		if err := d.pg.SetLimits(postgresLimits(cfg.Postgres, g.limiters)); err != nil {
+			return err
+		}
+	}
 	d.cur.Store(g)
+	names := make([]string, 0, len(g.limiters))
+	for name := range g.limiters {
+		names = append(names, name)
+	}
+	d.m.Retain(names)
 	return nil
 }
 
@@ -320,6 +339,13 @@ func movedListeners(a, b *config.Config) []string {
 			moved = append(moved, name)
 		}
 	}
+	pgListen := func(c *config.Config) string {
+		if c.Postgres != nil {
+			return c.Postgres.Listen
+		}
+		return ""
+	}
+	addr("postgres", pgListen(a), pgListen(b))
 	listen := func(c *config.Config) (proxy, check, envoy, admin string) {
 		if c.Proxy != nil {
 			proxy = c.Proxy.Listen

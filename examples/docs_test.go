@@ -38,6 +38,13 @@ var docPackages = map[string]string{
 	"hybrid":        "github.com/floodgate-go/floodgate/hybrid",
 	"memstore":      "github.com/floodgate-go/floodgate/memstore",
 	"redisstore":    "github.com/floodgate-go/floodgate/redisstore",
+	"metrics":       "github.com/floodgate-go/floodgate/metrics",
+	"config":        "github.com/floodgate-go/floodgate/config",
+	"daemon":        "github.com/floodgate-go/floodgate/daemon",
+	"server":        "github.com/floodgate-go/floodgate/server",
+	"pgproxy":       "github.com/floodgate-go/floodgate/pgproxy",
+	"prometheus":    "github.com/prometheus/client_golang/prometheus",
+	"promhttp":      "github.com/prometheus/client_golang/prometheus/promhttp",
 	"redis":         "github.com/redis/go-redis/v9",
 	"context":       "context",
 	"errors":        "errors",
@@ -65,6 +72,12 @@ var docEnv = map[string]string{
 	"handler": "http.Handler",
 	"addr":    "string",
 	"api":     "floodgate.Limiter",
+	"lim":     "floodgate.Limiter",
+	"reg":     "prometheus.Registerer",
+	"m":       "*metrics.Metrics",
+	"rs":      "floodgate.Store",
+	"local":   "*memstore.Store",
+	"mem":     "*memstore.Store",
 }
 
 // A docBlock is one fenced Go block of a Markdown file.

@@ -125,7 +125,9 @@ func TestTimeoutBoundsCall(t *testing.T) {
 	if res.Source != floodgate.SourceFailOpen {
 		t.Errorf("Source = %q, want fail-open", res.Source)
 	}
-	if took < timeout || took > timeout+time.Second {
+	// The upper bound only detects a hang: ErrTimeout and Stats show the
+	// Guard's timeout ended the call.
+	if took < timeout || took > 10*time.Second {
 		t.Errorf("a hanging remote held the call for %s, want the %s timeout", took, timeout)
 	}
 	st := s.Guard().Stats()
@@ -692,7 +694,8 @@ func TestBoundedStore(t *testing.T) {
 	if _, err := g.Decide(ctx, set, "k", 1); !errors.Is(err, failover.ErrTimeout) {
 		t.Fatalf("stalling: err = %v, want ErrTimeout", err)
 	}
-	if took := time.Since(start); took > time.Second {
+	// A hang detector: ErrTimeout shows the 20 ms timeout ended the call.
+	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("stalling: took %s, want the 20 ms timeout", took)
 	}
 	remote.set(panicky)

@@ -2,35 +2,101 @@ package memstore
 
 import (
 	"context"
-	"math"
 	"runtime"
 	"time"
 
 	"github.com/floodgate-go/floodgate/algo"
 )
 
-// evict removes the entry of sh carrying the least debt among a sample of
-// entries, making room for k. Debt is how long an entry still carries
-// information (its expiry minus now): the entry closest to being a full
-// bucket is the one whose loss admits the least. Sampling keeps eviction
-// O(1), as in Redis's approximated LRU; the starting point is k's hash, which
-// clients cannot predict.
-func (s *Store) evict(sh *shard, k uint64) {
+// evict removes, among a sample of the entries of sh's largest table, the
+// one that carries the least debt, making room for k. An entry's debt is
+// what its loss would admit: the units it still counts against its key
+// times how long it still counts them (until its expiry, State.A). A full
+// bucket has none; a fresh key charged once has little; an exhausted key
+// has the most, so a flood of fresh keys evicts fresh keys and not the keys
+// it would free. GCRA's debt is its time until full alone, as its units
+// come back one at a time: that time is already its units times their
+// interval. Debts are compared within one table only.
+//
+// Sampling keeps eviction O(1), as in Redis's approximated LRU; the walk
+// starts at k's hash, which clients cannot predict. The price is that an
+// exhausted key is lost when every entry of its sample is exhausted too.
+func (s *Store) evict(sh *shard, k uint64, now int64) {
 	s.evictions.Add(1)
-	// Prefer the bigger table; logs are sampled only when the tables are empty.
-	if t := sh.tats.Load(); t != nil && t.live >= sh.wins.n && t.live > 0 {
-		evictGCRA(t, k)
-		return
+	t := sh.tats.Load()
+	gcra := 0
+	if t != nil {
+		gcra = t.live
 	}
-	if sh.wins.n > 0 {
-		evictFrom(&sh.wins, k, func(st algo.State) int64 { return st.A })
-		return
+	switch max(gcra, sh.fixed.n, sh.sliding.n, len(sh.logs)) {
+	case 0: // nothing to evict; makeRoom does not call for this
+	case gcra:
+		evictGCRA(t, k, now)
+	case sh.fixed.n:
+		evictWindow(&sh.fixed, k, now, algo.FixedWindow)
+	case sh.sliding.n:
+		evictWindow(&sh.sliding, k, now, algo.SlidingWindow)
+	default:
+		sh.evictLog(now)
 	}
-	victim, least := uint64(0), int64(math.MaxInt64)
-	n := 0
-	for key, l := range sh.logs { // map iteration starts at a random entry
-		if e := l.Expiry(); e < least {
-			victim, least = key, e
+}
+
+// leastDebt walks a table of size slots (a power of two) from start and
+// returns, among the first evictSamples slots that debt reports live, the
+// one with the least debt.
+func leastDebt(size int, start uint64, debt func(i uint64) (d int64, live bool)) (best uint64, least int64, found bool) {
+	mask := uint64(size - 1)
+	seen := 0
+	for i, probes := start&mask, 0; seen < evictSamples && probes < size; i, probes = (i+1)&mask, probes+1 {
+		d, live := debt(i)
+		if !live {
+			continue
+		}
+		if seen == 0 || d < least {
+			best, least = i, d
+		}
+		seen++
+	}
+	return best, least, seen > 0
+}
+
+// evictGCRA deletes the sampled GCRA entry with the earliest TAT. A
+// lock-free decision may move a sampled TAT meanwhile; the deletion then
+// fails and the sample is taken again.
+func evictGCRA(t *gcraTable, start uint64, now int64) {
+	for attempt := 0; attempt < 8; attempt++ {
+		i, debt, found := leastDebt(len(t.slots), start, func(i uint64) (int64, bool) {
+			s := &t.slots[i]
+			if key := s.key.Load(); key == emptyKey || key == tombKey {
+				return 0, false
+			}
+			tat := s.tat.Load()
+			return tat - now, tat >= 0
+		})
+		if !found || t.kill(&t.slots[i], debt+now) {
+			return
+		}
+		start += evictSamples
+	}
+}
+
+// evictWindow deletes the sampled window entry with the least debt.
+func evictWindow(t *table[algo.State], start uint64, now int64, kind algo.Kind) {
+	i, _, found := leastDebt(len(t.slots), start, func(i uint64) (int64, bool) {
+		return algo.Debt(kind, t.slots[i].val, now), t.slots[i].key != 0
+	})
+	if found {
+		t.deleteAt(i)
+	}
+}
+
+// evictLog deletes the sampled log with the least debt. Map iteration
+// starts at a random entry.
+func (sh *shard) evictLog(now int64) {
+	victim, least, n := uint64(0), int64(0), 0
+	for k, l := range sh.logs {
+		if d := l.debt(now); n == 0 || d < least {
+			victim, least = k, d
 		}
 		if n++; n == evictSamples {
 			break
@@ -39,46 +105,12 @@ func (s *Store) evict(sh *shard, k uint64) {
 	delete(sh.logs, victim)
 }
 
-// evictGCRA deletes the sampled GCRA entry with the earliest TAT. A
-// lock-free decision may move a sampled TAT meanwhile; the deletion then
-// fails and the sample is taken again.
-func evictGCRA(t *gcraTable, start uint64) {
-	for attempt := 0; attempt < 8; attempt++ {
-		var best *gcraSlot
-		bestTAT := int64(math.MaxInt64)
-		seen := 0
-		for i, probes := start&t.mask, 0; seen < evictSamples && probes < len(t.slots); i, probes = (i+1)&t.mask, probes+1 {
-			s := &t.slots[i]
-			if key := s.key.Load(); key == emptyKey || key == tombKey {
-				continue
-			}
-			seen++
-			if v := s.tat.Load(); v >= 0 && v < bestTAT {
-				best, bestTAT = s, v
-			}
-		}
-		if best == nil || t.kill(best, bestTAT) {
-			return
-		}
-		start += evictSamples
-	}
-}
-
-func evictFrom[V any](t *table[V], start uint64, expiry func(V) int64) {
-	best, bestExp := uint64(0), int64(math.MaxInt64)
-	seen := 0
-	for i, probes := start&t.mask, 0; seen < evictSamples && probes < len(t.slots); i, probes = (i+1)&t.mask, probes+1 {
-		if t.slots[i].key == 0 {
-			continue
-		}
-		seen++
-		if e := expiry(t.slots[i].val); e < bestExp {
-			best, bestExp = i, e
-		}
-	}
-	if seen > 0 {
-		t.deleteAt(best)
-	}
+// debt is the units the log holds times the time until its newest
+// admission stops counting. Checking a cost of 0 drops the admissions that
+// have expired, which nobody needs any more.
+func (l *keyLog) debt(now int64) int64 {
+	d := l.rule.CheckLog(&l.Log, now, 0)
+	return algo.DebtOf(l.rule.Capacity()-d.Remaining, l.Expiry()-now)
 }
 
 // Sweep drops the state of every key that carries no information at the
@@ -93,7 +125,9 @@ func (s *Store) Sweep() int {
 		sh.mu.Lock()
 		now := s.clock.UnixNano()
 		dropped += sh.sweepGCRA(now)
-		dropped += sh.wins.sweep(func(st algo.State) bool { return st.A <= now })
+		expired := func(st algo.State) bool { return st.A <= now }
+		dropped += sh.fixed.sweep(expired)
+		dropped += sh.sliding.sweep(expired)
 		for k, l := range sh.logs {
 			if l.Expiry() <= now {
 				delete(sh.logs, k)
@@ -166,6 +200,9 @@ func (s *Store) Evictions() uint64 { return s.evictions.Load() }
 
 // Refund implements floodgate.Store.
 func (s *Store) Refund(_ context.Context, set *algo.Set, key string, cost int64) error {
+	if s.closed.Load() {
+		return errClosed
+	}
 	h := s.hash(set, key)
 	sh := s.shardOf(h)
 	sh.mu.Lock()
@@ -179,14 +216,15 @@ func (s *Store) Refund(_ context.Context, set *algo.Set, key string, cost int64)
 			sh.refundGCRA(r, k, now, cost)
 		case algo.SlidingLog:
 			if l, ok := sh.logs[k]; ok {
-				r.RefundLog(l, now, cost)
+				r.RefundLog(&l.Log, now, cost)
 			}
 		default:
-			if st, ok := sh.wins.get(k); ok {
+			wins := sh.windows(r)
+			if st, ok := wins.get(k); ok {
 				if next := r.Refund(st, now, cost); next == (algo.State{}) {
-					sh.wins.remove(k)
+					wins.remove(k)
 				} else {
-					sh.wins.put(k, next)
+					wins.put(k, next)
 				}
 			}
 		}
@@ -196,6 +234,9 @@ func (s *Store) Refund(_ context.Context, set *algo.Set, key string, cost int64)
 
 // Reset implements floodgate.Store.
 func (s *Store) Reset(_ context.Context, set *algo.Set, key string) error {
+	if s.closed.Load() {
+		return errClosed
+	}
 	h := s.hash(set, key)
 	sh := s.shardOf(h)
 	sh.mu.Lock()
@@ -203,7 +244,8 @@ func (s *Store) Reset(_ context.Context, set *algo.Set, key string) error {
 	for i := range set.Len() {
 		k := ruleKey(h, i)
 		sh.removeGCRA(k)
-		sh.wins.remove(k)
+		sh.fixed.remove(k)
+		sh.sliding.remove(k)
 		delete(sh.logs, k)
 	}
 	return nil

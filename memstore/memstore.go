@@ -16,6 +16,7 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -72,6 +73,7 @@ type Store struct {
 	seed     maphash.Seed
 	clock    floodgate.Clock
 	ownClock *floodgate.CoarseClock
+	closed   atomic.Bool
 
 	evictions atomic.Uint64
 	stop      chan struct{}
@@ -82,16 +84,34 @@ type Store struct {
 type shard struct {
 	mu   sync.Mutex
 	tats atomic.Pointer[gcraTable] // GCRA and TokenBucket: the TAT; read without mu
-	wins table[algo.State]         // window algorithms
-	logs map[uint64]*algo.Log
+	// Each window algorithm has a table of its own: eviction reads the
+	// counts of a state, which each algorithm keeps in its own way.
+	fixed   table[algo.State]
+	sliding table[algo.State]
+	logs    map[uint64]*keyLog
 	// scratch stands in for the log of a key that has none, so checking it
 	// allocates nothing. Only used under mu.
 	scratch algo.Log
-	_       [24]byte // keep neighbouring shards on separate cache lines
+	_       [40]byte // keep neighbouring shards on separate cache lines
+}
+
+// keyLog is the Log of one SlidingLog key with the rule that charged it
+// last, which eviction needs to count the units the log holds.
+type keyLog struct {
+	algo.Log
+	rule *algo.Transition
+}
+
+// windows returns the table of r, a window algorithm's rule.
+func (sh *shard) windows(r *algo.Transition) *table[algo.State] {
+	if r.Kind() == algo.FixedWindow {
+		return &sh.fixed
+	}
+	return &sh.sliding
 }
 
 func (sh *shard) len() int {
-	n := sh.wins.n + len(sh.logs)
+	n := sh.fixed.n + sh.sliding.n + len(sh.logs)
 	if t := sh.tats.Load(); t != nil {
 		n += t.live
 	}
@@ -136,10 +156,16 @@ func New(o Options) *Store {
 	return s
 }
 
-// Close stops the janitor and the Store's own clock. The Store keeps
-// working afterwards, without expiry sweeps and with a clock that stands
-// still, so Close it only when done.
+// errClosed is what every call after Close returns. A Store closed while
+// limiters still use it would otherwise decide on state that no longer
+// expires, denying its exhausted keys for ever without a word.
+var errClosed = fmt.Errorf("%w (memstore: Close was called; keep a Store open while limiters use it and close it at shutdown, not with defer in the function that builds them)", floodgate.ErrClosed)
+
+// Close stops the janitor and the Store's own clock. Every later Decide,
+// Refund and Reset returns an error wrapping floodgate.ErrClosed, so Close a
+// Store only when no limiter uses it any more. Close is idempotent.
 func (s *Store) Close() error {
+	s.closed.Store(true)
 	s.closeOnce.Do(func() {
 		if s.stop != nil {
 			close(s.stop)
@@ -195,6 +221,9 @@ func mix(x uint64) uint64 {
 
 // Decide implements floodgate.Store.
 func (s *Store) Decide(_ context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
+	if s.closed.Load() {
+		return algo.Verdict{}, errClosed
+	}
 	h := s.hash(set, key)
 	if r := set.At(0); set.Len() == 1 && r.Kind() == algo.GCRA {
 		var d algo.Decision
@@ -214,23 +243,11 @@ func (s *Store) decide(set *algo.Set, h uint64, cost int64, ds *[algo.MaxTransit
 	n := set.Len()
 
 	var keys [algo.MaxTransitions]uint64
-	var next [algo.MaxTransitions]algo.State
-	var prev [algo.MaxTransitions]int64 // GCRA: the TAT the decision read
+	var read, next [algo.MaxTransitions]algo.State
 	allowed := true
 	for i := range n {
-		r := set.At(i)
-		k := ruleKey(h, i)
-		keys[i] = k
-		switch r.Kind() {
-		case algo.GCRA:
-			prev[i] = sh.tat(k)
-			next[i], ds[i] = r.Step(algo.State{A: prev[i]}, now, cost)
-		case algo.SlidingLog:
-			ds[i] = r.CheckLog(sh.log(k, false), now, cost)
-		default:
-			st, _ := sh.wins.get(k)
-			next[i], ds[i] = r.Step(st, now, cost)
-		}
+		keys[i] = ruleKey(h, i)
+		read[i], next[i], ds[i] = sh.step(set.At(i), keys[i], now, cost)
 		allowed = allowed && ds[i].Allowed
 	}
 	if !allowed {
@@ -238,7 +255,7 @@ func (s *Store) decide(set *algo.Set, h uint64, cost int64, ds *[algo.MaxTransit
 		// their uncharged state.
 		for i := range n {
 			if ds[i].Allowed && cost > 0 {
-				ds[i] = s.peek(sh, set.At(i), keys[i], now)
+				_, _, ds[i] = sh.step(set.At(i), keys[i], now, 0)
 			}
 		}
 		return n
@@ -251,13 +268,13 @@ func (s *Store) decide(set *algo.Set, h uint64, cost int64, ds *[algo.MaxTransit
 		k := keys[i]
 		switch r.Kind() {
 		case algo.GCRA:
-			s.chargeGCRA(sh, r, k, prev[i], next[i].A, now, cost)
+			s.chargeGCRA(sh, r, k, read[i].A, next[i].A, now, cost)
 		case algo.SlidingLog:
-			s.makeRoom(sh, k)
-			r.ChargeLog(sh.log(k, true), now, cost)
+			s.makeRoom(sh, k, now)
+			r.ChargeLog(sh.chargedLog(k, r), now, cost)
 		default:
-			s.makeRoom(sh, k)
-			sh.wins.put(k, next[i])
+			s.makeRoom(sh, k, now)
+			sh.windows(r).put(k, next[i])
 		}
 	}
 	return n
@@ -284,10 +301,11 @@ func (s *Store) decideGCRA(sh *shard, r *algo.Transition, k uint64, cost int64, 
 			return
 		}
 	}
-	next, dd := r.Step(algo.State{}, s.clock.UnixNano(), cost)
+	now := s.clock.UnixNano()
+	next, dd := r.Step(algo.State{}, now, cost)
 	*d = dd
 	if dd.Allowed && cost > 0 {
-		s.insertGCRA(sh, k, next.A)
+		s.insertGCRA(sh, k, next.A, now)
 	}
 }
 
@@ -320,7 +338,7 @@ func (s *Store) chargeGCRA(sh *shard, r *algo.Transition, k uint64, read, next, 
 		slot = t.find(k)
 	}
 	if slot == nil {
-		s.insertGCRA(sh, k, next)
+		s.insertGCRA(sh, k, next, now)
 		return
 	}
 	for !slot.tat.CompareAndSwap(read, next) {
@@ -331,8 +349,8 @@ func (s *Store) chargeGCRA(sh *shard, r *algo.Transition, k uint64, read, next, 
 
 // insertGCRA adds k, absent from the shard, with tat. The caller holds the
 // shard lock.
-func (s *Store) insertGCRA(sh *shard, k uint64, tat int64) {
-	s.makeRoom(sh, k)
+func (s *Store) insertGCRA(sh *shard, k uint64, tat, now int64) {
+	s.makeRoom(sh, k, now)
 	t := sh.tats.Load()
 	switch {
 	case t == nil:
@@ -356,51 +374,64 @@ func (sh *shard) tat(k uint64) int64 {
 	return 0
 }
 
-func (s *Store) peek(sh *shard, r *algo.Transition, k uint64, now int64) algo.Decision {
+// step decides cost units of r for k at now on the state the shard holds,
+// and stores nothing: it returns the state it read, the next state (both
+// zero for SlidingLog, whose Log the caller charges) and the decision. The
+// caller holds the shard lock.
+func (sh *shard) step(r *algo.Transition, k uint64, now, cost int64) (read, next algo.State, d algo.Decision) {
 	switch r.Kind() {
 	case algo.GCRA:
-		_, d := r.Step(algo.State{A: sh.tat(k)}, now, 0)
-		return d
+		read = algo.State{A: sh.tat(k)}
 	case algo.SlidingLog:
-		return r.CheckLog(sh.log(k, false), now, 0)
+		return read, next, r.CheckLog(sh.log(k), now, cost)
 	default:
-		st, _ := sh.wins.get(k)
-		_, d := r.Step(st, now, 0)
-		return d
+		read, _ = sh.windows(r).get(k)
 	}
+	next, d = r.Step(read, now, cost)
+	return read, next, d
 }
 
-// log returns the Log of k, creating it when create is set. Without create,
-// a missing log is an empty one that must not be written.
-func (sh *shard) log(k uint64, create bool) *algo.Log {
+// log returns the Log of k. For a key without one it returns an empty Log
+// that must not be written.
+func (sh *shard) log(k uint64) *algo.Log {
 	if l, ok := sh.logs[k]; ok {
-		return l
+		return &l.Log
 	}
-	if !create {
-		sh.scratch = algo.Log{}
-		return &sh.scratch
+	sh.scratch = algo.Log{}
+	return &sh.scratch
+}
+
+// chargedLog returns the Log of k for r to charge, creating it when k has
+// none.
+func (sh *shard) chargedLog(k uint64, r *algo.Transition) *algo.Log {
+	l, ok := sh.logs[k]
+	if !ok {
+		if sh.logs == nil {
+			sh.logs = make(map[uint64]*keyLog)
+		}
+		l = new(keyLog)
+		sh.logs[k] = l
 	}
-	if sh.logs == nil {
-		sh.logs = make(map[uint64]*algo.Log)
-	}
-	l := new(algo.Log)
-	sh.logs[k] = l
-	return l
+	l.rule = r
+	return &l.Log
 }
 
 // makeRoom evicts an entry when the shard is full and k is new to it.
-func (s *Store) makeRoom(sh *shard, k uint64) {
+func (s *Store) makeRoom(sh *shard, k uint64, now int64) {
 	if s.perShard == 0 || sh.len() < s.perShard || sh.has(k) {
 		return
 	}
-	s.evict(sh, k)
+	s.evict(sh, k, now)
 }
 
 func (sh *shard) has(k uint64) bool {
 	if t := sh.tats.Load(); t != nil && t.find(k) != nil {
 		return true
 	}
-	if _, ok := sh.wins.get(k); ok {
+	if _, ok := sh.fixed.get(k); ok {
+		return true
+	}
+	if _, ok := sh.sliding.get(k); ok {
 		return true
 	}
 	_, ok := sh.logs[k]

@@ -208,3 +208,27 @@ func (m *Metrics) policy(name string) *policyMetrics {
 // label value that is not UTF-8, and a policy or engine name is not
 // checked for that anywhere else.
 func labelValue(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// Retain drops the series of every policy not named in keep. A daemon
+// calls it after a reload, so that policies renamed or removed over weeks
+// of reloads neither stay exported nor keep their memory. A limiter of a
+// dropped policy keeps working; what it decides afterwards is no longer
+// exported.
+func (m *Metrics) Retain(keep []string) {
+	set := make(map[string]bool, len(keep)+1)
+	set[OtherPolicy] = true
+	for _, k := range keep {
+		set[labelValue(k)] = true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for label := range m.policies {
+		if set[label] {
+			continue
+		}
+		delete(m.policies, label)
+		m.decisions.DeletePartialMatch(prometheus.Labels{"policy": label})
+		m.peeks.DeletePartialMatch(prometheus.Labels{"policy": label})
+		m.latency.DeleteLabelValues(label)
+	}
+}

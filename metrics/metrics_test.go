@@ -390,3 +390,44 @@ func TestSourceLabelsBounded(t *testing.T) {
 		t.Errorf("allowed decisions by source: %v; want src-1 … src-16 once each and 24 under other", sources)
 	}
 }
+
+// TestRetainDropsGonePolicies: after a reload without policy "old", its
+// series are gone and its name no longer counts towards MaxPolicies.
+func TestRetainDropsGonePolicies(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{MaxPolicies: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	wrap := func(name string) floodgate.Limiter {
+		lim, err := floodgate.New(store, floodgate.Policy{Name: name, Limits: []floodgate.Limit{floodgate.PerSecond(10)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Limiter(lim)
+	}
+	ctx := context.Background()
+	wrap("old").Allow(ctx, "k")
+	wrap("kept").Allow(ctx, "k")
+	m.Retain([]string{"kept"})
+	wrap("new").Allow(ctx, "k")
+	got, err := testutil.GatherAndCount(reg, "floodgate_decisions_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := reg.Gather()
+	for _, mf := range text {
+		for _, mm := range mf.GetMetric() {
+			for _, lp := range mm.GetLabel() {
+				if lp.GetName() == "policy" && (lp.GetValue() == "old" || lp.GetValue() == metrics.OtherPolicy) {
+					t.Errorf("%s still has a series for policy %q", mf.GetName(), lp.GetValue())
+				}
+			}
+		}
+	}
+	if got == 0 {
+		t.Error("no decisions counted at all")
+	}
+}

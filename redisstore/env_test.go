@@ -77,9 +77,19 @@ func (h *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 	}
 }
 
-// newStore returns a Store over client that t closes.
+// generous bounds a decision in tests that are not about timeouts: far
+// above any scheduling delay of a starved machine, so that a slow decision
+// there is not an error.
+const generous = 30 * time.Second
+
+// newStore returns a Store over client that t closes. A zero o.Timeout
+// becomes generous instead of DefaultTimeout (1 s), which a loaded machine
+// can take for one decision; tests of the default use New.
 func newStore(t testing.TB, client redis.UniversalClient, o Options) *Store {
 	t.Helper()
+	if o.Timeout == 0 {
+		o.Timeout = generous
+	}
 	s, err := New(client, o)
 	if err != nil {
 		t.Fatal(err)

@@ -57,7 +57,12 @@ func TestRedisDownDefaultClient(t *testing.T) {
 func TestStalledRedisDefaultTimeout(t *testing.T) {
 	srv := testenv.Redis(t)
 	client := newClient(t, srv.Addr)
-	lim := newLimiter(t, newStore(t, client, Options{}), "stall", floodgate.PerSecond(10))
+	s, err := New(client, Options{}) // not newStore: the default Timeout is under test
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	lim := newLimiter(t, s, "stall", floodgate.PerSecond(10))
 	if _, err := lim.Allow(context.Background(), "warm"); err != nil {
 		t.Fatal(err)
 	}

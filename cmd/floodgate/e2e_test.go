@@ -240,6 +240,24 @@ admin: {listen: 127.0.0.1:0}
 	}
 }
 
+// lockedBuffer is a bytes.Buffer that a process writes while a test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 func grepLines(s, sub string) string {
 	var b strings.Builder
 	for _, l := range strings.Split(s, "\n") {
@@ -548,7 +566,7 @@ func TestServeDefaults(t *testing.T) {
 		}
 	}
 	cmd := exec.Command(binary, "serve")
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -584,5 +602,36 @@ func TestServeDefaults(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "curl") || !strings.Contains(stderr.String(), "8080") {
 		t.Errorf("the banner does not say how to try it:\n%s", stderr.String())
+	}
+}
+
+// TestPostgresListener: `floodgate serve` with a postgres listener limits
+// psql's queries per user; the limited query gets SQLSTATE 53400 and the
+// session goes on.
+func TestPostgresListener(t *testing.T) {
+	pg := testenv.Postgres(t)
+	d := startDaemon(t, fmt.Sprintf(`
+postgres:
+  listen: 127.0.0.1:0
+  upstream: %s
+  rate_limit:
+    global: {rate: 1000/s, burst: 100}
+    per_user: {rate: 3/h, overrides: {batch_worker: {rate: 100/h}}}
+admin: {listen: ""}
+`, pg.Addr), "postgres")
+	host, port, _ := net.SplitHostPort(d.addr("postgres"))
+	dsn := fmt.Sprintf("postgres://%s@%s/postgres?sslmode=disable", testenv.PostgresSuperuser, net.JoinHostPort(host, port))
+	// One session: three queries pass, the fourth is refused, and the
+	// session is still usable for the next (also refused) query.
+	out, err := pg.Psql(dsn, "select 1;\nselect 2;\nselect 3;\n")
+	if err != nil || out != "1\n2\n3" {
+		t.Fatalf("three queries within the limit: %q, %v", out, err)
+	}
+	_, err = pg.Psql(dsn, "select 4;")
+	if err == nil || !strings.Contains(err.Error(), "rate limit exceeded") {
+		t.Fatalf("the fourth query: %v, want a rate-limit error", err)
+	}
+	if !strings.Contains(err.Error(), "per_user") && !strings.Contains(err.Error(), "user") {
+		t.Errorf("the error does not name the scope: %v", err)
 	}
 }

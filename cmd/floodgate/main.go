@@ -176,6 +176,9 @@ func banner(w io.Writer, d *daemon.Daemon, path string) {
 	if a.Envoy != nil {
 		fmt.Fprintf(w, "envoy RLS:     grpc %s\n", local(a.Envoy))
 	}
+	if pa := d.PostgresAddr(); pa != nil {
+		fmt.Fprintf(w, "postgres:      %s -> %s\n", local(pa), cfg.Postgres.Upstream)
+	}
 	if a.Admin != nil {
 		fmt.Fprintf(w, "admin:         http://%s (/metrics /healthz /readyz /v1/config)\n", local(a.Admin))
 	}

@@ -152,6 +152,32 @@ func (s *RedisServer) Pause(d time.Duration) {
 	}
 }
 
+// PauseWrites makes the server hold every command that may write, EVAL and
+// EVALSHA included, with CLIENT PAUSE ... WRITE, until Unpause (or, as a
+// backstop against a test that never calls it, for a minute). Reads, PING
+// and CLIENT UNPAUSE itself still answer, so a test holds Redis exactly as
+// long as its assertions need, instead of guessing how long they take on a
+// loaded machine. The server is unpaused when the test ends.
+func (s *RedisServer) PauseWrites() {
+	s.t.Helper()
+	if _, err := s.Do("CLIENT", "PAUSE", "60000", "WRITE"); err != nil {
+		s.t.Fatalf("testenv: CLIENT PAUSE 60000 WRITE on %s: %v", s.name, err)
+	}
+	s.t.Cleanup(func() {
+		if s.Running() {
+			_, _ = s.Do("CLIENT", "UNPAUSE")
+		}
+	})
+}
+
+// Unpause ends a PauseWrites (or a Pause) at once: the held commands run.
+func (s *RedisServer) Unpause() {
+	s.t.Helper()
+	if _, err := s.Do("CLIENT", "UNPAUSE"); err != nil {
+		s.t.Fatalf("testenv: CLIENT UNPAUSE on %s: %v", s.name, err)
+	}
+}
+
 // DebugSleep blocks the whole server for d with DEBUG SLEEP, as a long Lua
 // script or a stuck disk would: it answers nothing, not even PING, though the
 // kernel still accepts connections. It returns once the command is sent; the

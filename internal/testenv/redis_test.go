@@ -95,6 +95,52 @@ func TestRedisPauseAndDebugSleep(t *testing.T) {
 	}
 }
 
+// TestRedisPauseWrites: between PauseWrites and Unpause a write (and a
+// script) is held however long that is, while reads answer; Unpause
+// releases it. The server's own count of blocked clients shows the write
+// is held, so nothing here depends on how fast the machine is.
+func TestRedisPauseWrites(t *testing.T) {
+	t.Parallel()
+	r := Redis(t)
+	r.PauseWrites()
+	set := make(chan error, 1)
+	go func() {
+		_, err := RedisDo(r.Addr, "EVAL", "return redis.call('SET', KEYS[1], 'v')", "1", "k")
+		set <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, _ := mustDo(t, r.Addr, "INFO", "clients").(string)
+		if infoField(info, "blocked_clients") == "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the EVAL is not held 10 s after PauseWrites: %s", info)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if v := mustDo(t, r.Addr, "GET", "k"); v != nil {
+		t.Fatalf("GET k = %v during the pause, want nil: the write was not held", v)
+	}
+	select {
+	case err := <-set:
+		t.Fatalf("the EVAL returned (%v) before Unpause", err)
+	default:
+	}
+	r.Unpause()
+	select {
+	case err := <-set:
+		if err != nil {
+			t.Fatalf("EVAL after Unpause: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the EVAL still held 10 s after Unpause")
+	}
+	if v := mustDo(t, r.Addr, "GET", "k"); v != "v" {
+		t.Fatalf("GET k = %v after Unpause, want v", v)
+	}
+}
+
 func TestKeySlot(t *testing.T) {
 	for key, want := range map[string]int{
 		"":                     0,

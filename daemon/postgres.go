@@ -1,0 +1,88 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/config"
+	"github.com/floodgate-go/floodgate/pgproxy"
+)
+
+// The policies of the postgres listener's three levels, as
+// config.FloodgatePolicies names them.
+const (
+	pgGlobal  = "postgres.global"
+	pgPerUser = "postgres.per_user"
+	pgPerIP   = "postgres.per_ip"
+)
+
+// postgresLimits maps the configured levels onto the proxy's scopes.
+func postgresLimits(pg *config.Postgres, limiters map[string]floodgate.Limiter) pgproxy.Limits {
+	scope := func(l *config.PostgresLimit, policy string) pgproxy.Scope {
+		if l == nil {
+			return pgproxy.Scope{}
+		}
+		return pgproxy.Scope{Limiter: limiters[policy], MaxWait: l.MaxWait.D()}
+	}
+	rl := pg.RateLimit
+	return pgproxy.Limits{
+		Global:  scope(rl.Global, pgGlobal),
+		PerUser: scope(rl.PerUser, pgPerUser),
+		PerIP:   scope(rl.PerIP, pgPerIP),
+	}
+}
+
+// newPostgres builds the PostgreSQL proxy of g's configuration, or nil.
+func (d *Daemon) newPostgres(g *generation) (*pgproxy.Proxy, error) {
+	pg := g.cfg.Postgres
+	if pg == nil {
+		return nil, nil
+	}
+	c := pgproxy.Config{Listen: pg.Listen, Upstream: pg.Upstream, Limits: postgresLimits(pg, g.limiters), Logger: d.log}
+	if pg.TLS != nil {
+		cert, err := tls.LoadX509KeyPair(pg.TLS.Cert, pg.TLS.Key)
+		if err != nil {
+			return nil, fmt.Errorf("postgres.tls: %w", err)
+		}
+		c.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	p, err := pgproxy.New(c)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := d.reg.Register(p); err != nil {
+		return nil, fmt.Errorf("postgres metrics: %w", err)
+	}
+	return p, nil
+}
+
+// startPostgres binds the PostgreSQL listener and serves it in the
+// background.
+func (d *Daemon) startPostgres() error {
+	if d.pg == nil {
+		return nil
+	}
+	l, err := net.Listen("tcp", d.cur.Load().cfg.Postgres.Listen)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	d.pgAddr = l.Addr()
+	d.log.Info("listening", "listener", "postgres", "addr", l.Addr().String())
+	go func() {
+		if err := d.pg.Serve(l); err != nil && !errors.Is(err, pgproxy.ErrProxyClosed) {
+			d.log.Error("postgres listener stopped", "error", err)
+		}
+	}()
+	return nil
+}
+
+func (d *Daemon) stopPostgres(ctx context.Context) error {
+	if d.pg == nil {
+		return nil
+	}
+	return d.pg.Shutdown(ctx)
+}

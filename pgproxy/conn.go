@@ -1,0 +1,418 @@
+package pgproxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+)
+
+var errTooManyFiles = syscall.EMFILE
+
+// Buffer sizes, per connection: large enough that a round of pipelined
+// messages travels in one read and one write, small enough that thousands
+// of idle sessions cost little. Client messages larger than bufSize stream
+// through without being held whole; the server's answers pass through in
+// chunks of serverBufSize.
+const (
+	bufSize       = 16 << 10 // the client reader and the upstream writer
+	serverBufSize = 32 << 10 // the server-to-client chunk
+)
+
+// A conn is one client connection and, after startup, its upstream
+// connection.
+type conn struct {
+	p      *Proxy
+	raw    net.Conn // the client's TCP connection
+	client net.Conn // raw, or the TLS connection over it
+	cr     *bufio.Reader
+	ip     netip.Addr // the client's address (PROXY protocol applied)
+	ipKey  string
+	ipLog  string // ip redacted for logs
+
+	params startupParams
+
+	// connMu guards the fields close reads that serve sets once it runs:
+	// client (after TLS) and up.
+	connMu sync.Mutex
+	up     net.Conn
+	uw     *bufio.Writer
+	upN    int // bytes written to uw since the last Flush
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// Set once by the server-to-client relay when BackendKeyData passes,
+	// read by cancel requests.
+	keyMu        sync.Mutex
+	upPID        uint32
+	upSecret     []byte
+	clientPID    uint32 // 0 until registered
+	clientSecret []byte
+
+	// cancelWait is signalled by a CancelRequest for this connection, to
+	// end a query waiting under MaxWait.
+	cancelWait chan struct{}
+
+	// state shared by the two relay directions; see relay.go.
+	wmu      sync.Mutex // serialises writes to the client
+	midMsg   bool       // the last write to the client ended inside a message (wmu)
+	pending  []byte     // replies to write once at a message boundary (wmu)
+	expected atomic.Int64
+	received atomic.Int64
+	status   atomic.Uint32 // last ReadyForQuery status
+	readyCh  chan struct{} // signalled on every ReadyForQuery
+
+	// client-to-server state
+	inCycle    bool                         // inside an extended-protocol cycle (after its first message, before Sync)
+	discarding bool                         // dropping a rejected cycle's messages up to its Sync
+	exempt     bool                         // no query limits (replication)
+	lims       [numScopes]floodgate.Limiter // by scope, set before each decision; nil skips the scope
+	checkBuf   [numScopes]floodgate.Check
+	checkScope [numScopes]scopeID // the scope of each check passed to AllowAll
+	out        []byte             // scratch for replies
+
+	closeOnce sync.Once
+}
+
+func newConn(p *Proxy, nc net.Conn) *conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &conn{
+		p:          p,
+		raw:        nc,
+		client:     nc,
+		ctx:        ctx,
+		cancel:     cancel,
+		cancelWait: make(chan struct{}, 1),
+		readyCh:    make(chan struct{}, 1),
+	}
+	return c
+}
+
+// close ends both connections; the relay goroutines then return.
+func (c *conn) close() {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		c.connMu.Lock()
+		defer c.connMu.Unlock()
+		c.raw.Close()
+		if c.client != c.raw {
+			c.client.Close()
+		}
+		if c.up != nil {
+			c.up.Close()
+		}
+	})
+}
+
+func (c *conn) serve() {
+	m := &c.p.metrics
+	m.clientConns.Add(1)
+	defer func() {
+		m.clientConns.Add(-1)
+		c.close()
+		c.p.cancels.remove(c)
+		c.p.untrack(c)
+	}()
+	// The deadline covers the PROXY header, TLS and the startup packet.
+	_ = c.raw.SetDeadline(time.Now().Add(c.p.cfg.StartupTimeout))
+	c.cr = bufio.NewReaderSize(c.raw, bufSize)
+	peer := addrOf(c.raw.RemoteAddr())
+	c.setIP(peer)
+	if c.p.trustedPeer(peer) {
+		addr, err := readProxyHeader(c.cr)
+		if err != nil {
+			c.fail("PROXY protocol header", err)
+			return
+		}
+		if addr.IsValid() {
+			c.setIP(addr)
+		}
+	}
+	packet, ok := c.startup()
+	if !ok {
+		return
+	}
+	_ = c.raw.SetDeadline(time.Time{})
+	c.relay(packet)
+}
+
+func (c *conn) setIP(a netip.Addr) {
+	c.ip = a.Unmap()
+	c.ipKey, c.ipLog = ipKey(c.ip), redactIP(c.ip)
+}
+
+// fail logs why a client connection is closed before it is relayed.
+func (c *conn) fail(stage string, err error) {
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		return // the client went away; nothing to report
+	}
+	if errors.Is(err, errMalformed) {
+		c.p.metrics.malformed.Add(1)
+	}
+	c.p.log.Warn("pgproxy: closing client connection", "stage", stage, "client", c.ipLog, "err", err)
+}
+
+// startup runs the startup phase until a StartupMessage, which it returns
+// to be forwarded. It answers SSLRequest and GSSENCRequest, serves direct
+// TLS and CancelRequest.
+func (c *conn) startup() (packet []byte, ok bool) {
+	first, err := c.cr.Peek(1)
+	if err != nil {
+		c.fail("startup", err)
+		return nil, false
+	}
+	if first[0] == tlsHandshake {
+		if c.p.tls == nil {
+			c.fail("startup", errors.New("client started TLS directly (sslnegotiation=direct) but the proxy has no TLS certificate configured; set Config.TLS or use sslnegotiation=postgres"))
+			return nil, false
+		}
+		if !c.startTLS(true) {
+			return nil, false
+		}
+	}
+	for {
+		code, packet, err := readStartup(c.cr, c.p.cfg.MaxStartupSize)
+		if err != nil {
+			c.fail("startup", err)
+			return nil, false
+		}
+		switch {
+		case code == codeSSLRequest || code == codeGSSENCRequest:
+			if len(packet) != 8 {
+				c.fail("startup", fmt.Errorf("%w: encryption request of %d bytes", errMalformed, len(packet)))
+				return nil, false
+			}
+			if c.client != c.raw {
+				c.fail("startup", fmt.Errorf("%w: encryption request inside TLS", errMalformed))
+				return nil, false
+			}
+			if code == codeGSSENCRequest || c.p.tls == nil {
+				if _, err := c.raw.Write([]byte{'N'}); err != nil {
+					c.fail("startup", err)
+					return nil, false
+				}
+				continue
+			}
+			if c.cr.Buffered() > 0 {
+				// Bytes sent before the handshake would be taken as if
+				// they came over TLS (CVE-2021-23214).
+				c.fail("startup", fmt.Errorf("%w: client sent data after SSLRequest before the TLS handshake", errMalformed))
+				return nil, false
+			}
+			if _, err := c.raw.Write([]byte{'S'}); err != nil {
+				c.fail("startup", err)
+				return nil, false
+			}
+			if !c.startTLS(false) {
+				return nil, false
+			}
+		case code == codeCancelRequest:
+			c.forwardCancel(packet)
+			return nil, false
+		case code>>16 == 3:
+			sp, err := parseStartup(packet)
+			if err != nil {
+				c.fail("startup", err)
+				return nil, false
+			}
+			c.params = sp
+			return packet, true
+		default:
+			c.reject(pgError{severity: "FATAL", code: "0A000",
+				message: fmt.Sprintf("unsupported frontend protocol %d.%d: the proxy speaks protocol 3", code>>16, code&0xffff)})
+			c.fail("startup", fmt.Errorf("%w: protocol version %d.%d", errMalformed, code>>16, code&0xffff))
+			return nil, false
+		}
+	}
+}
+
+// tlsHandshake is the first byte of a TLS ClientHello record.
+const tlsHandshake = 0x16
+
+func (c *conn) startTLS(direct bool) bool {
+	tc := tls.Server(&bufConn{Conn: c.raw, r: c.cr}, c.p.tls)
+	if err := tc.HandshakeContext(c.ctx); err != nil {
+		c.fail("TLS handshake", err)
+		return false
+	}
+	if direct && tc.ConnectionState().NegotiatedProtocol != alpnPostgres {
+		// PostgreSQL insists on it too: without ALPN, a TLS connection
+		// meant for another protocol could be replayed here.
+		c.fail("TLS handshake", errors.New(`direct TLS without the ALPN protocol "postgresql"; the client must offer it`))
+		tc.Close()
+		return false
+	}
+	c.connMu.Lock()
+	c.client = tc
+	c.connMu.Unlock()
+	c.cr = bufio.NewReaderSize(tc, bufSize)
+	return true
+}
+
+// bufConn reads through a bufio.Reader that may hold bytes already
+// peeked from the connection.
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+// reject writes an ErrorResponse to the client during startup.
+func (c *conn) reject(e pgError) {
+	_ = c.client.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = c.client.Write(appendError(nil, e))
+}
+
+// dialUpstream connects to the server, with TLS when configured.
+func (c *conn) dialUpstream(ctx context.Context) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.p.cfg.ConnectTimeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", c.p.cfg.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	if c.p.upTLS == nil {
+		return nc, nil
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	var req [8]byte
+	req[3] = 8
+	req[4], req[5], req[6], req[7] = 0x04, 0xd2, 0x16, 0x2f // 80877103
+	if _, err := nc.Write(req[:]); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	var answer [1]byte
+	if _, err := io.ReadFull(nc, answer[:]); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("read the answer to SSLRequest: %w", err)
+	}
+	if answer[0] != 'S' {
+		nc.Close()
+		return nil, fmt.Errorf("the server refused TLS (answered %q to SSLRequest); configure ssl on the server or unset UpstreamTLS", answer[0])
+	}
+	tc := tls.Client(nc, c.p.upTLS)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("TLS handshake: %w", err)
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return tc, nil
+}
+
+// relay connects the client to the server and relays both directions until
+// either ends.
+func (c *conn) relay(startup []byte) {
+	p := c.p
+	if c.params.replication {
+		switch p.cfg.Replication {
+		case ReplicationRefuse:
+			c.reject(pgError{severity: "FATAL", code: "28000", message: "replication connections are not allowed through this proxy"})
+			p.log.Info("pgproxy: refused a replication connection", "user", c.params.user, "client", c.ipLog)
+			return
+		case ReplicationExempt:
+			c.exempt = true
+		}
+	}
+	if !c.admitConnection() {
+		return
+	}
+	up, err := c.dialUpstream(c.ctx)
+	if err != nil {
+		p.metrics.upstreamErrors.Add(1)
+		p.log.Error("pgproxy: cannot connect to the upstream server", "upstream", p.cfg.Upstream, "client", c.ipLog, "err", err)
+		c.reject(pgError{severity: "FATAL", code: "08006", message: "the proxy could not connect to the database server",
+			hint: "The server may be down or unreachable from the proxy; see the proxy's log."})
+		return
+	}
+	c.connMu.Lock()
+	if c.ctx.Err() != nil { // closed while dialing
+		c.connMu.Unlock()
+		up.Close()
+		return
+	}
+	c.up = up
+	c.connMu.Unlock()
+	c.uw = bufio.NewWriterSize(up, bufSize)
+	if _, err := up.Write(startup); err != nil {
+		p.metrics.upstreamErrors.Add(1)
+		p.log.Error("pgproxy: cannot write to the upstream server", "upstream", p.cfg.Upstream, "err", err)
+		return
+	}
+	p.metrics.toServer.Add(uint64(len(startup)))
+	// The server owes the ReadyForQuery that ends the startup.
+	c.expected.Store(1)
+	c.status.Store('I')
+
+	// Whichever direction ends first ends the session: a server that went
+	// away must not leave its client waiting on a live-looking connection.
+	done := make(chan error, 1)
+	go func() {
+		err := c.serverToClient()
+		c.close()
+		done <- err
+	}()
+	cerr := c.clientToServer()
+	c.close()
+	serr := <-done
+	for _, e := range []struct {
+		dir string
+		err error
+	}{{"client to server", cerr}, {"server to client", serr}} {
+		if e.err == nil || errors.Is(e.err, io.EOF) || errors.Is(e.err, net.ErrClosed) || errors.Is(e.err, context.Canceled) {
+			continue
+		}
+		if errors.Is(e.err, errMalformed) {
+			p.metrics.malformed.Add(1)
+			p.log.Warn("pgproxy: closing a connection that broke the protocol", "direction", e.dir, "user", c.params.user, "client", c.ipLog, "err", e.err)
+			continue
+		}
+		p.log.Debug("pgproxy: connection ended", "direction", e.dir, "user", c.params.user, "client", c.ipLog, "err", e.err)
+	}
+}
+
+// admitConnection applies the connection limits.
+func (c *conn) admitConnection() bool {
+	lim := c.p.limits.Load().Connections
+	if lim.PerUser == nil && lim.PerIP == nil {
+		return true
+	}
+	c.lims = [numScopes]floodgate.Limiter{scopeUser: lim.PerUser, scopeIP: lim.PerIP}
+	res, denied, err := c.allow(c.ctx)
+	if err == nil && denied == scopeNone {
+		return true
+	}
+	scope := denied
+	p := c.p
+	p.metrics.connDenied[scope].Add(1)
+	e := pgError{severity: "FATAL", code: "53300", message: "too many new connections"}
+	if err != nil {
+		p.log.Error("pgproxy: connection limit check failed; refusing the connection", "scope", scope.String(), "user", c.params.user, "client", c.ipLog, "err", err)
+		e.detail = "The connection rate limit could not be checked."
+	} else {
+		e.detail = fmt.Sprintf("The %s connection rate limit is reached; retry in %s.", scope.label(), retryText(res.RetryAfter))
+		p.rejectLog[scope].log(p, slog.LevelInfo, "pgproxy: connection rate limit exceeded", "scope", scope.String(), "user", c.params.user, "client", c.ipLog)
+	}
+	e.hint = "Open fewer connections, or reuse them through a connection pool."
+	c.reject(e)
+	return false
+}

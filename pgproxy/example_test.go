@@ -1,0 +1,80 @@
+package pgproxy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/memstore"
+	"github.com/floodgate-go/floodgate/pgproxy"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The daemon's YAML, in Go:
+//
+//	postgres:
+//	  listen: 127.0.0.1:6432
+//	  upstream: 127.0.0.1:5432
+//	  rate_limit:
+//	    global:   {rate: 1000/s, burst: 100}
+//	    per_user: {rate: 100/s, burst: 50, max_wait: 50ms,
+//	               overrides: {batch_worker: {rate: 500/s, burst: 200}}}
+//	    per_ip:   {rate: 100/s, burst: 50}
+//
+// A store shared by several proxies (a redisstore.Store) makes the limits
+// hold across all of them. Here the upstream is a port nothing listens on,
+// so the client sees the proxy's own error.
+func Example() {
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	policy := func(name string, l floodgate.Limit, overrides map[string][]floodgate.Limit) floodgate.Limiter {
+		lim, err := floodgate.New(store, floodgate.Policy{Name: name, Limits: []floodgate.Limit{l}, Overrides: overrides})
+		if err != nil {
+			log.Fatal(err)
+		}
+		return lim
+	}
+	unused, _ := net.Listen("tcp", "127.0.0.1:0")
+	upstream := unused.Addr().String()
+	unused.Close()
+
+	p, err := pgproxy.New(pgproxy.Config{
+		Upstream: upstream,
+		Limits: pgproxy.Limits{
+			Global: pgproxy.Scope{Limiter: policy("pg-global", floodgate.PerSecond(1000).WithBurst(100), nil)},
+			PerUser: pgproxy.Scope{
+				Limiter: policy("pg-user", floodgate.PerSecond(100).WithBurst(50), map[string][]floodgate.Limit{
+					"batch_worker": {floodgate.PerSecond(500).WithBurst(200)},
+				}),
+				MaxWait: 50 * time.Millisecond,
+			},
+			PerIP: pgproxy.Scope{Limiter: policy("pg-ip", floodgate.PerSecond(100).WithBurst(50), nil)},
+		},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 1})),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	prometheus.NewRegistry().MustRegister(p) // the caller's registry
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go p.Serve(ln)
+	defer p.Close()
+
+	_, err = pgconn.Connect(context.Background(), "postgres://app@"+ln.Addr().String()+"/db?sslmode=disable")
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		fmt.Println(pe.Severity, pe.Code, pe.Message)
+	}
+	// Output:
+	// FATAL 08006 the proxy could not connect to the database server
+}

@@ -1,0 +1,505 @@
+package pgproxy
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+)
+
+// The two directions of a connection run in their own goroutines:
+//
+//   - serverToClient reads the server in large chunks and writes each chunk
+//     to the client in one write, looking only at message headers. It
+//     rewrites BackendKeyData and notes each ReadyForQuery: its transaction
+//     status, and how many the server has sent.
+//   - clientToServer reads the client message by message, charges queries,
+//     and forwards through a buffer that is flushed before every read that
+//     may block.
+//
+// The server owes one ReadyForQuery per Query, FunctionCall and Sync
+// forwarded (and one for the startup): expected counts those, received
+// those that arrived. When they are equal, the server has answered all, and
+// status is the transaction status the next query runs in. A query is
+// charged unless that status is known to be a transaction block ('T' or
+// 'E'); a query denied while the server still owes answers waits for them,
+// so a denial is only ever answered when the server owes nothing and its
+// status is known to be idle: the reply then never overtakes a pipelined
+// answer, and no transaction is cut in half.
+
+// serverToClient relays the server's bytes to the client.
+func (c *conn) serverToClient() error {
+	buf := make([]byte, serverBufSize)
+	have, skip := 0, 0 // bytes in buf; bytes of a message in transit still to come
+	m := &c.p.metrics
+	for {
+		n, rerr := c.up.Read(buf[have:])
+		if n == 0 && rerr != nil {
+			return rerr
+		}
+		have += n
+		pos := 0
+		if skip > 0 {
+			pos = min(skip, have)
+			skip -= pos
+		}
+		readys, st := int64(0), byte(0)
+		for skip == 0 && have-pos >= 5 {
+			typ := buf[pos]
+			size := int(binary.BigEndian.Uint32(buf[pos+1:])) + 1
+			if size < 5 {
+				return fmt.Errorf("%w: server sent message %q of length %d", errMalformed, typ, size-1)
+			}
+			if typ == 'Z' || typ == 'K' {
+				// Small messages the proxy reads whole: wait for the rest
+				// of one split across reads.
+				if size > 5+4+maxSecretLen {
+					return fmt.Errorf("%w: server sent message %q of length %d", errMalformed, typ, size-1)
+				}
+				if have-pos < size {
+					break
+				}
+				if typ == 'K' {
+					c.backendKey(buf[pos+5 : pos+size])
+				} else if size == 6 {
+					readys++
+					st = buf[pos+5]
+				}
+				pos += size
+				continue
+			}
+			if have-pos < size {
+				skip = size - (have - pos)
+				pos = have
+				break
+			}
+			pos += size
+		}
+		if pos > 0 {
+			c.wmu.Lock()
+			_, werr := c.client.Write(buf[:pos])
+			c.midMsg = skip > 0
+			if readys > 0 {
+				// Published only once the ReadyForQuery is on its way, so
+				// that a reply clientToServer writes next comes after it.
+				c.status.Store(uint32(st))
+				c.received.Add(readys)
+			}
+			if werr == nil && !c.midMsg && len(c.pending) > 0 {
+				_, werr = c.client.Write(c.pending)
+				c.pending = c.pending[:0]
+			}
+			c.wmu.Unlock()
+			m.toClient.Add(uint64(pos))
+			if readys > 0 {
+				select {
+				case c.readyCh <- struct{}{}:
+				default:
+				}
+			}
+			if werr != nil {
+				return werr
+			}
+			have = copy(buf, buf[pos:have])
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+// writeReply writes a reply of the proxy's own to the client, after what
+// the server has sent so far.
+func (c *conn) writeReply(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.midMsg {
+		c.pending = append(c.pending, b...)
+		return nil
+	}
+	_, err := c.client.Write(b)
+	return err
+}
+
+// clientToServer relays the client's messages to the server and charges
+// queries.
+func (c *conn) clientToServer() error {
+	r := c.cr
+	max := c.p.cfg.MaxMessageSize
+	m := &c.p.metrics
+	for {
+		if r.Buffered() < 5 {
+			if err := c.flush(); err != nil {
+				return err
+			}
+		}
+		hdr, err := r.Peek(5)
+		if err != nil {
+			if len(hdr) > 0 && errors.Is(err, io.EOF) {
+				return fmt.Errorf("%w: connection ended inside a message header", errMalformed)
+			}
+			return err
+		}
+		typ, size, err := header(hdr, max)
+		if err != nil {
+			return err
+		}
+		if c.discarding {
+			if err := c.skip(size); err != nil {
+				return err
+			}
+			switch typ {
+			case 'S':
+				c.discarding, c.inCycle = false, false
+				if err := c.writeReply(appendReady(c.out[:0], byte(c.status.Load()))); err != nil {
+					return err
+				}
+			case 'X':
+				return nil
+			}
+			continue
+		}
+		switch typ {
+		case 'Q', 'F':
+			c.inCycle = false
+			charge := true
+			if c.exempt {
+				charge = false
+				m.uncharged[reasonReplication].Add(1)
+			} else if typ == 'Q' && !c.p.cfg.ChargeEmptyQuery && size-5 <= maxEmptyCheck && size <= r.Size() {
+				b, err := c.peek(size)
+				if err != nil {
+					return err
+				}
+				if emptyQuery(b[5:]) {
+					charge = false
+					m.uncharged[reasonEmpty].Add(1)
+				}
+			}
+			if charge {
+				ok, err := c.admitQuery(false)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					if err := c.skip(size); err != nil {
+						return err
+					}
+					continue
+				}
+			}
+			c.expected.Add(1)
+		case 'P', 'B', 'D', 'E', 'C':
+			if !c.inCycle {
+				c.inCycle = true
+				if c.exempt {
+					m.uncharged[reasonReplication].Add(1)
+				} else if b, _ := r.Peek(r.Buffered()); cycleCharged(b) {
+					ok, err := c.admitQuery(true)
+					if err != nil {
+						return err
+					}
+					if !ok {
+						c.discarding = true
+						if err := c.skip(size); err != nil {
+							return err
+						}
+						continue
+					}
+				}
+			}
+		case 'S':
+			c.inCycle = false
+			c.expected.Add(1)
+		}
+		if err := c.forward(size); err != nil {
+			return err
+		}
+		if typ == 'X' {
+			return c.flush()
+		}
+	}
+}
+
+// peek returns the next size bytes of the client, flushing what is
+// buffered for the server first if it has to wait for them.
+func (c *conn) peek(size int) ([]byte, error) {
+	if c.cr.Buffered() < size {
+		if err := c.flush(); err != nil {
+			return nil, err
+		}
+	}
+	b, err := c.cr.Peek(size)
+	if errors.Is(err, io.EOF) {
+		err = fmt.Errorf("%w: connection ended inside a message", errMalformed)
+	}
+	return b, err
+}
+
+// forward passes the client's next message, size bytes, to the server.
+func (c *conn) forward(size int) error {
+	c.upN += size
+	if size <= c.cr.Size() {
+		b, err := c.peek(size)
+		if err != nil {
+			return err
+		}
+		_, err = c.uw.Write(b)
+		_, _ = c.cr.Discard(size)
+		return err
+	}
+	if err := c.flush(); err != nil {
+		return err
+	}
+	_, err := io.CopyN(c.uw, c.cr, int64(size))
+	if errors.Is(err, io.EOF) {
+		err = fmt.Errorf("%w: connection ended inside a message", errMalformed)
+	}
+	return err
+}
+
+// skip drops the client's next message, size bytes.
+func (c *conn) skip(size int) error {
+	if c.cr.Buffered() < size {
+		if err := c.flush(); err != nil {
+			return err
+		}
+	}
+	_, err := c.cr.Discard(size)
+	if errors.Is(err, io.EOF) {
+		err = fmt.Errorf("%w: connection ended inside a message", errMalformed)
+	}
+	return err
+}
+
+// flush sends what is buffered for the server.
+func (c *conn) flush() error {
+	if c.upN > 0 {
+		c.p.metrics.toServer.Add(uint64(c.upN))
+		c.upN = 0
+	}
+	return c.uw.Flush()
+}
+
+// admitQuery decides a query (a simple Query or FunctionCall, or an
+// extended cycle at its first message) under the limits, waiting under
+// MaxWait when it may. When it denies, it has answered the client: an
+// ErrorResponse, then for a simple query a ReadyForQuery (for a cycle, the
+// caller sends that at the cycle's Sync). A non-nil error ends the
+// connection.
+func (c *conn) admitQuery(extended bool) (bool, error) {
+	m := &c.p.metrics
+	lim := c.loadLimits()
+	if lim == nil {
+		return true, nil
+	}
+	select { // a CancelRequest meant for an earlier query must not end this one
+	case <-c.cancelWait:
+	default:
+	}
+	var (
+		waitStart time.Time
+		waitScope = scopeNone
+		watch     *watcher
+	)
+	defer func() {
+		if watch != nil {
+			watch.stop()
+		}
+	}()
+	endWait := func(outcome waitOutcome) {
+		if waitScope != scopeNone {
+			m.waits[waitScope][outcome].Add(1)
+			m.waitNanos.Add(uint64(time.Since(waitStart)))
+		}
+	}
+	for {
+		owed := c.received.Load() != c.expected.Load()
+		if !owed && c.status.Load() != 'I' {
+			m.uncharged[reasonTransaction].Add(1)
+			endWait(waitPassed)
+			return true, nil
+		}
+		res, scope, err := c.allow(c.ctx)
+		if err == nil && scope == scopeNone {
+			for i := range c.lims {
+				if c.lims[i] != nil {
+					m.queries[i][decisionAllowed].Add(1)
+				}
+			}
+			endWait(waitPassed)
+			return true, nil
+		}
+		if c.ctx.Err() != nil {
+			return false, c.ctx.Err()
+		}
+		if owed {
+			// This query may run inside a transaction that a pipelined
+			// query opens: learn the status before answering.
+			if err := c.awaitReady(); err != nil {
+				return false, err
+			}
+			lim = c.loadLimits()
+			if lim == nil {
+				return true, nil
+			}
+			continue
+		}
+		if err == nil && res.Source != floodgate.SourceFailClosed && res.RetryAfter != floodgate.RetryNever {
+			if mw := lim.scope(scope).MaxWait; mw > 0 {
+				now := time.Now()
+				if waitStart.IsZero() {
+					waitStart, waitScope = now, scope
+				}
+				if now.Add(res.RetryAfter).Sub(waitStart) <= mw {
+					if err := c.flush(); err != nil {
+						return false, err
+					}
+					if watch == nil {
+						watch = c.watchClient()
+					}
+					switch c.sleep(max(res.RetryAfter, time.Millisecond), watch) {
+					case sleepCanceled:
+						endWait(waitCanceled)
+						e := pgError{severity: "ERROR", code: "57014", message: "canceling statement due to user request",
+							detail: "The query was waiting for the rate limit and had not reached the server."}
+						return false, c.replyDenied(e, extended)
+					case sleepGone:
+						endWait(waitCanceled)
+						return false, errClientGone
+					}
+					lim = c.loadLimits()
+					if lim == nil {
+						endWait(waitPassed)
+						return true, nil
+					}
+					continue
+				}
+			}
+		}
+		endWait(waitRejected)
+		p := c.p
+		if err != nil {
+			m.queries[scope][decisionError].Add(1)
+			p.rejectLog[scope].log(p, slog.LevelError, "pgproxy: rate limit check failed; query rejected",
+				"scope", scope.String(), "user", c.params.user, "client", c.ipLog, "err", err)
+		} else {
+			m.queries[scope][decisionDenied].Add(1)
+			p.rejectLog[scope].log(p, slog.LevelInfo, "pgproxy: query rate limit exceeded",
+				"scope", scope.String(), "user", c.params.user, "client", c.ipLog,
+				"source", string(res.Source), "retry_after", res.RetryAfter)
+		}
+		return false, c.replyDenied(c.rejection(scope, res, err != nil), extended)
+	}
+}
+
+var errClientGone = errors.New("client disconnected while its query waited")
+
+// replyDenied answers a query the proxy does not forward.
+func (c *conn) replyDenied(e pgError, extended bool) error {
+	b := appendError(c.out[:0], e)
+	if !extended {
+		b = appendReady(b, byte(c.status.Load()))
+	}
+	c.out = b[:0]
+	return c.writeReply(b)
+}
+
+// loadLimits sets the checks' limiters from the limits in force and returns
+// those, or nil when no scope limits queries.
+func (c *conn) loadLimits() *Limits {
+	lim := c.p.limits.Load()
+	if lim.Global.Limiter == nil && lim.PerUser.Limiter == nil && lim.PerIP.Limiter == nil {
+		return nil
+	}
+	c.lims = [numScopes]floodgate.Limiter{lim.Global.Limiter, lim.PerUser.Limiter, lim.PerIP.Limiter}
+	return lim
+}
+
+func (l *Limits) scope(s scopeID) Scope {
+	switch s {
+	case scopeGlobal:
+		return l.Global
+	case scopeUser:
+		return l.PerUser
+	case scopeIP:
+		return l.PerIP
+	}
+	return Scope{}
+}
+
+// awaitReady waits until the server has answered every query forwarded.
+func (c *conn) awaitReady() error {
+	if err := c.flush(); err != nil {
+		return err
+	}
+	for c.received.Load() != c.expected.Load() {
+		select {
+		case <-c.readyCh:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
+	return nil
+}
+
+type sleepResult uint8
+
+const (
+	sleepDone sleepResult = iota
+	sleepCanceled
+	sleepGone
+)
+
+// sleep waits d, or less if the client cancels its query or disconnects.
+func (c *conn) sleep(d time.Duration, w *watcher) sleepResult {
+	c.p.metrics.waiting.Add(1)
+	defer c.p.metrics.waiting.Add(-1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return sleepDone
+	case <-c.cancelWait:
+		return sleepCanceled
+	case <-w.gone:
+		return sleepGone
+	case <-c.ctx.Done():
+		return sleepGone
+	}
+}
+
+// A watcher notices a client that disconnects while its query waits, when
+// nothing else reads from it: it blocks reading one byte more than is
+// buffered, which returns at once on EOF.
+type watcher struct {
+	c    *conn
+	gone chan struct{}
+	done chan struct{}
+}
+
+func (c *conn) watchClient() *watcher {
+	w := &watcher{c: c, gone: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		_, err := c.cr.Peek(c.cr.Buffered() + 1)
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, bufio.ErrBufferFull) {
+			close(w.gone)
+		}
+	}()
+	return w
+}
+
+// stop ends the watch: a read deadline in the past wakes the blocked read,
+// whose timeout leaves the reader usable.
+func (w *watcher) stop() {
+	_ = w.c.client.SetReadDeadline(time.Unix(1, 0))
+	<-w.done
+	_ = w.c.client.SetReadDeadline(time.Time{})
+}

@@ -1,0 +1,177 @@
+package pgproxy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+)
+
+// A scopeID names a level of limits, in the order they are checked.
+type scopeID uint8
+
+const (
+	scopeGlobal scopeID = iota
+	scopeUser
+	scopeIP
+	numScopes
+	scopeNone = numScopes // no scope denied
+)
+
+// String is the scope's name in metrics and logs.
+func (s scopeID) String() string {
+	switch s {
+	case scopeGlobal:
+		return "global"
+	case scopeUser:
+		return "user"
+	case scopeIP:
+		return "ip"
+	}
+	return "none"
+}
+
+// label is the scope's name in messages to clients.
+func (s scopeID) label() string {
+	switch s {
+	case scopeGlobal:
+		return "global"
+	case scopeUser:
+		return "per-user"
+	case scopeIP:
+		return "per-client-address"
+	}
+	return "unknown"
+}
+
+// allow charges one unit under each scope that has a limiter, all or
+// nothing. denied is the scope that denied or failed, scopeNone when all
+// passed.
+func (c *conn) allow(ctx context.Context) (res floodgate.Result, denied scopeID, err error) {
+	checks := c.checkBuf[:0]
+	for i, lim := range c.lims {
+		if lim == nil {
+			continue
+		}
+		c.checkScope[len(checks)] = scopeID(i)
+		checks = append(checks, floodgate.Check{Limiter: lim, Key: c.key(scopeID(i)), Cost: 1})
+	}
+	if len(checks) == 0 {
+		return floodgate.Result{Allowed: true}, scopeNone, nil
+	}
+	res, i, err := floodgate.AllowAll(ctx, checks...)
+	if err == nil && res.Allowed {
+		return res, scopeNone, nil
+	}
+	if i < 0 || i >= len(checks) { // not AllowAll's contract; blame the first
+		i = 0
+	}
+	return res, c.checkScope[i], err
+}
+
+func (c *conn) key(s scopeID) string {
+	switch s {
+	case scopeGlobal:
+		return GlobalKey
+	case scopeUser:
+		return c.params.user
+	}
+	return c.ipKey
+}
+
+// ipKey is the per-IP key of a client: its address, or its /64 for IPv6,
+// since one host usually holds a whole /64 and could otherwise rotate
+// through it to escape its limit.
+func ipKey(a netip.Addr) string {
+	if !a.IsValid() {
+		return "unknown"
+	}
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}
+
+// redactIP hides the host part of an address in logs: the last octet of an
+// IPv4 address, all but the /48 of an IPv6 one.
+func redactIP(a netip.Addr) string {
+	if !a.IsValid() {
+		return "unknown"
+	}
+	if a.Is4() {
+		s := a.String()
+		return s[:strings.LastIndexByte(s, '.')] + ".x"
+	}
+	p, _ := a.Prefix(48)
+	return strings.TrimSuffix(p.Addr().String(), "::") + ":x"
+}
+
+// retryText renders a RetryAfter for a client, rounded up to a millisecond.
+func retryText(d time.Duration) string {
+	if d == floodgate.RetryNever {
+		return "never (the cost is above the limit's burst)"
+	}
+	if d <= 0 {
+		return "0s"
+	}
+	return ((d + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String()
+}
+
+// A sampler keeps log lines about rejections to one per interval, counting
+// those it drops.
+type sampler struct {
+	mu      sync.Mutex
+	last    time.Time
+	dropped int
+}
+
+func (s *sampler) log(p *Proxy, level slog.Level, msg string, args ...any) {
+	if !p.log.Enabled(context.Background(), level) {
+		return
+	}
+	iv := p.cfg.RejectLogInterval
+	s.mu.Lock()
+	now := time.Now()
+	if iv > 0 && !s.last.IsZero() && now.Sub(s.last) < iv {
+		s.dropped++
+		s.mu.Unlock()
+		return
+	}
+	dropped := s.dropped
+	s.last, s.dropped = now, 0
+	s.mu.Unlock()
+	if dropped > 0 {
+		args = append(args, "unlogged_since_last", dropped)
+	}
+	p.log.Log(context.Background(), level, msg, args...)
+}
+
+// rejection builds the ErrorResponse of a query rejected by scope.
+func (c *conn) rejection(scope scopeID, res floodgate.Result, failed bool) pgError {
+	e := pgError{severity: "ERROR", code: "53400", message: "rate limit exceeded"}
+	who := ""
+	switch scope {
+	case scopeUser:
+		who = fmt.Sprintf(" for user %q", c.params.user)
+	case scopeIP:
+		who = " for your client address"
+	}
+	switch {
+	case failed:
+		e.detail = fmt.Sprintf("The %s query rate limit%s could not be checked, and the proxy does not run queries it cannot check.", scope.label(), who)
+		e.hint = "The rate limiter's store is unavailable; retry later. The session is still usable."
+	case res.Source == floodgate.SourceFailClosed:
+		e.detail = fmt.Sprintf("The %s query rate limit%s is unavailable, and its failure policy refuses queries.", scope.label(), who)
+		e.hint = "The rate limiter's store is unavailable; retry later. The session is still usable."
+	default:
+		e.detail = fmt.Sprintf("The %s query rate limit%s is reached (%s); retry in %s.", scope.label(), who, res.Limit, retryText(res.RetryAfter))
+		e.hint = "Send queries more slowly, or ask for a higher limit. The query was not run; the session is still usable."
+	}
+	return e
+}
