@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/floodgate-go/floodgate"
@@ -221,9 +222,25 @@ func (p *Proxy) reverseProxy(u *url.URL, name string) *httputil.ReverseProxy {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			p.upstreamError(w, r, name, err)
 		},
-		ErrorLog: slog.NewLogLogger(p.sample.log.Handler(), slog.LevelWarn),
+		ErrorLog:   slog.NewLogLogger(p.sample.log.Handler(), slog.LevelWarn),
+		BufferPool: copyBuffers,
 	}
 }
+
+// copyBuffers lends the reverse proxies their body copy buffers; without a
+// pool, ReverseProxy allocates 32 KiB for every response it copies.
+var copyBuffers = &bufferPool{}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
 // forwarded sets X-Forwarded-For, -Host and -Proto: passed on with the peer
 // appended from a trusted proxy, else replaced by what this proxy saw, so a
