@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -93,7 +94,11 @@ func runProxy(args []string) error {
 	upstream := fs.String("upstream", "http://127.0.0.1:9001", "upstream URL")
 	limit := fs.Bool("limit", true, "limit every request by client address (a limit high enough that all pass)")
 	max := fs.Duration("max", 10*time.Minute, "stop after")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address, for profiles under load")
 	fs.Parse(args)
+	if *pprofAddr != "" {
+		go serveFor(*pprofAddr, http.DefaultServeMux, *max)
+	}
 	cfg := server.ProxyConfig{Upstream: *upstream, Logger: slog.New(slog.DiscardHandler)}
 	if *limit {
 		st := memstore.New(memstore.Options{})

@@ -89,9 +89,13 @@ NGINX
 	for p in $up $on $off $ngx; do wait_port "$p"; done
 	# Warm every target's connections.
 	for p in $on $off $ngx; do wrk -t2 -c"$WRK_C" -d1s "http://127.0.0.1:$p/" >/dev/null; done
-	echo "# (a) wrk -t2 -c$WRK_C -d$WRK_D --latency, $ROUNDS interleaved rounds"
+	echo "# (a) wrk -t2 -c$WRK_C -d$WRK_D --latency, $ROUNDS interleaved rounds, order rotated"
+	targets=(off:$off on:$on nginx:$ngx)
 	for r in $(seq "$ROUNDS"); do
-		for t in off:$off on:$on nginx:$ngx; do
+		# The order rotates per round, so a drift of the machine's load
+		# does not always favour the same target.
+		k=$(( (r - 1) % 3 ))
+		for t in "${targets[@]:k}" "${targets[@]:0:k}"; do
 			name=${t%%:*}; port=${t#*:}
 			out=$(wrk -t2 -c"$WRK_C" -d"$WRK_D" --latency "http://127.0.0.1:$port/")
 			rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
