@@ -146,8 +146,11 @@ func runLoad(args []string) error {
 	}
 	srv, err := server.New(server.Config{
 		Logger: slog.New(slog.DiscardHandler),
-		Check:  &server.CheckConfig{Listen: "127.0.0.1:0", Policies: map[string]floodgate.Limiter{"api": lim}},
-		Envoy:  &server.EnvoyConfig{Listen: "127.0.0.1:0", Descriptors: descriptors{lim}},
+		// The front ends' deadlines are above the engine's timeout, so a
+		// stalled call is answered by the failure policy, as the server
+		// package advises.
+		Check: &server.CheckConfig{Listen: "127.0.0.1:0", Timeout: 3 * time.Second, Policies: map[string]floodgate.Limiter{"api": lim}},
+		Envoy: &server.EnvoyConfig{Listen: "127.0.0.1:0", Timeout: 3 * time.Second, Descriptors: descriptors{lim}},
 	})
 	if err != nil {
 		return err
