@@ -73,8 +73,14 @@ type CheckConfig struct {
 // middleware's rate-limit header fields, and status 200 when allowed, 429
 // when denied, 503 when the engine failed closed or the decision did not
 // finish within Timeout, 400 for bad input (malformed JSON, unknown fields
-// or policy, a negative cost, more than MaxChecks checks, a body over
-// MaxBody).
+// or policy, a negative cost, more than MaxChecks checks), 413 for a body
+// over MaxBody. Every answer is JSON; errors are {"error": "..."}.
+//
+// In a batch answer the driving Result's members are joined by "index",
+// the position of the check that drove the answer, and "checks", each
+// check's own Result in request order (null for checks after a denial,
+// which were not decided; checks before it show their admission, which was
+// refunded).
 //
 // A CheckAPI is safe for concurrent use.
 type CheckAPI struct {
@@ -130,7 +136,7 @@ type batchRequest struct {
 	Checks []checkRequest `json:"checks"`
 }
 
-// state is what one request needs, pooled: the body buffer, the checks and
+// checkState is what one request needs, pooled: the body buffer, the checks and
 // the answer being built.
 type checkState struct {
 	body   bytes.Buffer
@@ -154,11 +160,14 @@ func (c *CheckAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st := checkPool.Get().(*checkState)
 	defer func() {
-		if st.body.Cap() <= 1<<16 {
-			*st = checkState{body: st.body, checks: st.checks[:0], fields: st.fields[:0], out: st.out[:0]}
-			st.body.Reset()
-			checkPool.Put(st)
+		if st.body.Cap() > 1<<16 {
+			return // a large body's buffer is not kept
 		}
+		st.body.Reset()
+		st.req = batchRequest{}
+		clear(st.checks) // drop the limiters, which a reload may retire
+		st.checks, st.fields, st.out = st.checks[:0], st.fields[:0], st.out[:0]
+		checkPool.Put(st)
 	}()
 	if _, err := st.body.ReadFrom(io.LimitReader(r.Body, c.maxBody+1)); err != nil {
 		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())

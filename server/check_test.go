@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -29,7 +30,12 @@ func (c checkClient) post(body string) (*http.Response, map[string]any) {
 
 func startCheck(t *testing.T, policies map[string]floodgate.Limiter) (*Server, checkClient) {
 	t.Helper()
-	s, addrs := start(t, Config{Check: &CheckConfig{Policies: policies}})
+	return startCheckLogged(t, policies, nil)
+}
+
+func startCheckLogged(t *testing.T, policies map[string]floodgate.Limiter, log *slog.Logger) (*Server, checkClient) {
+	t.Helper()
+	s, addrs := start(t, Config{Check: &CheckConfig{Policies: policies, Logger: log}})
 	return s, checkClient{t: t, url: "http://" + addrs.Check.String() + CheckPath, c: &http.Client{}}
 }
 

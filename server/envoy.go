@@ -127,6 +127,10 @@ type EnvoyConfig struct {
 // its hits back (RefundN) and is answered OK. A descriptor's own limit
 // override (RateLimitDescriptor.limit) is ignored: limits come from
 // configuration.
+//
+// Shadow limits are decided after the enforced ones, and only when those
+// pass: a request that is over an enforced limit is refused anyway and
+// charged nowhere, so the shadow limit would not have seen it either.
 type RLS struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/floodgate-go/floodgate"
@@ -221,9 +222,25 @@ func (p *Proxy) reverseProxy(u *url.URL, name string) *httputil.ReverseProxy {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			p.upstreamError(w, r, name, err)
 		},
-		ErrorLog: slog.NewLogLogger(p.sample.log.Handler(), slog.LevelWarn),
+		ErrorLog:   slog.NewLogLogger(p.sample.log.Handler(), slog.LevelWarn),
+		BufferPool: copyBuffers,
 	}
 }
+
+// copyBuffers lends the reverse proxies their body copy buffers; without a
+// pool, ReverseProxy allocates 32 KiB for every response it copies.
+var copyBuffers = &bufferPool{}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
 // forwarded sets X-Forwarded-For, -Host and -Proto: passed on with the peer
 // appended from a trusted proxy, else replaced by what this proxy saw, so a
@@ -374,6 +391,16 @@ func (p *Proxy) compile(i int, rt Route) (*route, error) {
 		rules[j] = ru
 		if ru.Limiter != nil {
 			rules[j].Limiter = &loggedLimiter{Limiter: ru.Limiter, p: p, shadow: rt.Shadow}
+		}
+		if pick := ru.LimiterFor; pick != nil {
+			// The limiter differs per request, so its wrapper is made per
+			// request: one small allocation, for such rules only.
+			rules[j].LimiterFor = func(r *http.Request) floodgate.Limiter {
+				if l := pick(r); l != nil {
+					return &loggedLimiter{Limiter: l, p: p, shadow: rt.Shadow}
+				}
+				return nil
+			}
 		}
 	}
 	cfg := httplimit.Config{Rules: rules, Headers: p.cfg.Headers, Body: p.cfg.Body, Logger: p.sample.log}

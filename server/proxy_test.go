@@ -2,11 +2,13 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha1"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -483,5 +485,145 @@ func TestDemoUpstream(t *testing.T) {
 	do(t, c, newRequest(t, "GET", "http://"+addrs.Proxy.String()+"/", nil))
 	if resp, _ := do(t, c, newRequest(t, "GET", "http://"+addrs.Proxy.String()+"/", nil)); resp.StatusCode != 429 {
 		t.Errorf("3rd request: %d, want 429", resp.StatusCode)
+	}
+}
+
+// failClosed is a Limiter whose engine is down under a fail-closed policy:
+// every decision is the refusal failover.FailClosed makes.
+type failClosed struct{ floodgate.Limiter }
+
+func (f failClosed) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
+	return floodgate.Result{Source: floodgate.SourceFailClosed, Policy: f.Name(), RetryAfter: time.Second}, nil
+}
+
+func (f failClosed) Allow(ctx context.Context, key string) (floodgate.Result, error) {
+	return f.AllowN(ctx, key, 1)
+}
+
+// With the engine failed closed, an enforcing route answers 503 and a
+// shadow route forwards, counting the would-be refusal.
+func TestProxyFailClosed(t *testing.T) {
+	up, seen := upstream(t)
+	lim := failClosed{memLimiter(t, "api", floodgate.PerMinute(10))}
+	var shadowed atomic.Int64
+	_, addrs := start(t, Config{Proxy: &ProxyConfig{
+		Upstream: up.URL,
+		Headers:  httplimit.Headers{Source: true},
+		Routes: []Route{
+			{Match: Match{PathPrefix: "/shadow/"}, Shadow: true, Limits: []httplimit.Rule{{Limiter: lim}}},
+			{Limits: []httplimit.Rule{{Limiter: lim}}},
+		},
+		OnShadow: func(_ string, res floodgate.Result) {
+			if res.Source == floodgate.SourceFailClosed {
+				shadowed.Add(1)
+			}
+		},
+	}})
+	c := &http.Client{}
+	resp, _ := do(t, c, newRequest(t, "GET", "http://"+addrs.Proxy.String()+"/x", nil))
+	if resp.StatusCode != 503 || resp.Header.Get("X-Ratelimit-Source") != "fail-closed" {
+		t.Errorf("enforcing route: %d %v, want 503 naming fail-closed", resp.StatusCode, resp.Header)
+	}
+	resp, body := do(t, c, newRequest(t, "GET", "http://"+addrs.Proxy.String()+"/shadow/x", nil))
+	if resp.StatusCode != 200 || body != "hello" || resp.Header.Get("X-Ratelimit-Source") != "" {
+		t.Errorf("shadow route: %d %q %v, want the upstream's answer", resp.StatusCode, body, resp.Header)
+	}
+	if shadowed.Load() != 1 {
+		t.Errorf("OnShadow counted %d, want 1", shadowed.Load())
+	}
+	if hits, _ := seen.snapshot(); hits != 1 {
+		t.Errorf("upstream saw %d requests, want 1", hits)
+	}
+}
+
+// Denials are logged with the key redacted: every one at debug level.
+func TestDenialsLoggedRedacted(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	api := memLimiter(t, "api", floodgate.PerMinute(1))
+	_, c := startCheckLogged(t, map[string]floodgate.Limiter{"api": api}, log)
+	for range 4 {
+		c.post(`{"policy":"api","key":"secret-api-key-123"}`)
+	}
+	out := buf.String()
+	if strings.Contains(out, "secret-api-key-123") {
+		t.Errorf("a key was logged in clear:\n%s", out)
+	}
+	if n := strings.Count(out, "request denied"); n != 3 {
+		t.Errorf("%d denial lines, want 3:\n%s", n, out)
+	}
+	if !strings.Contains(out, floodgate.RedactKey("secret-api-key-123")) {
+		t.Errorf("the redacted key is missing:\n%s", out)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Routes replaced while requests flow: no request fails, and a client's
+// state survives because the limiter does.
+func TestProxySetRoutesUnderLoad(t *testing.T) {
+	up, _ := upstream(t)
+	api := memLimiter(t, "api", floodgate.PerSecond(1_000_000))
+	routes := func(prefix string) []Route {
+		return []Route{{Name: prefix, Match: Match{PathPrefix: "/" + prefix}, Limits: []httplimit.Rule{{Limiter: api}}}, {Limits: []httplimit.Rule{{Limiter: api}}}}
+	}
+	s, addrs := start(t, Config{Proxy: &ProxyConfig{Upstream: up.URL, Routes: routes("a")}})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	var total atomic.Int64
+	for range 4 {
+		wg.Go(func() {
+			c := &http.Client{}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := c.Get("http://" + addrs.Proxy.String() + "/a/x")
+				if err != nil {
+					bad.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				total.Add(1)
+				if resp.StatusCode != 200 || resp.Header.Get("X-Ratelimit-Limit") == "" {
+					bad.Add(1)
+				}
+			}
+		})
+	}
+	for i := range 200 {
+		if err := s.Proxy().SetRoutes(routes([]string{"a", "b"}[i%2])); err != nil {
+			t.Fatal(err)
+		}
+		if i%20 == 0 {
+			eventually(t, 20*time.Second, "requests flowing", func() bool { return total.Load() > int64(i/20) })
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if bad.Load() != 0 || total.Load() == 0 {
+		t.Errorf("%d of %d requests failed during reloads", bad.Load(), total.Load())
+	}
+	if err := s.Proxy().SetRoutes([]Route{{Match: Match{Path: "/{"}}}); err == nil {
+		t.Error("a bad route list accepted")
 	}
 }

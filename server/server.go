@@ -237,7 +237,9 @@ func (s *Server) Addrs() Addrs {
 // accepting, in-flight requests (and Envoy calls) finish until ctx ends,
 // then whatever is left is closed. The admin listener goes last, so probes
 // see the draining state until the end. It returns ctx's error when
-// requests had to be cut off.
+// requests had to be cut off. Connections taken over by a protocol upgrade
+// (WebSockets through the proxy) are not tracked by net/http and end with
+// the process.
 func (s *Server) Shutdown(ctx context.Context) error {
 	if s.admin != nil {
 		s.admin.SetDraining(true)

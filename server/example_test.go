@@ -1,0 +1,28 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/memstore"
+	"github.com/floodgate-go/floodgate/server"
+)
+
+// The check API decides for callers in any language: POST a policy, a key
+// and a cost, read the Result.
+func ExampleCheckAPI() {
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	api, _ := floodgate.New(store, floodgate.Policy{Name: "api", Limits: []floodgate.Limit{floodgate.PerMinute(100)}})
+	check := server.NewCheckAPI(server.CheckConfig{Policies: map[string]floodgate.Limiter{"api": api}})
+
+	rec := httptest.NewRecorder()
+	check.ServeHTTP(rec, httptest.NewRequest("POST", server.CheckPath, strings.NewReader(`{"policy":"api","key":"user:42"}`)))
+	fmt.Println(rec.Code, rec.Header().Get("RateLimit"))
+	fmt.Print(rec.Body)
+	// Output:
+	// 200 "api";r=99;t=1
+	// {"allowed":true,"policy":"api","source":"memory","limit":{"rate":100,"period":"min","period_seconds":60,"burst":100,"algorithm":"gcra"},"remaining":99,"reset_after":0.6,"retry_after":0}
+}

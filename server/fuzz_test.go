@@ -1,0 +1,72 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/memstore"
+)
+
+// FuzzCheckBody feeds the check API arbitrary bodies: every answer is one
+// of its documented statuses with a JSON body, never a panic, and a body
+// that is refused charges nothing.
+func FuzzCheckBody(f *testing.F) {
+	for _, s := range []string{
+		`{"policy":"api","key":"k"}`,
+		`{"policy":"api","key":"k","cost":0}`,
+		`{"policy":"api","key":"k","cost":-1}`,
+		`{"policy":"api","key":"k","cost":99999999999999999999}`,
+		`{"checks":[{"policy":"api","key":"a"},{"policy":"b","key":"b","cost":2}]}`,
+		`{"checks":[]}`, `{"checks":null}`, `{"checks":{}}`, `[]`, `null`, `""`, `{`, ``,
+		`{"policy":"api","key":"\u0000\ud800"}`,
+		`{"policy":"api","key":"k"}{"policy":"api"}`,
+	} {
+		f.Add(s)
+	}
+	st := memstore.New(memstore.Options{})
+	defer st.Close()
+	api, err := floodgate.New(st, floodgate.Policy{Name: "api", Limits: []floodgate.Limit{floodgate.PerSecond(1_000_000)}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	b, err := floodgate.New(st, floodgate.Policy{Name: "b", Limits: []floodgate.Limit{floodgate.PerSecond(1_000_000)}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	c := NewCheckAPI(CheckConfig{Policies: map[string]floodgate.Limiter{"api": api, "b": b}, MaxBody: 4096})
+	f.Fuzz(func(t *testing.T, body string) {
+		rec := httptest.NewRecorder()
+		c.ServeHTTP(rec, httptest.NewRequest("POST", CheckPath, strings.NewReader(body)))
+		switch rec.Code {
+		case http.StatusOK, http.StatusTooManyRequests, http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		default:
+			t.Fatalf("status %d for %q: %s", rec.Code, body, rec.Body)
+		}
+		if !json.Valid(rec.Body.Bytes()) {
+			t.Fatalf("answer is not JSON for %q: %q", body, rec.Body)
+		}
+	})
+}
+
+// FuzzHostMatch feeds route host matching arbitrary Host headers: it never
+// panics, and an exact route host matches only that host, whatever its
+// case, port or trailing dot.
+func FuzzHostMatch(f *testing.F) {
+	for _, s := range [][2]string{
+		{"example.com", "example.com"}, {"example.com", "EXAMPLE.com:8080"}, {".example.com", "a.example.com"},
+		{".example.com", "example.com"}, {"example.com", "[::1]:80"}, {"example.com", "example.com."}, {"a", ""}, {"a", "["},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, want, host string) {
+		want = strings.ToLower(want)
+		ok := hostMatches(want, host)
+		if ok && want != "" && !strings.HasPrefix(want, ".") && !strings.Contains(strings.ToLower(host), want) {
+			t.Fatalf("route host %q matched Host %q", want, host)
+		}
+	})
+}
