@@ -61,7 +61,7 @@ func newDesc(set *floodgate.LimitSet) *desc {
 		if i > 0 {
 			line = append(line, ", "...)
 		}
-		q, w := quota(l)
+		q, w := Quota(l)
 		line = append(line, d.ids[i]...)
 		line = append(line, ";q="...)
 		line = strconv.AppendInt(line, q, 10)
@@ -76,11 +76,11 @@ func newDesc(set *floodgate.LimitSet) *desc {
 	return d
 }
 
-// quota expresses l as q units per w whole seconds, the only windows the
+// Quota expresses l as q units per w whole seconds, the only windows the
 // RateLimit-Policy field can carry: w is the period rounded up to a second,
 // and q the units l admits in w, rounded down, so the advertised quota never
 // exceeds the real one.
-func quota(l floodgate.Limit) (q, w int64) {
+func Quota(l floodgate.Limit) (q, w int64) {
 	if l.Period <= 0 || l.Rate <= 0 {
 		return 0, 1
 	}

@@ -32,8 +32,8 @@ func TestQuota(t *testing.T) {
 		{floodgate.Limit{}, 0, 1},
 	}
 	for _, tt := range tests {
-		if q, w := quota(tt.limit); q != tt.q || w != tt.w {
-			t.Errorf("quota(%s) = q=%d w=%d, want q=%d w=%d", tt.limit, q, w, tt.q, tt.w)
+		if q, w := Quota(tt.limit); q != tt.q || w != tt.w {
+			t.Errorf("Quota(%s) = q=%d w=%d, want q=%d w=%d", tt.limit, q, w, tt.q, tt.w)
 		}
 	}
 }

@@ -237,6 +237,15 @@ func (v *Verdict) Result() floodgate.Result {
 	return floodgate.Result{}
 }
 
+// Drive returns the index, among the charges given to Decide, of the one
+// whose Result drove the decision (see floodgate.AllowAll).
+func (v *Verdict) Drive() int { return v.v.drive }
+
+// ResultOf returns charge i's own Result: what its limiter answered, as
+// decided (before the refunds of a later denial), or the zero Result for a
+// charge after a denial, which was not decided.
+func (v *Verdict) ResultOf(i int) floodgate.Result { return v.cs.c[i].Result }
+
 // Counts reports whether the verdict waits for the response: a request
 // that is served must then be settled (Settle or Serve), or the refunds of
 // its count rules are lost.

@@ -86,15 +86,18 @@ type CheckConfig struct {
 type CheckAPI struct {
 	timeout  time.Duration
 	maxBody  int64
-	fields   fieldSet
+	hdr      httplimit.Headers
 	policies atomic.Pointer[policySet]
 	sample   *sampler
 	errs     errorLog
 }
 
+// policySet is one generation of policies, with the Decider that writes
+// their headers (it caches a description per limit set, so it is renewed
+// with the policies).
 type policySet struct {
-	m     map[string]floodgate.Limiter
-	descs descCache
+	m       map[string]floodgate.Limiter
+	decider *httplimit.Decider
 }
 
 // NewCheckAPI returns the check API of cfg.
@@ -102,7 +105,7 @@ func NewCheckAPI(cfg CheckConfig) *CheckAPI {
 	c := &CheckAPI{
 		timeout: cfg.Timeout,
 		maxBody: cfg.MaxBody,
-		fields:  fieldSetOf(cfg.Headers),
+		hdr:     cfg.Headers,
 		sample:  newSampler(cfg.Logger),
 	}
 	if c.timeout <= 0 {
@@ -120,7 +123,12 @@ func NewCheckAPI(cfg CheckConfig) *CheckAPI {
 // old set or the new one, never a mix. The map must not be changed
 // afterwards.
 func (c *CheckAPI) SetPolicies(p map[string]floodgate.Limiter) {
-	c.policies.Store(&policySet{m: p})
+	// The 429 body is the check API's own JSON, so the Decider's is off.
+	d, err := httplimit.NewDecider(httplimit.DeciderConfig{Headers: c.hdr, Body: httplimit.BodyNone, Logger: c.sample.log})
+	if err != nil {
+		panic(err) // the config is fixed and valid
+	}
+	c.policies.Store(&policySet{m: p, decider: d})
 }
 
 // checkRequest is one check of a request body. Cost is a pointer so that an
@@ -139,11 +147,11 @@ type batchRequest struct {
 // checkState is what one request needs, pooled: the body buffer, the checks and
 // the answer being built.
 type checkState struct {
-	body   bytes.Buffer
-	req    batchRequest
-	checks []floodgate.Check
-	fields []field
-	out    []byte
+	body    bytes.Buffer
+	req     batchRequest
+	charges []httplimit.Charge
+	v       httplimit.Verdict
+	out     []byte
 }
 
 var checkPool = sync.Pool{New: func() any { return new(checkState) }}
@@ -165,8 +173,9 @@ func (c *CheckAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		st.body.Reset()
 		st.req = batchRequest{}
-		clear(st.checks) // drop the limiters, which a reload may retire
-		st.checks, st.fields, st.out = st.checks[:0], st.fields[:0], st.out[:0]
+		clear(st.charges) // drop the limiters, which a reload may retire
+		st.v = httplimit.Verdict{}
+		st.charges, st.out = st.charges[:0], st.out[:0]
 		checkPool.Put(st)
 	}()
 	if _, err := st.body.ReadFrom(io.LimitReader(r.Body, c.maxBody+1)); err != nil {
@@ -220,14 +229,16 @@ func (c *CheckAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		st.checks = append(st.checks, floodgate.Check{Limiter: lim, Key: q.Key, Cost: cost})
+		st.charges = append(st.charges, httplimit.Charge{Limiter: lim, Key: q.Key, Cost: cost})
 	}
 
 	ctx, cancel := context.WithTimeout(r.Context(), c.timeout)
-	res, drive, err := floodgate.AllowAll(ctx, st.checks...)
+	v := &st.v
+	ps.decider.Decide(ctx, v, st.charges...)
 	cancel()
+	res, drive, err := v.Result(), v.Drive(), v.Err()
 	if err != nil {
-		c.errs.error(r.Context(), "check: undecided", slog.String("policy", st.checks[drive].Limiter.Name()), slog.Any("error", err))
+		c.errs.error(r.Context(), "check: undecided", slog.String("policy", st.charges[drive].Limiter.Name()), slog.Any("error", err))
 		status := http.StatusServiceUnavailable
 		if errors.Is(err, floodgate.ErrInvalidCost) {
 			status = http.StatusBadRequest
@@ -242,13 +253,12 @@ func (c *CheckAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusServiceUnavailable
 	default:
 		status = http.StatusTooManyRequests
-		c.sample.denied(r.Context(), "check", st.checks[drive].Key, &res, false)
+		c.sample.denied(r.Context(), "check", st.charges[drive].Key, &res, false)
 	}
-	st.fields = ps.descs.appendFields(st.fields, c.fields, &res, st.checks)
 	h := w.Header()
-	setFields(h, st.fields)
+	v.Headers(func(name, value string) { h[name] = append(h[name], value) })
 	if status == http.StatusServiceUnavailable && res.RetryAfter > 0 && res.RetryAfter != floodgate.RetryNever {
-		h[hdrRetryAfter] = []string{strconv.FormatInt(max(ceilSeconds(res.RetryAfter), 1), 10)}
+		h["Retry-After"] = []string{strconv.FormatInt(max(int64((res.RetryAfter+time.Second-1)/time.Second), 1), 10)}
 	}
 	h["Content-Type"] = []string{"application/json"}
 	b := appendResult(st.out, &res)
@@ -257,7 +267,7 @@ func (c *CheckAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b = append(b, `,"index":`...)
 		b = strconv.AppendInt(b, int64(drive), 10)
 		b = append(b, `,"checks":[`...)
-		for i := range st.checks {
+		for i := range st.charges {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -265,7 +275,8 @@ func (c *CheckAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				b = append(b, "null"...) // not decided
 				continue
 			}
-			b = appendResult(b, &st.checks[i].Result)
+			ri := v.ResultOf(i)
+			b = appendResult(b, &ri)
 		}
 		b = append(b, "]}"...)
 	}

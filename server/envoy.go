@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/httplimit"
 )
 
 // DefaultEnvoyTimeout bounds one ShouldRateLimit call when
@@ -135,7 +136,7 @@ type RLS struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
 	timeout  time.Duration
-	fields   fieldSet
+	hdr      httplimit.Headers // the fields response_headers selects
 	headers  bool
 	onShadow func(string, floodgate.Result)
 	desc     atomic.Pointer[descriptorSet]
@@ -148,9 +149,12 @@ type RLS struct {
 	ln  net.Listener
 }
 
+// descriptorSet is one generation of descriptors, with the Decider that
+// decides and describes their limits (it caches a description per limit
+// set, so it is renewed with them).
 type descriptorSet struct {
-	d     Descriptors
-	descs descCache
+	d       Descriptors
+	decider *httplimit.Decider
 }
 
 // NewRLS validates cfg and returns its service.
@@ -163,9 +167,9 @@ func NewRLS(cfg EnvoyConfig) (*RLS, error) {
 	switch strings.ToLower(cfg.ResponseHeaders) {
 	case "", HeadersNone:
 	case HeadersDraft:
-		s.fields, s.headers = fieldSet{legacy: true}, true
+		s.hdr, s.headers = httplimit.Headers{DisableRateLimit: true, DisableRetryAfter: true}, true
 	case HeadersIETF:
-		s.fields, s.headers = fieldSet{draft: true}, true
+		s.hdr, s.headers = httplimit.Headers{DisableXRateLimit: true, DisableRetryAfter: true}, true
 	default:
 		return nil, fmt.Errorf("%w: envoy response_headers %q: use none, draft or ietf", ErrInvalidConfig, cfg.ResponseHeaders)
 	}
@@ -177,7 +181,13 @@ func NewRLS(cfg EnvoyConfig) (*RLS, error) {
 }
 
 // SetDescriptors replaces the descriptor configuration atomically.
-func (s *RLS) SetDescriptors(d Descriptors) { s.desc.Store(&descriptorSet{d: d}) }
+func (s *RLS) SetDescriptors(d Descriptors) {
+	dec, err := httplimit.NewDecider(httplimit.DeciderConfig{Headers: s.hdr, Body: httplimit.BodyNone, Logger: s.sample.log})
+	if err != nil {
+		panic(err) // the config is fixed and valid
+	}
+	s.desc.Store(&descriptorSet{d: d, decider: dec})
+}
 
 // Register registers the rate limit service and the gRPC health service
 // (grpc.health.v1, serving for "" and the rate limit service's name) on
@@ -243,10 +253,10 @@ func (s *RLS) shutdown(ctx context.Context) error {
 // rlsState is one call's scratch space, pooled.
 type rlsState struct {
 	entries []Entry
-	checks  []floodgate.Check
+	checks  []httplimit.Charge
 	owner   []int // per check: the descriptor it belongs to
 	shadow  []rlsShadow
-	fields  []field
+	v       httplimit.Verdict
 }
 
 type rlsShadow struct {
@@ -271,7 +281,7 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 	defer func() {
 		clear(st.checks)
 		clear(st.shadow)
-		*st = rlsState{entries: st.entries[:0], checks: st.checks[:0], owner: st.owner[:0], shadow: st.shadow[:0], fields: st.fields[:0]}
+		*st = rlsState{entries: st.entries[:0], checks: st.checks[:0], owner: st.owner[:0], shadow: st.shadow[:0]}
 		rlsPool.Put(st)
 	}()
 	ds := s.desc.Load()
@@ -302,7 +312,7 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 			case l.Shadow:
 				st.shadow = append(st.shadow, rlsShadow{desc: i, lim: l})
 			default:
-				st.checks = append(st.checks, floodgate.Check{Limiter: l.Limiter, Key: l.Key, Cost: cost})
+				st.checks = append(st.checks, httplimit.Charge{Limiter: l.Limiter, Key: l.Key, Cost: cost})
 				st.owner = append(st.owner, i)
 			}
 		}
@@ -311,8 +321,10 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 	var res floodgate.Result
 	drive := 0
 	if len(st.checks) > 0 {
+		v := &st.v
+		ds.decider.Decide(ctx, v, st.checks...)
 		var err error
-		res, drive, err = floodgate.AllowAll(ctx, st.checks...)
+		res, drive, err = v.Result(), v.Drive(), v.Err()
 		if err != nil {
 			s.errs.error(ctx, "envoy: undecided", slog.String("policy", st.checks[drive].Limiter.Name()), slog.Any("error", err))
 			return nil, status.Errorf(codes.Unavailable, "rate limiter could not decide: %v", err)
@@ -324,25 +336,26 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 			s.sample.denied(ctx, "envoy", st.checks[drive].Key, &res, false)
 		}
 		best := make([]int, len(statuses)) // per descriptor: 1 + its driving check
+		results := make([]floodgate.Result, decided)
 		for k := range decided {
+			results[k] = v.ResultOf(k)
 			i := st.owner[k]
-			if b := best[i]; b == 0 || restrictive(&st.checks[k].Result, &st.checks[b-1].Result) {
+			if b := best[i]; b == 0 || restrictive(&results[k], &results[b-1]) {
 				best[i] = k + 1
 			}
 		}
 		for i, b := range best {
 			if b > 0 {
-				fillStatus(statuses[i], &st.checks[b-1].Result, "")
+				fillStatus(statuses[i], &results[b-1], "")
 			}
 		}
 		if res.Source == floodgate.SourceFailClosed && !res.Allowed {
 			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "x-ratelimit-source", Value: string(floodgate.SourceFailClosed)})
 		}
 		if s.headers {
-			st.fields = ds.descs.appendFields(st.fields, s.fields, &res, st.checks[:decided])
-			for _, f := range st.fields {
-				resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: strings.ToLower(f.name), Value: f.value})
-			}
+			v.Headers(func(name, value string) {
+				resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: strings.ToLower(name), Value: value})
+			})
 		}
 	}
 	if resp.OverallCode == rlsv3.RateLimitResponse_OK {
@@ -423,7 +436,7 @@ var units = [...]struct {
 func currentLimit(l floodgate.Limit, name string) *rlsv3.RateLimitResponse_RateLimit {
 	q, w := l.Rate, l.Period
 	if w%time.Second != 0 {
-		qs, ws := quota(l)
+		qs, ws := httplimit.Quota(l)
 		q, w = qs, time.Duration(ws)*time.Second
 	}
 	cl := &rlsv3.RateLimitResponse_RateLimit{Name: name, RequestsPerUnit: uint32(min(q, math.MaxUint32))}
