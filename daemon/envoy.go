@@ -25,7 +25,11 @@ func (d *envoyDescriptors) Lookup(domain string, entries []server.Entry) ([]serv
 	if r == nil {
 		return nil, false
 	}
-	name := r.MetricKey
+	// A rule's rate_limit name is how other rules replace it.
+	name := r.Name
+	if name == "" {
+		name = r.MetricKey
+	}
 	if name == "" {
 		name = r.Policy
 	}
@@ -33,13 +37,13 @@ func (d *envoyDescriptors) Lookup(domain string, entries []server.Entry) ([]serv
 	case r.Unlimited:
 		return []server.DescriptorLimit{{Name: name, Unlimited: true}}, true
 	case r.Blocked:
-		return []server.DescriptorLimit{{Name: name, Limiter: blocked(r.Policy), Key: r.Key, Shadow: r.Shadow}}, true
+		return []server.DescriptorLimit{{Name: name, Limiter: blocked(r.Policy), Key: r.Key, Shadow: r.Shadow, Replaces: r.Replaces}}, true
 	}
 	lim := d.limiters[r.Policy]
 	if lim == nil {
 		return nil, false
 	}
-	return []server.DescriptorLimit{{Name: name, Limiter: lim, Key: r.Key, Shadow: r.Shadow}}, true
+	return []server.DescriptorLimit{{Name: name, Limiter: lim, Key: r.Key, Shadow: r.Shadow, Replaces: r.Replaces}}, true
 }
 
 // blocked is the limiter of a rule with requests_per_unit 0: every request

@@ -52,6 +52,11 @@ type DescriptorLimit struct {
 	// Shadow decides and counts but answers OK: the would-be denial is
 	// reported to EnvoyConfig.OnShadow and logged.
 	Shadow bool
+
+	// Replaces names the limits (by Name) that this one replaces when both
+	// apply to one request: those are dropped, as envoyproxy/ratelimit's
+	// replaces does.
+	Replaces []string
 }
 
 // Descriptors maps a request's domain and one descriptor to its limits,
@@ -287,6 +292,10 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 	ds := s.desc.Load()
 	reqCost := int64(max(req.GetHitsAddend(), 1))
 	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.Descriptors))
+	// Look every descriptor up first: a limit that another matched limit
+	// replaces (envoyproxy/ratelimit's replaces, by name) is dropped.
+	looked := make([][]DescriptorLimit, len(req.Descriptors))
+	var replaced map[string]bool
 	for i, d := range req.Descriptors {
 		st.entries = st.entries[:0]
 		for _, e := range d.GetEntries() {
@@ -297,6 +306,18 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 		if !ok {
 			continue
 		}
+		looked[i] = limits
+		for j := range limits {
+			for _, name := range limits[j].Replaces {
+				if replaced == nil {
+					replaced = make(map[string]bool)
+				}
+				replaced[name] = true
+			}
+		}
+	}
+	for i, d := range req.Descriptors {
+		limits := looked[i]
 		cost := reqCost
 		if h := d.GetHitsAddend(); h != nil {
 			cost = int64(min(h.GetValue(), math.MaxInt64))
@@ -304,7 +325,7 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 		for j := range limits {
 			l := &limits[j]
 			switch {
-			case l.Unlimited || l.Limiter == nil:
+			case l.Unlimited || l.Limiter == nil || replaced[l.Name]:
 			case d.GetIsNegativeHits():
 				if err := l.Limiter.RefundN(ctx, l.Key, cost); err != nil {
 					s.errs.error(ctx, "envoy: refund failed", slog.String("limit", l.Name), slog.Any("error", err))

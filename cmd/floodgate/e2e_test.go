@@ -339,6 +339,40 @@ admin: {listen: ""}
 	if r := ask("50.0.0.5"); r.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
 		t.Fatalf("the blocked address (requests_per_unit 0): %v", r.OverallCode)
 	}
+
+	// replaces: a partner's writes are limited by the partner limit
+	// (600/min), which replaces write_per_ip (30/min), not by both.
+	entries := func(kv ...string) *commonrl.RateLimitDescriptor {
+		d := &commonrl.RateLimitDescriptor{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			d.Entries = append(d.Entries, &commonrl.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+		}
+		return d
+	}
+	write := func(descs ...*commonrl.RateLimitDescriptor) rlsv3.RateLimitResponse_Code {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: descs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.OverallCode
+	}
+	for i := range 40 {
+		if code := write(entries("header_match", "write", "remote_address", "192.0.2.9"), entries("api_key", "partner-1", "remote_address", "192.0.2.9")); code != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("partner write %d: %v; write_per_ip should be replaced", i+1, code)
+		}
+	}
+	for i := range 31 {
+		code := write(entries("header_match", "write", "remote_address", "192.0.2.10"))
+		if want := rlsv3.RateLimitResponse_OK; i == 30 {
+			if code != rlsv3.RateLimitResponse_OVER_LIMIT {
+				t.Fatalf("the 31st write of a non-partner: %v, want OVER_LIMIT by write_per_ip", code)
+			}
+		} else if code != want {
+			t.Fatalf("non-partner write %d: %v", i+1, code)
+		}
+	}
 }
 
 // TestReloadUnderLoad: the file is rewritten while clients keep the proxy
