@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	pathpkg "path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,8 +114,10 @@ type Match struct {
 	// example.com itself).
 	Host string
 
-	// PathPrefix matches paths that start with it, byte for byte ("/api"
-	// matches "/api/x" and "/apix").
+	// PathPrefix matches paths that are it or lie under it: "/api"
+	// matches "/api" and "/api/x" but not "/apix"; "/api/" matches what is
+	// below /api/. Paths are compared clean: a request with dot segments or
+	// doubled slashes is redirected to its clean path first.
 	PathPrefix string
 
 	// Path is an http.ServeMux path pattern such as "/items/{id}" or
@@ -439,6 +442,16 @@ func muxOf(pattern string) (mux *http.ServeMux, err error) {
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if clean := cleanPath(r.URL.Path); clean != r.URL.Path && r.URL.Path != "*" {
+		// Routes decide on the path the upstream will serve: a client must
+		// not dodge the limits of /admin/ by asking for /public/../admin/.
+		// As http.ServeMux does, send it to the clean path (308 keeps the
+		// method and body).
+		u := *r.URL
+		u.Path, u.RawPath = clean, ""
+		http.Redirect(w, r, u.RequestURI(), http.StatusPermanentRedirect)
+		return
+	}
 	for _, rt := range *p.routes.Load() {
 		if rt.matches(r) {
 			rt.h.ServeHTTP(w, r)
@@ -464,7 +477,7 @@ func (rt *route) matches(r *http.Request) bool {
 	if rt.host != "" && !hostMatches(rt.host, r.Host) {
 		return false
 	}
-	if pp := rt.match.PathPrefix; pp != "" && !strings.HasPrefix(r.URL.Path, pp) {
+	if pp := rt.match.PathPrefix; pp != "" && !underPrefix(r.URL.Path, pp) {
 		return false
 	}
 	if rt.mux != nil {
@@ -475,6 +488,32 @@ func (rt *route) matches(r *http.Request) bool {
 		r.Pattern = pattern
 	}
 	return true
+}
+
+// underPrefix reports whether path is prefix or lies under it: "/api"
+// matches "/api" and "/api/x" but not "/apix"; a prefix ending in "/"
+// matches everything below it.
+func underPrefix(path, prefix string) bool {
+	if !strings.HasPrefix(path, prefix) {
+		return false
+	}
+	return strings.HasSuffix(prefix, "/") || len(path) == len(prefix) || path[len(prefix)] == '/'
+}
+
+// cleanPath is path without dot segments and doubled slashes, keeping a
+// trailing slash: what most upstreams serve for it.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	c := pathpkg.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
 }
 
 // hostMatches compares a request's Host (with an optional port) to a

@@ -627,3 +627,33 @@ func TestProxySetRoutesUnderLoad(t *testing.T) {
 		t.Error("a bad route list accepted")
 	}
 }
+
+// TestDotSegmentsCannotDodgeRoutes: /public/../admin/ is the admin page to
+// most upstreams, so it must meet the admin route's limits: the proxy sends
+// the client to the clean path. Prefixes end at a path segment.
+func TestDotSegmentsCannotDodgeRoutes(t *testing.T) {
+	if got := cleanPath("/public/../admin/"); got != "/admin/" {
+		t.Fatalf("cleanPath = %q", got)
+	}
+	for _, tc := range []struct {
+		path, prefix string
+		want         bool
+	}{
+		{"/api", "/api", true}, {"/api/x", "/api", true}, {"/apix", "/api", false},
+		{"/api/", "/api/", true}, {"/api/x", "/api/", true}, {"/api", "/api/", false},
+	} {
+		if got := underPrefix(tc.path, tc.prefix); got != tc.want {
+			t.Errorf("underPrefix(%q, %q) = %v", tc.path, tc.prefix, got)
+		}
+	}
+	p, err := NewProxy(ProxyConfig{Upstream: "", Routes: []Route{{Name: "admin", Match: Match{PathPrefix: "/admin/"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("POST", "http://example.com/public/../admin/users?x=1", nil)
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, req)
+	if rec.Code != http.StatusPermanentRedirect || rec.Header().Get("Location") != "/admin/users?x=1" {
+		t.Fatalf("dot segments: %d Location %q, want 308 to /admin/users?x=1", rec.Code, rec.Header().Get("Location"))
+	}
+}
