@@ -21,6 +21,9 @@
 set -euo pipefail
 
 cd "$(dirname "$0")"
+# bench is a module of its own, built as a user's build would, not with the
+# repository's go.work.
+export GOWORK=off
 ROUNDS=${ROUNDS:-6}
 BENCHTIME=${BENCHTIME:-1s}
 QUIET_LOAD=${QUIET_LOAD:-1.5}
