@@ -685,11 +685,45 @@ type Postgres struct {
 	// no (and may continue in plain text or disconnect).
 	TLS *ServerTLS `yaml:"tls,omitempty"`
 
+	// UpstreamTLS speaks TLS to the upstream server. Absent: plain TCP.
+	UpstreamTLS *ClientTLS `yaml:"upstream_tls,omitempty"`
+
 	// RateLimit are the query limits.
 	RateLimit PostgresRateLimit `yaml:"rate_limit"`
+
+	// Connections limits new connections per database user and per client
+	// address; a connection over its limit is refused with FATAL 53300
+	// before authentication.
+	Connections PostgresConnections `yaml:"connections"`
+
+	// ProxyProtocolFrom lists the load balancers (CIDRs or addresses)
+	// trusted to send a PROXY protocol header (v1 or v2) naming the real
+	// client. From any other peer no header is read.
+	ProxyProtocolFrom []string `yaml:"proxy_protocol_from,omitempty"`
+
+	// ChargeEmptyQuery charges queries that hold only whitespace,
+	// semicolons and comments, the pings of connection pools. Default
+	// false: they pass uncharged.
+	ChargeEmptyQuery bool `yaml:"charge_empty_query"`
+
+	// Replication is what happens to replication connections: charge (the
+	// default: their queries are charged like any other), exempt, or
+	// refuse.
+	Replication string `yaml:"replication,omitempty"`
 }
 
 func (p *Postgres) setDefaults() { p.Listen = DefaultPostgresListen }
+
+// PostgresConnections are the PostgreSQL proxy's limits on new
+// connections. Their policies are named "postgres.connections.per_user"
+// and "postgres.connections.per_ip".
+type PostgresConnections struct {
+	// PerUser limits new connections of each database user.
+	PerUser *LimitsSpec `yaml:"per_user,omitempty"`
+
+	// PerIP limits new connections from each client address.
+	PerIP *LimitsSpec `yaml:"per_ip,omitempty"`
+}
 
 // PostgresRateLimit are the PostgreSQL proxy's limits, checked global →
 // per user → per IP; the first denial wins and refunds the others.

@@ -218,15 +218,20 @@ func (k *checker) checkRedis(r *Redis) {
 		k.errf(p+".key_prefix", "%q contains { or }, which would break the hash tags that keep a policy's keys in one Cluster slot", r.KeyPrefix)
 	}
 	k.secretPair(p, "password", &r.Password, &r.PasswordFile)
-	if r.TLS != nil {
-		t := r.TLS
-		if (t.Cert == "") != (t.Key == "") {
-			k.errf(p+".tls", "set both cert and key, or neither")
-		}
-		k.resolve(&t.CA)
-		k.resolve(&t.Cert)
-		k.resolve(&t.Key)
+	k.clientTLS(p+".tls", r.TLS)
+}
+
+// clientTLS checks the TLS settings of a connection floodgate makes.
+func (k *checker) clientTLS(path string, t *ClientTLS) {
+	if t == nil {
+		return
 	}
+	if (t.Cert == "") != (t.Key == "") {
+		k.errf(path, "set both cert and key, or neither")
+	}
+	k.resolve(&t.CA)
+	k.resolve(&t.Cert)
+	k.resolve(&t.Key)
 }
 
 // secret checks a token / token_file pair under path.
@@ -735,6 +740,7 @@ func (k *checker) checkPostgres() {
 		k.hostPort("postgres.upstream", p.Upstream)
 	}
 	k.serverTLS("postgres.tls", p.TLS)
+	k.clientTLS("postgres.upstream_tls", p.UpstreamTLS)
 	for _, lv := range p.RateLimit.levels() {
 		if lv.limit == nil {
 			continue
@@ -744,6 +750,29 @@ func (k *checker) checkPostgres() {
 		if lv.limit.MaxWait < 0 {
 			k.errf(path+".max_wait", "must not be negative")
 		}
+	}
+	for _, cl := range p.Connections.levels() {
+		if cl.limit != nil {
+			k.buildPolicy("postgres.connections."+cl.field, cl.policy, cl.limit, nil, nil)
+		}
+	}
+	k.prefixes("postgres.proxy_protocol_from", p.ProxyProtocolFrom)
+	switch p.Replication {
+	case "", "charge", "exempt", "refuse":
+	default:
+		k.errf("postgres.replication", "%q is not one of charge, exempt, refuse", p.Replication)
+	}
+}
+
+type pgConnLevel struct {
+	field, policy string
+	limit         *LimitsSpec
+}
+
+func (c *PostgresConnections) levels() []pgConnLevel {
+	return []pgConnLevel{
+		{"per_user", "postgres.connections.per_user", c.PerUser},
+		{"per_ip", "postgres.connections.per_ip", c.PerIP},
 	}
 }
 
@@ -842,6 +871,11 @@ func (c *Config) FloodgatePolicies() (map[string]floodgate.Policy, error) {
 		for _, lv := range c.Postgres.RateLimit.levels() {
 			if lv.limit != nil {
 				out[lv.policy] = k.buildPolicy("postgres.rate_limit."+lv.field, lv.policy, &lv.limit.LimitsSpec, lv.limit.Overrides, nil)
+			}
+		}
+		for _, cl := range c.Postgres.Connections.levels() {
+			if cl.limit != nil {
+				out[cl.policy] = k.buildPolicy("postgres.connections."+cl.field, cl.policy, cl.limit, nil, nil)
 			}
 		}
 	}

@@ -12,12 +12,14 @@ import (
 	"github.com/floodgate-go/floodgate/pgproxy"
 )
 
-// The policies of the postgres listener's three levels, as
+// The policies of the postgres listener's levels, as
 // config.FloodgatePolicies names them.
 const (
-	pgGlobal  = "postgres.global"
-	pgPerUser = "postgres.per_user"
-	pgPerIP   = "postgres.per_ip"
+	pgGlobal      = "postgres.global"
+	pgPerUser     = "postgres.per_user"
+	pgPerIP       = "postgres.per_ip"
+	pgConnPerUser = "postgres.connections.per_user"
+	pgConnPerIP   = "postgres.connections.per_ip"
 )
 
 // postgresLimits maps the configured levels onto the proxy's scopes.
@@ -29,11 +31,18 @@ func postgresLimits(pg *config.Postgres, limiters map[string]floodgate.Limiter) 
 		return pgproxy.Scope{Limiter: limiters[policy], MaxWait: l.MaxWait.D()}
 	}
 	rl := pg.RateLimit
-	return pgproxy.Limits{
+	l := pgproxy.Limits{
 		Global:  scope(rl.Global, pgGlobal),
 		PerUser: scope(rl.PerUser, pgPerUser),
 		PerIP:   scope(rl.PerIP, pgPerIP),
 	}
+	if pg.Connections.PerUser != nil {
+		l.Connections.PerUser = limiters[pgConnPerUser]
+	}
+	if pg.Connections.PerIP != nil {
+		l.Connections.PerIP = limiters[pgConnPerIP]
+	}
+	return l
 }
 
 // newPostgres builds the PostgreSQL proxy of g's configuration, or nil.
@@ -42,7 +51,23 @@ func (d *Daemon) newPostgres(g *generation) (*pgproxy.Proxy, error) {
 	if pg == nil {
 		return nil, nil
 	}
-	c := pgproxy.Config{Listen: pg.Listen, Upstream: pg.Upstream, Limits: postgresLimits(pg, g.limiters), Logger: d.log}
+	c := pgproxy.Config{Listen: pg.Listen, Upstream: pg.Upstream, Limits: postgresLimits(pg, g.limiters), Logger: d.log,
+		ChargeEmptyQuery: pg.ChargeEmptyQuery}
+	switch pg.Replication {
+	case "exempt":
+		c.Replication = pgproxy.ReplicationExempt
+	case "refuse":
+		c.Replication = pgproxy.ReplicationRefuse
+	}
+	var err error
+	if c.ProxyProtocolFrom, err = prefixes(pg.ProxyProtocolFrom); err != nil {
+		return nil, fmt.Errorf("postgres.proxy_protocol_from: %w", err)
+	}
+	if pg.UpstreamTLS != nil {
+		if c.UpstreamTLS, err = clientTLS("postgres.upstream_tls", pg.UpstreamTLS); err != nil {
+			return nil, err
+		}
+	}
 	if pg.TLS != nil {
 		cert, err := tls.LoadX509KeyPair(pg.TLS.Cert, pg.TLS.Key)
 		if err != nil {

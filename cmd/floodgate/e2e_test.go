@@ -651,6 +651,8 @@ postgres:
   rate_limit:
     global: {rate: 1000/s, burst: 100}
     per_user: {rate: 3/h, overrides: {batch_worker: {rate: 100/h}}}
+  connections:
+    per_ip: {rate: 4/h}
 admin: {listen: ""}
 `, pg.Addr), "postgres")
 	host, port, _ := net.SplitHostPort(d.addr("postgres"))
@@ -667,5 +669,15 @@ admin: {listen: ""}
 	}
 	if !strings.Contains(err.Error(), "per_user") && !strings.Contains(err.Error(), "user") {
 		t.Errorf("the error does not name the scope: %v", err)
+	}
+	// Two connections so far from this address, of the 4 an hour allowed:
+	// two more open, the fifth is refused before authentication.
+	for i := range 2 {
+		if _, err := pg.Psql(dsn, ""); err != nil {
+			t.Fatalf("connection %d within the limit: %v", i+3, err)
+		}
+	}
+	if _, err := pg.Psql(dsn, ""); err == nil || !strings.Contains(err.Error(), "FATAL") {
+		t.Fatalf("the fifth connection: %v, want FATAL (53300)", err)
 	}
 }
