@@ -7,6 +7,7 @@ type Snapshot struct {
 	Time          time.Time      `json:"time"`
 	WindowSeconds float64        `json:"window_seconds"` // the period the top keys cover, at least
 	StepSeconds   float64        `json:"step_seconds"`   // the time one chart point covers
+	History       int            `json:"history"`        // chart points kept: the chart spans History steps
 	RawKeys       bool           `json:"raw_keys"`       // keys are shown as they are, not redacted
 	Policies      []PolicyStatus `json:"policies"`       // by name
 	Engine        *Engine        `json:"engine,omitempty"`

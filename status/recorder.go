@@ -56,16 +56,18 @@ type policy struct {
 	limits   []string      // the policy's default limits, for the page
 }
 
-func (p *policy) record(key string, cost int64, res floodgate.Result, err error) {
+// record counts one decision. It takes the two fields it needs, not the
+// Result: copying a Result is a measurable part of a decision's cost.
+func (p *policy) record(key string, cost int64, allowed bool, src floodgate.Source, err error) {
 	switch {
 	case cost == 0:
 		// A peek (key inspection among them) decides nothing.
 	case err != nil:
 		p.errors.Add(1)
-	case res.Allowed:
-		p.consumed.Add(key, uint64(cost), tagOf(res.Source))
+	case allowed:
+		p.consumed.Add(key, uint64(cost), tagOf(src))
 	default:
-		p.limited.Add(key, 1, tagOf(res.Source))
+		p.limited.Add(key, 1, tagOf(src))
 	}
 }
 
@@ -82,13 +84,13 @@ func (l *limiter) Unwrap() floodgate.Limiter { return l.Limiter }
 // AllowN(ctx, key, 1) keeps its behaviour, and records its decision.
 func (l *limiter) Allow(ctx context.Context, key string) (floodgate.Result, error) {
 	res, err := l.Limiter.Allow(ctx, key)
-	l.p.record(key, 1, res, err)
+	l.p.record(key, 1, res.Allowed, res.Source, err)
 	return res, err
 }
 
 // AllowN calls the wrapped AllowN and records its decision.
 func (l *limiter) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
 	res, err := l.Limiter.AllowN(ctx, key, cost)
-	l.p.record(key, cost, res, err)
+	l.p.record(key, cost, res.Allowed, res.Source, err)
 	return res, err
 }

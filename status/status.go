@@ -223,6 +223,7 @@ func (s *Status) Snapshot() *Snapshot {
 		Time:          time.Now(),
 		WindowSeconds: (time.Duration(s.o.Buckets-1) * s.o.Span).Seconds(),
 		StepSeconds:   s.o.Step.Seconds(),
+		History:       s.o.History,
 		RawKeys:       s.o.RawKeys,
 		Config:        s.config,
 	}

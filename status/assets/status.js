@@ -33,21 +33,23 @@
     return body;
   }
 
-  function chart(p, step) {
+  // chart draws the points on a fixed axis of the last `slots` steps, the
+  // newest at the right, so the time scale does not change as points come.
+  function chart(p, step, slots) {
     const pts = p.points || [];
-    const w = 300, h = 80;
+    const w = 300, h = 80, dx = w / Math.max(1, slots - 1);
     const peak = Math.max(1, ...pts.map((x) => Math.max(x.allowed, x.denied)));
     const line = (f) => pts.map((x, i) =>
-      ((pts.length > 1 ? i / (pts.length - 1) : 1) * w).toFixed(1) + "," + (h - (f(x) / peak) * (h - 4)).toFixed(1)).join(" ");
+      (w - (pts.length - 1 - i) * dx).toFixed(1) + "," + (h - (f(x) / peak) * (h - 4)).toFixed(1)).join(" ");
     const last = pts.length ? pts[pts.length - 1] : { allowed: 0, denied: 0 };
+    const span = `the last ${Math.round(slots * step / 60)} min`;
     const svg = svgEl("svg", { viewBox: `0 0 ${w} ${h}`, role: "img",
-      "aria-label": `${p.name}: decisions per ${step} s over the last ${Math.round(pts.length * step / 60)} minutes; ` +
-        `peak ${peak}; latest ${last.allowed} allowed, ${last.denied} denied` });
+      "aria-label": `${p.name}: decisions per ${step} s over ${span}; peak ${peak}; latest ${last.allowed} allowed, ${last.denied} denied` });
     svg.append(svgEl("line", { x1: 0, y1: h, x2: w, y2: h, stroke: "#999" }));
     svg.append(svgEl("polyline", { points: line((x) => x.allowed), fill: "none", class: "allowed", "stroke-width": 1.5 }));
     svg.append(svgEl("polyline", { points: line((x) => x.denied), fill: "none", class: "denied", "stroke-width": 1.5 }));
     const legend = el("p", { class: "legend" },
-      `Solid line: allowed; dashed line: denied. Per ${step} s, last ${Math.round(pts.length * step / 60)} min, peak ${fmt(peak)}.`);
+      `Solid line: allowed; dashed line: denied. Decisions per ${step} s over ${span}, now at the right; peak ${fmt(peak)}.`);
     return [svg, legend];
   }
 
@@ -80,7 +82,7 @@
     const src = Object.entries(p.sources || {});
     const n = src.reduce((a, [, v]) => a + v, 0);
     if (n) row("Decided by", src.map(([k, v]) => `${k} ${pct(v / n)}`).join(", "));
-    sec.append(el("div", { class: "grid" }, dl, el("div", {}, ...chart(p, s.step_seconds))));
+    sec.append(el("div", { class: "grid" }, dl, el("div", {}, ...chart(p, s.step_seconds, s.history))));
     const win = Math.round(s.window_seconds);
     sec.append(el("div", { class: "grid" },
       keyTable(`Top limited keys (denied requests, last ${win} s or more)`, "Denied", p.top_limited),
