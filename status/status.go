@@ -226,6 +226,7 @@ func (s *Status) Snapshot() *Snapshot {
 		History:       s.o.History,
 		RawKeys:       s.o.RawKeys,
 		Config:        s.config,
+		Policies:      []PolicyStatus{},
 	}
 	if out.Config.LastReload != nil {
 		r := *out.Config.LastReload

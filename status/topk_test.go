@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/floodgate-go/floodgate"
@@ -148,4 +149,16 @@ func benchLimiter(tb testing.TB) floodgate.Limiter {
 		tb.Fatal(err)
 	}
 	return lim
+}
+
+// TestWindowLongKeys: a key above floodgate.MaxKeyLen is kept under the
+// engine's digest of it, not as the long string.
+func TestWindowLongKeys(t *testing.T) {
+	w := NewWindow(2, 2)
+	long := "token:" + strings.Repeat("x", 300)
+	w.Add(long, 3, 0)
+	top := w.Top(0)
+	if len(top) != 1 || top[0].Key != floodgate.NormalizeKey(long) || top[0].Count != 3 {
+		t.Fatalf("top %+v", top)
+	}
 }
