@@ -47,6 +47,7 @@ type Daemon struct {
 	srv    *server.Server
 	pg     *pgproxy.Proxy // nil without a postgres listener
 	pgAddr net.Addr
+	status *statusPage
 	cur    atomic.Pointer[generation]
 	mu     sync.Mutex // serialises Apply
 
@@ -91,6 +92,10 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	if d.engine, err = newEngine(cfg.Storage, m); err != nil {
 		return nil, fmt.Errorf("storage: %w", err)
 	}
+	if d.status, err = d.newStatus(cfg); err != nil {
+		d.engine.close()
+		return nil, err
+	}
 	g, err := d.build(cfg)
 	if err != nil {
 		d.engine.close()
@@ -129,6 +134,7 @@ func (d *Daemon) Start() error {
 	if err := d.srv.Start(); err != nil {
 		return err
 	}
+	d.status.start()
 	return d.startPostgres()
 }
 
@@ -137,6 +143,7 @@ func (d *Daemon) Start() error {
 // engine closes.
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	err := errors.Join(d.srv.Shutdown(ctx), d.stopPostgres(ctx))
+	d.status.shutdown()
 	d.engine.close()
 	return err
 }
@@ -148,6 +155,7 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	err := d.apply(cfg)
+	d.status.reloaded(cfg, err)
 	if err != nil {
 		d.reloads.WithLabelValues("error").Inc()
 		d.reloadErrors.Inc()
@@ -163,6 +171,7 @@ func (d *Daemon) Apply(cfg *config.Config) error {
 // ReloadFailed records a configuration that could not even be loaded (a
 // parse error the watcher reported).
 func (d *Daemon) ReloadFailed(err error) {
+	d.status.reloaded(nil, err)
 	d.reloads.WithLabelValues("error").Inc()
 	d.reloadErrors.Inc()
 	d.log.Error("configuration rejected; the previous one keeps serving", "error", err)
@@ -236,7 +245,7 @@ func (d *Daemon) build(cfg *config.Config) (*generation, error) {
 			errs = append(errs, fmt.Errorf("%s: policies.%s: %w", cfg.Position("policies."+name), name, err))
 			continue
 		}
-		g.limiters[name] = d.m.Limiter(lim)
+		g.limiters[name] = d.status.wrap(d.m.Limiter(lim))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -301,6 +310,7 @@ func (d *Daemon) serverConfig(g *generation) server.Config {
 				return d.engine.ready(ctx, d.cur.Load().cfg.Storage)
 			},
 		}
+		d.status.routes(sc.Admin)
 	}
 	return sc
 }

@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"crypto/subtle"
+	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +44,17 @@ type AdminConfig struct {
 
 	// ReadyTimeout bounds Ready; 0 means one second.
 	ReadyTimeout time.Duration
+
+	// Handlers are further routes by ServeMux pattern (e.g. "GET
+	// /v1/status"), behind Token like /v1/config. A request that may change
+	// state (any method but GET, HEAD and OPTIONS) needs the Token when
+	// Listen is off loopback: without a Token configured it is refused
+	// (403), so that no one on the network can reset keys.
+	Handlers map[string]http.Handler
+
+	// Open are further routes served without the Token: pages and assets
+	// that hold no data themselves (the status page asks Handlers for it).
+	Open map[string]http.Handler
 }
 
 // Admin is the admin listener's handler: /metrics, /healthz, /readyz,
@@ -75,7 +88,43 @@ func NewAdmin(cfg AdminConfig) *Admin {
 		a.mux.Handle("/debug/pprof/symbol", a.auth(http.HandlerFunc(pprof.Symbol)))
 		a.mux.Handle("/debug/pprof/trace", a.auth(http.HandlerFunc(pprof.Trace)))
 	}
+	for pattern, h := range cfg.Handlers {
+		a.mux.Handle(pattern, a.auth(a.mutation(h)))
+	}
+	for pattern, h := range cfg.Open {
+		a.mux.Handle(pattern, h)
+	}
 	return a
+}
+
+// mutation refuses requests that may change state on a listener off
+// loopback without a token.
+func (a *Admin) mutation(h http.Handler) http.Handler {
+	if a.cfg.Token != "" || loopback(a.cfg.Listen) {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			h.ServeHTTP(w, r)
+			return
+		}
+		writeText(w, http.StatusForbidden, "this admin listener is reachable off loopback and has no token: set admin.token (or admin.token_file) to change state through it")
+	})
+}
+
+// loopback reports whether addr listens on loopback only: localhost or a
+// loopback IP, not an empty host or 0.0.0.0, which are every interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }

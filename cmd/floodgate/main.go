@@ -3,6 +3,7 @@
 //	floodgate serve [-config FILE]     run the daemon (no file: the built-in defaults)
 //	floodgate validate FILE            check a configuration file, print every error
 //	floodgate check -policy P -key K   ask a running daemon's check API
+//	floodgate key show|reset -policy P -key K   inspect or forgive a key
 //	floodgate version                  print the version
 //
 // See docs/daemon.md.
@@ -34,6 +35,8 @@ const usage = `usage:
   floodgate validate FILE            check a configuration file and print every error
   floodgate check -policy P -key K [-cost N] [-addr URL]
                                      ask a running daemon's check API (exit 0 allowed, 1 denied)
+  floodgate key show|reset -policy P -key K [-addr URL] [-token T]
+                                     inspect a key without charging it, or reset (forgive) it
   floodgate version                  print the version
 `
 
@@ -53,6 +56,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return validate(args[1:], stdout, stderr)
 	case "check":
 		return check(args[1:], stdout, stderr)
+	case "key":
+		return key(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "floodgate", version())
 		return 0

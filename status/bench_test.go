@@ -1,0 +1,75 @@
+package status
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/metrics"
+)
+
+// passthrough is a wrapper that records nothing: the cost of a wrapper
+// layer alone (an interface call and a Result copy), which the recorder
+// pays like any wrapper.
+type passthrough struct{ floodgate.Limiter }
+
+func (p passthrough) Allow(ctx context.Context, key string) (floodgate.Result, error) {
+	return p.Limiter.Allow(ctx, key)
+}
+
+// BenchmarkAllow compares a decision on the memory limiter bare, through a
+// wrapper that does nothing, through the status recorder, and as the
+// daemon makes it (metrics wrapper) with and without the recorder; on one
+// key (the recorder's counters always hit) and on 1000 keys cycling
+// through counters of 8 per shard (they always miss). docs/operating.md
+// says how to compare them with benchstat.
+func BenchmarkAllow(b *testing.B) {
+	for _, nkeys := range []int{1, 1000} {
+		keys := make([]string, nkeys)
+		for i := range keys {
+			keys[i] = "user:" + strconv.Itoa(i*i%997)
+		}
+		for _, bc := range []struct {
+			name                  string
+			pass, metrics, status bool
+		}{
+			{"wrap=bare", false, false, false},
+			{"wrap=passthrough", true, false, false},
+			{"wrap=status", false, false, true},
+			{"wrap=metrics", false, true, false},
+			{"wrap=metrics+status", false, true, true},
+		} {
+			b.Run("keys="+strconv.Itoa(nkeys)+"/"+bc.name, func(b *testing.B) {
+				lim := benchLimiter(b)
+				if bc.pass {
+					lim = passthrough{lim}
+				}
+				if bc.metrics {
+					m, err := metrics.New(prometheus.NewRegistry(), metrics.Options{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					lim = m.Limiter(lim)
+				}
+				if bc.status {
+					lim = New(Options{}).Limiter(lim)
+				}
+				ctx := context.Background()
+				for _, k := range keys {
+					lim.Allow(ctx, k)
+				}
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if _, err := lim.Allow(ctx, keys[i%len(keys)]); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package status
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/floodgate-go/floodgate"
+)
+
+// The tags a Recorder counts decisions under, by the Source that decided.
+const (
+	tagOther = iota
+	tagMemory
+	tagRedis
+	tagHybridLocal
+	tagHybridGlobal
+	tagHybridFallback
+	tagFailOpen
+	tagFailClosed
+)
+
+// tagNames are the sources of the tags, as Results spell them.
+var tagNames = [maxTags]string{
+	tagOther: "other", tagMemory: "memory", tagRedis: "redis",
+	tagHybridLocal: "hybrid:local", tagHybridGlobal: "hybrid:global", tagHybridFallback: "hybrid:local-fallback",
+	tagFailOpen: "fail-open", tagFailClosed: "fail-closed",
+}
+
+func tagOf(src floodgate.Source) int {
+	switch src {
+	case "memory":
+		return tagMemory
+	case "redis":
+		return tagRedis
+	case "hybrid:local":
+		return tagHybridLocal
+	case "hybrid:global":
+		return tagHybridGlobal
+	case "hybrid:local-fallback":
+		return tagHybridFallback
+	case floodgate.SourceFailOpen:
+		return tagFailOpen
+	case floodgate.SourceFailClosed:
+		return tagFailClosed
+	}
+	return tagOther
+}
+
+// policy is what a Status records for one policy name: the keys it denied
+// (weighted by requests) and the units it let pass (weighted by cost).
+type policy struct {
+	name     string
+	limited  *Window       // denied decisions, one per request
+	consumed *Window       // allowed decisions, weighted by cost
+	errors   atomic.Uint64 // decisions that failed: no engine decided, no key counts
+	limits   []string      // the policy's default limits, for the page
+}
+
+// record counts one decision. It takes the two fields it needs, not the
+// Result: copying a Result is a measurable part of a decision's cost.
+func (p *policy) record(key string, cost int64, allowed bool, src floodgate.Source, err error) {
+	switch {
+	case cost == 0:
+		// A peek (key inspection among them) decides nothing.
+	case err != nil:
+		p.errors.Add(1)
+	case allowed:
+		p.consumed.Add(key, uint64(cost), tagOf(src))
+	default:
+		p.limited.Add(key, 1, tagOf(src))
+	}
+}
+
+// limiter is the wrapper Status.Limiter returns.
+type limiter struct {
+	floodgate.Limiter
+	p *policy
+}
+
+// Unwrap returns the wrapped Limiter.
+func (l *limiter) Unwrap() floodgate.Limiter { return l.Limiter }
+
+// Allow calls the wrapped Allow, so a Limiter whose Allow is more than
+// AllowN(ctx, key, 1) keeps its behaviour, and records its decision.
+func (l *limiter) Allow(ctx context.Context, key string) (floodgate.Result, error) {
+	res, err := l.Limiter.Allow(ctx, key)
+	l.p.record(key, 1, res.Allowed, res.Source, err)
+	return res, err
+}
+
+// AllowN calls the wrapped AllowN and records its decision.
+func (l *limiter) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
+	res, err := l.Limiter.AllowN(ctx, key, cost)
+	l.p.record(key, cost, res.Allowed, res.Source, err)
+	return res, err
+}
