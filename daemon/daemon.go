@@ -51,6 +51,8 @@ type Daemon struct {
 	cur    atomic.Pointer[generation]
 	mu     sync.Mutex // serialises Apply
 
+	noStatus bool // Options.NoStatus
+
 	reloads      *prometheus.CounterVec
 	reloadErrors prometheus.Counter
 	lastReload   prometheus.Gauge
@@ -62,12 +64,16 @@ type Daemon struct {
 type Options struct {
 	// Logger overrides the configuration's log section, e.g. in tests.
 	Logger *slog.Logger
+
+	// NoStatus leaves decisions unrecorded: the status page then shows no
+	// top keys. The benchmarks use it to measure what recording costs.
+	NoStatus bool
 }
 
 // New builds the engine, the metrics and the listeners of cfg. It does not
 // listen yet: call Run.
 func New(cfg *config.Config, o Options) (*Daemon, error) {
-	d := &Daemon{log: o.Logger, reg: prometheus.NewRegistry()}
+	d := &Daemon{log: o.Logger, reg: prometheus.NewRegistry(), noStatus: o.NoStatus}
 	if d.log == nil {
 		d.log = NewLogger(os.Stderr, cfg.Log)
 	}
@@ -245,7 +251,11 @@ func (d *Daemon) build(cfg *config.Config) (*generation, error) {
 			errs = append(errs, fmt.Errorf("%s: policies.%s: %w", cfg.Position("policies."+name), name, err))
 			continue
 		}
-		g.limiters[name] = d.status.wrap(d.m.Limiter(lim))
+		wrapped := d.m.Limiter(lim)
+		if !d.noStatus {
+			wrapped = d.status.wrap(wrapped)
+		}
+		g.limiters[name] = wrapped
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
