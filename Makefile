@@ -57,6 +57,12 @@ fmt-check:
 mod-check:
 	@if grep -nE 'gofiber|gin-gonic|labstack/echo|go-chi/chi|valyala/fasthttp' go.mod; then \
 		echo "go.mod names a web framework; it belongs in a contrib module"; exit 1; fi
+	@# Every module's go.mod must be tidy against the main module as it is
+	@# now (they replace it with ../..): a new dependency of the main module
+	@# changes theirs.
+	@for m in . bench $(CONTRIB); do \
+		(cd $$m && $(NOWORK) $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go.mod is not tidy; run: (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; \
+	done
 
 vet:
 	$(GO) vet ./...

@@ -764,8 +764,10 @@ type Admin struct {
 
 	// Token, when set, is required as "Authorization: Bearer TOKEN" for
 	// everything but /metrics, /healthz and /readyz (which monitoring
-	// scrapes): the configuration, the status page, key inspection and
-	// reset, pprof.
+	// scrapes) and the status page's shell (which holds no data): the
+	// configuration, the status data, key inspection and reset, pprof.
+	// Bound off loopback without a token, the admin listener refuses every
+	// method but GET, HEAD and OPTIONS (no key can be reset).
 	Token string `yaml:"token,omitempty"`
 
 	// TokenFile is a file holding the token; exclusive with Token.

@@ -185,7 +185,7 @@ func banner(w io.Writer, d *daemon.Daemon, path string) {
 		fmt.Fprintf(w, "postgres:      %s -> %s\n", local(pa), cfg.Postgres.Upstream)
 	}
 	if a.Admin != nil {
-		fmt.Fprintf(w, "admin:         http://%s (/metrics /healthz /readyz /v1/config)\n", local(a.Admin))
+		fmt.Fprintf(w, "admin:         http://%s (the status page; /metrics /healthz /readyz /v1/config /v1/keys)\n", local(a.Admin))
 	}
 	if a.Proxy != nil {
 		fmt.Fprintf(w, "try:           for i in $(seq 7); do curl -si http://%s/ | head -1; done\n", local(a.Proxy))
