@@ -284,6 +284,9 @@ func (v *Verdict) fields(f *fields, contentType bool) {
 // adds to one of the fields appends to a copy rather than overwriting its
 // neighbour.
 func (v *Verdict) writeHeaders(w http.ResponseWriter, withWriter, contentType bool) *statusWriter {
+	if hd := &v.d.hdr; !withWriter && v.v.res.Allowed && hd.DisableXRateLimit && hd.DisableRateLimit && !hd.Source {
+		return nil // no field to write: skip building the list
+	}
 	var f fields
 	v.fields(&f, contentType)
 	nv := f.n

@@ -154,7 +154,10 @@ func (v *Verdict) begin(d *Decider, ctx context.Context) {
 
 func (v *Verdict) add(slot int, lim floodgate.Limiter, key string, cost int64, count Count, rc func(int, http.Header) int64) {
 	n := v.cs.n
-	v.cs.c[n] = floodgate.Check{Limiter: lim, Key: key, Cost: cost}
+	// Field by field: the check's Result is written by the decision, and
+	// copying a whole Check here would write it twice.
+	c := &v.cs.c[n]
+	c.Limiter, c.Key, c.Cost = lim, key, cost
 	v.cs.slot[n], v.cs.count[n], v.cs.respCost[n] = uint8(slot), count, rc
 	v.cs.n++
 	v.counting = v.counting || count != CountAll || rc != nil
@@ -175,9 +178,9 @@ func (d *Decider) decide(v *Verdict) {
 	}
 	var err error
 	if cs.n == 1 {
+		// One check: its Result is the verdict's (ResultOf reads it there).
 		v.v.drive = 0
 		v.v.res, err = cs.c[0].Limiter.AllowN(v.ctx, cs.c[0].Key, cs.c[0].Cost)
-		cs.c[0].Result = v.v.res
 	} else {
 		v.v.res, v.v.drive, err = floodgate.AllowAll(v.ctx, cs.c[:cs.n]...)
 	}
@@ -244,7 +247,12 @@ func (v *Verdict) Drive() int { return v.v.drive }
 // ResultOf returns charge i's own Result: what its limiter answered, as
 // decided (before the refunds of a later denial), or the zero Result for a
 // charge after a denial, which was not decided.
-func (v *Verdict) ResultOf(i int) floodgate.Result { return v.cs.c[i].Result }
+func (v *Verdict) ResultOf(i int) floodgate.Result {
+	if v.cs.n == 1 && i == 0 {
+		return v.v.res
+	}
+	return v.cs.c[i].Result
+}
 
 // Counts reports whether the verdict waits for the response: a request
 // that is served must then be settled (Settle or Serve), or the refunds of
