@@ -2,8 +2,9 @@ package config
 
 import (
 	"net"
-	"path"
 	"strings"
+
+	"github.com/floodgate-go/floodgate/internal/pathnet"
 )
 
 // Route returns the first route whose match selects a request to host
@@ -33,13 +34,13 @@ func (m *Match) Matches(host, method, urlPath string) bool {
 	if m.Host != "" && !matchHost(m.Host, host) {
 		return false
 	}
-	p := cleanPath(urlPath)
+	p := pathnet.CleanPath(urlPath)
 	switch {
 	case m.Path != "":
 		return matchPattern(m.Path, p)
 	case len(m.PathPrefix) > 0:
 		for _, pf := range m.PathPrefix {
-			if strings.HasPrefix(p, pf) && (strings.HasSuffix(pf, "/") || len(p) == len(pf) || p[len(pf)] == '/') {
+			if pathnet.UnderPrefix(p, pf) {
 				return true
 			}
 		}
@@ -66,20 +67,6 @@ func matchHost(want, host string) bool {
 		return strings.HasSuffix(host, "."+suffix) && len(host) > len(suffix)+1
 	}
 	return host == want
-}
-
-func cleanPath(p string) string {
-	if p == "" {
-		return "/"
-	}
-	if p[0] != '/' {
-		p = "/" + p
-	}
-	c := path.Clean(p)
-	if strings.HasSuffix(p, "/") && c != "/" {
-		c += "/"
-	}
-	return c
 }
 
 // matchPattern matches a cleaned path against a pattern checked by

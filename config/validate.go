@@ -14,6 +14,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
+	"github.com/floodgate-go/floodgate/internal/pathnet"
 )
 
 // A checker validates a decoded Config and completes it (resolved file
@@ -793,21 +794,9 @@ func (k *checker) checkAdmin() {
 	a := k.c.Admin
 	k.listen("admin.listen", a.Listen, true)
 	k.secret("admin", &a.Token, &a.TokenFile)
-	if a.Pprof && a.Token == "" && a.Listen != "" && !loopback(a.Listen) {
+	if a.Pprof && a.Token == "" && a.Listen != "" && !pathnet.Loopback(a.Listen) {
 		k.errf("admin.pprof", "pprof on %s without admin.token would let anyone there read memory and stall the process; set a token or listen on 127.0.0.1", a.Listen)
 	}
-}
-
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 // checkListenConflicts reports two listeners on one address, which would

@@ -3,13 +3,12 @@ package server
 import (
 	"context"
 	"crypto/subtle"
-	"net"
 	"net/http"
 	"net/http/pprof"
-	"net/netip"
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate-go/floodgate/internal/pathnet"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -100,7 +99,7 @@ func NewAdmin(cfg AdminConfig) *Admin {
 // mutation refuses requests that may change state on a listener off
 // loopback without a token.
 func (a *Admin) mutation(h http.Handler) http.Handler {
-	if a.cfg.Token != "" || loopback(a.cfg.Listen) {
+	if a.cfg.Token != "" || pathnet.Loopback(a.cfg.Listen) {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -111,20 +110,6 @@ func (a *Admin) mutation(h http.Handler) http.Handler {
 		}
 		writeText(w, http.StatusForbidden, "this admin listener is reachable off loopback and has no token: set admin.token (or admin.token_file) to change state through it")
 	})
-}
-
-// loopback reports whether addr listens on loopback only: localhost or a
-// loopback IP, not an empty host or 0.0.0.0, which are every interface.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }

@@ -12,13 +12,13 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
-	pathpkg "path"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/internal/pathnet"
 )
 
 // ErrInvalidConfig is wrapped by every configuration error of this package.
@@ -442,7 +442,7 @@ func muxOf(pattern string) (mux *http.ServeMux, err error) {
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if clean := cleanPath(r.URL.Path); clean != r.URL.Path && r.URL.Path != "*" {
+	if clean := pathnet.CleanPath(r.URL.Path); clean != r.URL.Path && r.URL.Path != "*" {
 		// Routes decide on the path the upstream will serve: a client must
 		// not dodge the limits of /admin/ by asking for /public/../admin/.
 		// As http.ServeMux does, send it to the clean path (308 keeps the
@@ -477,7 +477,7 @@ func (rt *route) matches(r *http.Request) bool {
 	if rt.host != "" && !hostMatches(rt.host, r.Host) {
 		return false
 	}
-	if pp := rt.match.PathPrefix; pp != "" && !underPrefix(r.URL.Path, pp) {
+	if pp := rt.match.PathPrefix; pp != "" && !pathnet.UnderPrefix(r.URL.Path, pp) {
 		return false
 	}
 	if rt.mux != nil {
@@ -488,32 +488,6 @@ func (rt *route) matches(r *http.Request) bool {
 		r.Pattern = pattern
 	}
 	return true
-}
-
-// underPrefix reports whether path is prefix or lies under it: "/api"
-// matches "/api" and "/api/x" but not "/apix"; a prefix ending in "/"
-// matches everything below it.
-func underPrefix(path, prefix string) bool {
-	if !strings.HasPrefix(path, prefix) {
-		return false
-	}
-	return strings.HasSuffix(prefix, "/") || len(path) == len(prefix) || path[len(prefix)] == '/'
-}
-
-// cleanPath is path without dot segments and doubled slashes, keeping a
-// trailing slash: what most upstreams serve for it.
-func cleanPath(p string) string {
-	if p == "" {
-		return "/"
-	}
-	if p[0] != '/' {
-		p = "/" + p
-	}
-	c := pathpkg.Clean(p)
-	if strings.HasSuffix(p, "/") && c != "/" {
-		c += "/"
-	}
-	return c
 }
 
 // hostMatches compares a request's Host (with an optional port) to a

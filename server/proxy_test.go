@@ -21,6 +21,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/internal/pathnet"
 )
 
 // seen records what an upstream received.
@@ -632,8 +633,8 @@ func TestProxySetRoutesUnderLoad(t *testing.T) {
 // most upstreams, so it must meet the admin route's limits: the proxy sends
 // the client to the clean path. Prefixes end at a path segment.
 func TestDotSegmentsCannotDodgeRoutes(t *testing.T) {
-	if got := cleanPath("/public/../admin/"); got != "/admin/" {
-		t.Fatalf("cleanPath = %q", got)
+	if got := pathnet.CleanPath("/public/../admin/"); got != "/admin/" {
+		t.Fatalf("CleanPath = %q", got)
 	}
 	for _, tc := range []struct {
 		path, prefix string
@@ -642,7 +643,7 @@ func TestDotSegmentsCannotDodgeRoutes(t *testing.T) {
 		{"/api", "/api", true}, {"/api/x", "/api", true}, {"/apix", "/api", false},
 		{"/api/", "/api/", true}, {"/api/x", "/api/", true}, {"/api", "/api/", false},
 	} {
-		if got := underPrefix(tc.path, tc.prefix); got != tc.want {
+		if got := pathnet.UnderPrefix(tc.path, tc.prefix); got != tc.want {
 			t.Errorf("underPrefix(%q, %q) = %v", tc.path, tc.prefix, got)
 		}
 	}
