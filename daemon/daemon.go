@@ -299,7 +299,7 @@ func (d *Daemon) serverConfig(g *generation) server.Config {
 		sc.Proxy = pc
 	}
 	if c := cfg.Check; c != nil {
-		sc.Check = &server.CheckConfig{Listen: c.Listen, Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log}
+		sc.Check = &server.CheckConfig{Listen: c.Listen, Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, Token: c.Token}
 	}
 	if e := cfg.Envoy; e != nil {
 		sc.Envoy = &server.EnvoyConfig{Listen: e.Listen, ResponseHeaders: string(e.ResponseHeaders), Timeout: checkTimeout(cfg),

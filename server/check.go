@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +59,10 @@ type CheckConfig struct {
 	// Logger receives denials (sampled) and errors. Nil means
 	// slog.Default().
 	Logger *slog.Logger
+
+	// Token, when set, must be sent as "Authorization: Bearer <token>";
+	// other requests are answered 401 without a decision.
+	Token string
 }
 
 // CheckAPI is the HTTP decision API: POST /v1/check with
@@ -84,6 +90,7 @@ type CheckConfig struct {
 //
 // A CheckAPI is safe for concurrent use.
 type CheckAPI struct {
+	token    []byte
 	timeout  time.Duration
 	maxBody  int64
 	hdr      httplimit.Headers
@@ -106,6 +113,7 @@ func NewCheckAPI(cfg CheckConfig) *CheckAPI {
 		timeout: cfg.Timeout,
 		maxBody: cfg.MaxBody,
 		hdr:     cfg.Headers,
+		token:   []byte(cfg.Token),
 		sample:  newSampler(cfg.Logger),
 	}
 	if c.timeout <= 0 {
@@ -165,6 +173,14 @@ func (c *CheckAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", http.MethodPost)
 		writeError(w, http.StatusMethodNotAllowed, "use POST with a JSON body")
 		return
+	}
+	if len(c.token) > 0 {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), c.token) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate check"`)
+			writeError(w, http.StatusUnauthorized, "send the check API's token as Authorization: Bearer <token>")
+			return
+		}
 	}
 	st := checkPool.Get().(*checkState)
 	defer func() {

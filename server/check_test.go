@@ -169,3 +169,36 @@ func TestAppendSeconds(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckToken: with a token configured, a request without it (or with
+// another) is refused before any decision, so nobody else can spend a key's
+// budget through the check API.
+func TestCheckToken(t *testing.T) {
+	api := memLimiter(t, "api", floodgate.PerMinute(1))
+	_, addrs := start(t, Config{Check: &CheckConfig{Policies: map[string]floodgate.Limiter{"api": api}, Token: "s3cret"}})
+	url := "http://" + addrs.Check.String() + CheckPath
+	post := func(auth string) int {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"policy":"api","key":"k"}`))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, auth := range []string{"", "Bearer wrong", "s3cret"} {
+		if code := post(auth); code != http.StatusUnauthorized {
+			t.Fatalf("Authorization %q: %d, want 401", auth, code)
+		}
+	}
+	if code := post("Bearer s3cret"); code != http.StatusOK {
+		t.Fatalf("with the token: %d, want 200", code)
+	}
+	// The refused requests spent nothing: the one unit went to the last.
+	if code := post("Bearer s3cret"); code != http.StatusTooManyRequests {
+		t.Fatalf("second request with the token: %d, want 429", code)
+	}
+}

@@ -33,7 +33,7 @@ import (
 const usage = `usage:
   floodgate serve [-config FILE]     run the daemon (without -config: built-in defaults)
   floodgate validate FILE            check a configuration file and print every error
-  floodgate check -policy P -key K [-cost N] [-addr URL]
+  floodgate check -policy P -key K [-cost N] [-addr URL] [-token T]
                                      ask a running daemon's check API (exit 0 allowed, 1 denied)
   floodgate key show|reset -policy P -key K [-addr URL] [-token T]
                                      inspect a key without charging it, or reset (forgive) it
@@ -225,6 +225,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 	key := fs.String("key", "", "the `key` to decide for, e.g. user:42")
 	cost := fs.Int64("cost", 1, "units to charge; 0 peeks without charging")
 	addr := fs.String("addr", "http://"+config.DefaultCheckListen, "the daemon's check API `URL`")
+	token := fs.String("token", os.Getenv("FLOODGATE_CHECK_TOKEN"), "the check API's `token` (check.token), default $FLOODGATE_CHECK_TOKEN")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -242,6 +243,9 @@ func check(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if *token != "" {
+		req.Header.Set("Authorization", "Bearer "+*token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate check: %v (is the daemon's check listener on %s?)\n", err, *addr)
