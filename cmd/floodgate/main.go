@@ -210,11 +210,16 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
-	if _, err := cfg.FloodgatePolicies(); err != nil {
+	policies, err := cfg.FloodgatePolicies()
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d policies)\n", args[0], len(cfg.Policies))
+	n := len(policies)
+	if cfg.Envoy != nil && cfg.Envoy.Rules != nil {
+		n += len(cfg.Envoy.Rules.Policies())
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d policies, those of postgres and envoy rules included)\n", args[0], n)
 	return 0
 }
 
