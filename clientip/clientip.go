@@ -178,7 +178,7 @@ func New(cfg Config) (*Resolver, error) {
 	}
 
 	for _, s := range cfg.TrustedProxies {
-		p, err := parseTrusted(s)
+		p, err := ParsePrefix(s)
 		if err != nil {
 			bad("trusted proxy %q: %v", s, err)
 			continue
@@ -234,7 +234,7 @@ func New(cfg Config) (*Resolver, error) {
 }
 
 // parseTrusted reads one TrustedProxies entry.
-func parseTrusted(s string) (netip.Prefix, error) {
+func ParsePrefix(s string) (netip.Prefix, error) {
 	s = strings.TrimSpace(s)
 	var p netip.Prefix
 	if strings.Contains(s, "/") {

@@ -500,9 +500,9 @@ func TestTrustedPrefixFolding(t *testing.T) {
 		{"::/64", "::/64"},
 		{"2001:db8::/32", "2001:db8::/32"},
 	} {
-		p, err := parseTrusted(tt.in)
+		p, err := ParsePrefix(tt.in)
 		if err != nil || p.String() != tt.want {
-			t.Errorf("parseTrusted(%q) = %v, %v; want %s", tt.in, p, err, tt.want)
+			t.Errorf("ParsePrefix(%q) = %v, %v; want %s", tt.in, p, err, tt.want)
 		}
 	}
 }

@@ -56,7 +56,7 @@ func FuzzResolver(f *testing.F) {
 	}
 	var prefixes []netip.Prefix
 	for _, s := range fuzzTrusted {
-		p, err := parseTrusted(s)
+		p, err := ParsePrefix(s)
 		if err != nil {
 			f.Fatal(err)
 		}

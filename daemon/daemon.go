@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/pgproxy"
@@ -397,19 +398,15 @@ func short(digest string) string {
 	return digest
 }
 
-// prefixes parses CIDRs and addresses.
+// prefixes parses a list of trusted peers (clientip.ParsePrefix).
 func prefixes(list []string) ([]netip.Prefix, error) {
 	out := make([]netip.Prefix, 0, len(list))
 	for _, s := range list {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(s)
+		p, err := clientip.ParsePrefix(s)
 		if err != nil {
-			return nil, fmt.Errorf("%q is neither a CIDR prefix nor an address", s)
+			return nil, fmt.Errorf("%q: %v", s, err)
 		}
-		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		out = append(out, p)
 	}
 	return out, nil
 }

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/internal/pathnet"
 )
@@ -160,9 +161,9 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 	p.errs.log = p.sample.log
 	var errs []error
 	for _, s := range cfg.TrustedProxies {
-		pf, err := parsePrefix(s)
+		pf, err := clientip.ParsePrefix(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: proxy trusted_proxies: %v", ErrInvalidConfig, err))
+			errs = append(errs, fmt.Errorf("%w: proxy trusted_proxies %q: %v", ErrInvalidConfig, s, err))
 			continue
 		}
 		p.trusted = append(p.trusted, pf)
@@ -283,30 +284,6 @@ func (p *Proxy) trustsPeer(remote string) bool {
 		}
 	}
 	return false
-}
-
-// parsePrefix reads a CIDR prefix or a single address.
-func parsePrefix(s string) (netip.Prefix, error) {
-	s = strings.TrimSpace(s)
-	if strings.Contains(s, "/") {
-		pf, err := netip.ParsePrefix(s)
-		if err != nil {
-			return netip.Prefix{}, err
-		}
-		if pf.Masked() != pf {
-			return netip.Prefix{}, fmt.Errorf("%q has host bits set; write %s", s, pf.Masked())
-		}
-		if pf.Addr().Is4In6() {
-			pf = netip.PrefixFrom(pf.Addr().Unmap(), pf.Bits()-96)
-		}
-		return pf, nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	a = a.Unmap()
-	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // upstreamError answers 502 through the writer the proxy was given, so a
