@@ -2,6 +2,7 @@ package config
 
 import (
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/floodgate-go/floodgate/internal/pathnet"
@@ -28,7 +29,7 @@ func (p *Proxy) Route(host, method, urlPath string) *Route {
 // client must not dodge the limits of /admin/ by asking for
 // /public/../admin/.
 func (m *Match) Matches(host, method, urlPath string) bool {
-	if len(m.Methods) > 0 && !contains(m.Methods, method) {
+	if len(m.Methods) > 0 && !slices.Contains(m.Methods, method) {
 		return false
 	}
 	if m.Host != "" && !matchHost(m.Host, host) {
@@ -47,15 +48,6 @@ func (m *Match) Matches(host, method, urlPath string) bool {
 		return false
 	}
 	return true
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func matchHost(want, host string) bool {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -182,7 +183,7 @@ func (v *Verdict) fields(f *fields, contentType bool) {
 			if i != v.v.drive {
 				ds = d.describe(int(cs.slot[i]), cs.c[i].Result.Set)
 			}
-			if ds == nil || contains(lines[:nl], ds.policy) {
+			if ds == nil || slices.Contains(lines[:nl], ds.policy) {
 				continue
 			}
 			lines[nl], descs[nl], checkOf[nl] = ds.policy, ds, i
@@ -349,15 +350,6 @@ func policyName(s string) string {
 		return "default"
 	}
 	return s
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // ceilSeconds is d in whole seconds, rounded up; 0 for d <= 0.

@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -42,23 +42,15 @@ func key(args []string, stdout, stderr io.Writer) int {
 		method = http.MethodDelete
 	}
 	u := strings.TrimSuffix(*addr, "/") + "/v1/keys?" + url.Values{"policy": {*policy}, "key": {*k}}.Encode()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
-	if err != nil {
+	resp, b, err := callDaemon(method, u, nil, *token)
+	if errors.Is(err, errUsage) {
 		fmt.Fprintf(stderr, "floodgate key: %v\n", err)
 		return 2
 	}
-	if *token != "" {
-		req.Header.Set("Authorization", "Bearer "+*token)
-	}
-	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate key: %v (is the daemon's admin listener on %s?)\n", err, *addr)
 		return 1
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
 		msg := string(bytes.TrimSpace(b))
 		var e struct{ Error string }

@@ -223,6 +223,34 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// errUsage marks a request that could not even be made (a malformed
+// -addr): a usage error, not an unreachable daemon.
+var errUsage = errors.New("usage")
+
+// callDaemon makes one request to a running daemon, with its token when
+// given, and returns the response with its body (at most 1 MiB).
+func callDaemon(method, url string, body []byte, token string) (*http.Response, []byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp, b, err
+}
+
 func check(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
