@@ -287,12 +287,12 @@ const (
 	refused         // the remote store answered, with an error about this call only
 )
 
-// refusal reports whether err is the remote store's answer about this one
+// Refusal reports whether err is the remote store's answer about this one
 // call rather than a sign that the store is down: a closed store
 // (floodgate.ErrClosed, a programming error that no failure mode should
 // hide) or one key's unreadable state (floodgate.ErrCorruptState). Neither
 // counts against the breaker, and neither is absorbed by a failure mode.
-func refusal(err error) bool {
+func Refusal(err error) bool {
 	return errors.Is(err, floodgate.ErrClosed) || errors.Is(err, floodgate.ErrCorruptState)
 }
 
@@ -332,7 +332,7 @@ func (g *Guard) call(ctx context.Context, op Op, set *algo.Set, key string, cost
 		g.br.success(probe)
 		return res, ok, nil
 	}
-	if refusal(err) {
+	if Refusal(err) {
 		// The remote store answered: it is up, whatever it said.
 		g.br.success(probe)
 		return algo.Verdict{}, refused, err

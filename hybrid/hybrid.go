@@ -171,7 +171,7 @@ func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 		gres.Source = SourceGlobal
 		return gres, nil
 	}
-	if ctx.Err() != nil || refusal(err) {
+	if ctx.Err() != nil || failover.Refusal(err) {
 		// Undecided: the request consumes nothing, here either. A closed
 		// or corrupt global store is not an outage to fall back from.
 		if lcost > 0 {
@@ -181,13 +181,6 @@ func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 	}
 	lres.Source = SourceLocalFallback
 	return lres, nil
-}
-
-// refusal reports whether the global store answered with an error about
-// this call rather than failed (see failover's ErrClosed and
-// ErrCorruptState handling).
-func refusal(err error) bool {
-	return errors.Is(err, floodgate.ErrClosed) || errors.Is(err, floodgate.ErrCorruptState)
 }
 
 // Refund implements floodgate.Store. It refunds the local filter and the
