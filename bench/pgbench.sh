@@ -3,7 +3,7 @@
 # mode), a plain TCP relay (io.Copy) and directly, in one run on loopback, in
 # the prepared, simple and extended query modes, and prints the median tps of
 # each and the ratios. The benchmark itself is BenchmarkPgbench in
-# ../pgproxy (it starts PostgreSQL and pgbouncer through internal/testenv).
+# ../pgproxy (it starts PostgreSQL and pgbouncer through testkit).
 #
 #   ./pgbench.sh                       # 3 rounds of 20 s runs (about 12 minutes)
 #   PGBENCH_T=10 PGBENCH_ROUNDS=5 ./pgbench.sh

@@ -17,7 +17,7 @@ import (
 
 // redisServer is a redis-server process that this package started on a
 // free loopback port, with no persistence. (The main module's
-// internal/testenv does the same but is not importable from here.)
+// testkit does the same but is not importable from here.)
 type redisServer struct {
 	addr string
 	cmd  *exec.Cmd

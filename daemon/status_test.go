@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/config"
-	"github.com/floodgate-go/floodgate/internal/testenv"
 	"github.com/floodgate-go/floodgate/status"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // TestStatusReloads: the page's configuration panel names the version in
@@ -70,7 +70,7 @@ admin: {listen: ""}
 // trip of its pings, and the breaker opening when Redis dies and closing
 // when it is back.
 func TestStatusEngineHealth(t *testing.T) {
-	r := testenv.Redis(t)
+	r := testkit.Redis(t)
 	cfg := mustParse(t, `
 storage:
   engine: redis

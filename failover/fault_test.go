@@ -14,9 +14,9 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/hybrid"
-	"github.com/floodgate-go/floodgate/internal/testenv"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/redisstore"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // Fault tests: real redis-server processes killed, paused, restarted and
@@ -370,9 +370,9 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
-func newStandalone(t *testing.T) (*testenv.RedisServer, []*subject) {
+func newStandalone(t *testing.T) (*testkit.RedisServer, []*subject) {
 	t.Helper()
-	srv := testenv.Redis(t)
+	srv := testkit.Redis(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { client.Close() })
 	rs := redisStore(t, client)
@@ -502,7 +502,7 @@ func TestFaultScriptFlush(t *testing.T) {
 // A 3-master Cluster with a replica each loses the master that holds the
 // keys under test; its replica takes over.
 func TestFaultClusterFailover(t *testing.T) {
-	cl := testenv.RedisCluster(t, 3, 1)
+	cl := testkit.RedisCluster(t, 3, 1)
 	// Default options: the store itself has go-redis reload the topology
 	// when a node stops answering.
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs})
@@ -532,7 +532,7 @@ func TestFaultClusterFailover(t *testing.T) {
 }
 
 // keyOn returns a key whose decisions through lim are stored on master.
-func keyOn(cl *testenv.Cluster, master string, lim *floodgate.PolicyLimiter) string {
+func keyOn(cl *testkit.Cluster, master string, lim *floodgate.PolicyLimiter) string {
 	set := lim.LimitsFor("").Engine()
 	for i := 0; ; i++ {
 		key := "client" + strconv.Itoa(i)

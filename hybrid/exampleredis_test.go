@@ -10,7 +10,7 @@ import (
 )
 
 // exampleRedis is the redis-server the package's Examples talk to. An
-// Example has no *testing.T to start one through testenv, so redisAddr
+// Example has no *testing.T to start one through testkit, so redisAddr
 // starts it on first use and TestMain kills it.
 var exampleRedis struct {
 	once sync.Once

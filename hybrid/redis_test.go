@@ -13,8 +13,8 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/hybrid"
-	"github.com/floodgate-go/floodgate/internal/testenv"
 	"github.com/floodgate-go/floodgate/redisstore"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // newRedisStore returns a Redis engine over a client of its own, as one
@@ -32,7 +32,7 @@ func newRedisStore(t *testing.T, addr string) *redisstore.Store {
 }
 
 // evalshaCalls reads how many script calls Redis has run.
-func evalshaCalls(t *testing.T, srv *testenv.RedisServer) int64 {
+func evalshaCalls(t *testing.T, srv *testkit.RedisServer) int64 {
 	t.Helper()
 	v, err := srv.Do("INFO", "commandstats")
 	if err != nil {
@@ -62,7 +62,7 @@ func evalshaCalls(t *testing.T, srv *testenv.RedisServer) int64 {
 // Other instances have used most of the global limit, so Redis denies some
 // of what the filter passes.
 func TestRedisDeniedRequestsStayLocal(t *testing.T) {
-	srv := testenv.Redis(t)
+	srv := testkit.Redis(t)
 	clock := newClock()
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { client.Close() })
@@ -131,7 +131,7 @@ func TestRedisDeniedRequestsStayLocal(t *testing.T) {
 // one Redis: together they admit the global limit (+1%). Three purely local
 // limiters admit about three times it.
 func TestRedisThreeInstances(t *testing.T) {
-	srv := testenv.Redis(t)
+	srv := testkit.Redis(t)
 	// An hourly limit barely refills during the test, so what is admitted
 	// is the limit itself, whatever the timing.
 	limit := floodgate.PerHour(1000)

@@ -14,10 +14,10 @@ import (
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/hybrid"
-	"github.com/floodgate-go/floodgate/internal/testenv"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/redisstore"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 func TestMemoryCollector(t *testing.T) {
@@ -155,7 +155,7 @@ func decide(t *testing.T, lim floodgate.Limiter, n int, allowed bool, source flo
 // every transition show in the metrics, and the decisions' source moves
 // from redis to fail-open and back.
 func TestRedisKilledFailOpen(t *testing.T) {
-	srv := testenv.Redis(t)
+	srv := testkit.Redis(t)
 	m, reg := newMetrics(t, metrics.Options{})
 	// The breaker runs on a pinned clock, so its back-off ends when the
 	// test says, not when a timer does. The timeout is far above any
@@ -218,7 +218,7 @@ floodgate_decisions_total{decision="error",policy="api",source="fail-open"} 0
 // stopped, traffic keeps flowing on the local filter, the decisions' source
 // becomes hybrid:local-fallback and the engine error counter grows.
 func TestHybridRedisKilled(t *testing.T) {
-	srv := testenv.Redis(t)
+	srv := testkit.Redis(t)
 	m, reg := newMetrics(t, metrics.Options{})
 	local := memStore(t, memstore.Options{})
 	hs, err := hybrid.New(local, redisStore(t, srv.Addr), hybrid.Options{

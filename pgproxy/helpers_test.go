@@ -18,9 +18,9 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/floodgatetest"
-	"github.com/floodgate-go/floodgate/internal/testenv"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/pgproxy"
+	"github.com/floodgate-go/floodgate/testkit"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,7 +37,7 @@ type testProxy struct {
 
 // startProxy starts a Proxy for cfg (Upstream defaults to pg) on a free
 // loopback port.
-func startProxy(t *testing.T, pg *testenv.PostgresServer, cfg pgproxy.Config) *testProxy {
+func startProxy(t *testing.T, pg *testkit.PostgresServer, cfg pgproxy.Config) *testProxy {
 	t.Helper()
 	if cfg.Upstream == "" {
 		cfg.Upstream = pg.Addr

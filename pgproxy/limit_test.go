@@ -9,21 +9,21 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/internal/testenv"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/pgproxy"
+	"github.com/floodgate-go/floodgate/testkit"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // TestQueryLimits runs the query-limit cases against one PostgreSQL server.
 func TestQueryLimits(t *testing.T) {
-	pg := testenv.Postgres(t)
+	pg := testkit.Postgres(t)
 
 	t.Run("SimpleProtocol", func(t *testing.T) {
 		lim, clock := memLimiter(t, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{burst(3)}})
 		tp := startProxy(t, pg, pgproxy.Config{Limits: pgproxy.Limits{Global: pgproxy.Scope{Limiter: lim}}})
-		c := tp.connect(t, testenv.PostgresTrustUser, "")
+		c := tp.connect(t, testkit.PostgresTrustUser, "")
 		ctx := ctxT(t)
 		for i := range 3 {
 			if v, err := query(ctx, c, "SELECT 40 + 2", simple); err != nil || v != "42" {
@@ -58,7 +58,7 @@ func TestQueryLimits(t *testing.T) {
 	t.Run("ExtendedProtocol", func(t *testing.T) {
 		lim, _ := memLimiter(t, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{burst(4)}})
 		tp := startProxy(t, pg, pgproxy.Config{Limits: pgproxy.Limits{Global: pgproxy.Scope{Limiter: lim}}})
-		c := tp.connect(t, testenv.PostgresTrustUser, "")
+		c := tp.connect(t, testkit.PostgresTrustUser, "")
 		ctx := ctxT(t)
 		// A prepared statement: Prepare's Parse/Describe/Sync is free, each
 		// execution (Bind/Execute/Sync) costs one.
@@ -89,7 +89,7 @@ func TestQueryLimits(t *testing.T) {
 	t.Run("Batch", func(t *testing.T) {
 		lim, _ := memLimiter(t, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{burst(2)}})
 		tp := startProxy(t, pg, pgproxy.Config{Limits: pgproxy.Limits{Global: pgproxy.Scope{Limiter: lim}}})
-		c := tp.connect(t, testenv.PostgresTrustUser, "")
+		c := tp.connect(t, testkit.PostgresTrustUser, "")
 		ctx := ctxT(t)
 		// A batch is one cycle (one Sync), whatever it holds: one unit.
 		run := func() error {
@@ -123,7 +123,7 @@ func TestQueryLimits(t *testing.T) {
 	t.Run("TransactionNeverSplit", func(t *testing.T) {
 		lim, clock := memLimiter(t, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{burst(2)}})
 		tp := startProxy(t, pg, pgproxy.Config{Limits: pgproxy.Limits{Global: pgproxy.Scope{Limiter: lim}}})
-		c := tp.connect(t, testenv.PostgresTrustUser, "")
+		c := tp.connect(t, testkit.PostgresTrustUser, "")
 		ctx := ctxT(t)
 		if _, err := c.Exec(ctx, "CREATE TEMP TABLE t (v int)"); err != nil { // unit 1
 			t.Fatal(err)
@@ -197,7 +197,7 @@ func TestQueryLimits(t *testing.T) {
 		// after the first one's result, never before it.
 		lim, _ := memLimiter(t, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{burst(1)}})
 		tp := startProxy(t, pg, pgproxy.Config{Limits: pgproxy.Limits{Global: pgproxy.Scope{Limiter: lim}}})
-		c := tp.connect(t, testenv.PostgresTrustUser, "")
+		c := tp.connect(t, testkit.PostgresTrustUser, "")
 		ctx := ctxT(t)
 		pl := c.PgConn().StartPipeline(ctx)
 		pl.SendQueryParams("SELECT pg_sleep(0.2), 'first'", nil, nil, nil, nil)
@@ -234,7 +234,7 @@ func TestQueryLimits(t *testing.T) {
 		lim, _ := memLimiter(t, floodgate.Policy{
 			Name:      "user",
 			Limits:    []floodgate.Limit{burst(1)},
-			Overrides: map[string][]floodgate.Limit{testenv.PostgresTrustUser: {burst(5)}},
+			Overrides: map[string][]floodgate.Limit{testkit.PostgresTrustUser: {burst(5)}},
 		})
 		tp := startProxy(t, pg, pgproxy.Config{Limits: pgproxy.Limits{PerUser: pgproxy.Scope{Limiter: lim}}})
 		ctx := ctxT(t)
@@ -251,14 +251,14 @@ func TestQueryLimits(t *testing.T) {
 			}
 			return n
 		}
-		if n := passes(testenv.PostgresTrustUser); n != 5 {
+		if n := passes(testkit.PostgresTrustUser); n != 5 {
 			t.Errorf("overridden user passed %d queries, want 5", n)
 		}
-		if n := passes(testenv.PostgresSuperuser); n != 1 {
+		if n := passes(testkit.PostgresSuperuser); n != 1 {
 			t.Errorf("default user passed %d queries, want 1", n)
 		}
 		// A second session of the same user shares its limit.
-		if n := passes(testenv.PostgresTrustUser); n != 0 {
+		if n := passes(testkit.PostgresTrustUser); n != 0 {
 			t.Errorf("second session of the overridden user passed %d queries, want 0", n)
 		}
 	})
@@ -270,7 +270,7 @@ func TestQueryLimits(t *testing.T) {
 			Global:  pgproxy.Scope{Limiter: global},
 			PerUser: pgproxy.Scope{Limiter: perUser},
 		}})
-		c := tp.connect(t, testenv.PostgresTrustUser, "")
+		c := tp.connect(t, testkit.PostgresTrustUser, "")
 		ctx := ctxT(t)
 		denied := 0
 		for range 6 {
@@ -299,7 +299,7 @@ func TestQueryLimits(t *testing.T) {
 	t.Run("EmptyQueryExempt", func(t *testing.T) {
 		lim, _ := memLimiter(t, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{burst(1)}})
 		tp := startProxy(t, pg, pgproxy.Config{Limits: pgproxy.Limits{Global: pgproxy.Scope{Limiter: lim}}})
-		c := tp.connect(t, testenv.PostgresTrustUser, "")
+		c := tp.connect(t, testkit.PostgresTrustUser, "")
 		ctx := ctxT(t)
 		for range 5 {
 			if err := c.Ping(ctx); err != nil {
@@ -318,7 +318,7 @@ func TestQueryLimits(t *testing.T) {
 		// With ChargeEmptyQuery, a ping counts.
 		lim2, _ := memLimiter(t, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{burst(1)}})
 		tp2 := startProxy(t, pg, pgproxy.Config{ChargeEmptyQuery: true, Limits: pgproxy.Limits{Global: pgproxy.Scope{Limiter: lim2}}})
-		c2 := tp2.connect(t, testenv.PostgresTrustUser, "")
+		c2 := tp2.connect(t, testkit.PostgresTrustUser, "")
 		if err := c2.Ping(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -330,7 +330,7 @@ func TestQueryLimits(t *testing.T) {
 	t.Run("SetLimits", func(t *testing.T) {
 		lim, _ := memLimiter(t, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{burst(1)}})
 		tp := startProxy(t, pg, pgproxy.Config{Limits: pgproxy.Limits{Global: pgproxy.Scope{Limiter: lim}}})
-		c := tp.connect(t, testenv.PostgresTrustUser, "")
+		c := tp.connect(t, testkit.PostgresTrustUser, "")
 		ctx := ctxT(t)
 		if _, err := c.Exec(ctx, "SELECT 1"); err != nil {
 			t.Fatal(err)
@@ -377,7 +377,7 @@ func TestQueryLimits(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make(chan error, clients*each)
 		for range clients {
-			c := tp.connect(t, testenv.PostgresTrustUser, "")
+			c := tp.connect(t, testkit.PostgresTrustUser, "")
 			wg.Go(func() {
 				for i := range each {
 					if _, err := c.Exec(ctx, "SELECT $1::int", i); err != nil {
@@ -403,7 +403,7 @@ func TestQueryLimits(t *testing.T) {
 		// A query that would have to wait longer than MaxWait fails at once.
 		lim, _ := memLimiter(t, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{burst(1)}})
 		tp := startProxy(t, pg, pgproxy.Config{Limits: pgproxy.Limits{Global: pgproxy.Scope{Limiter: lim, MaxWait: time.Minute}}})
-		c := tp.connect(t, testenv.PostgresTrustUser, "")
+		c := tp.connect(t, testkit.PostgresTrustUser, "")
 		ctx := ctxT(t)
 		if _, err := c.Exec(ctx, "SELECT 1"); err != nil {
 			t.Fatal(err)

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/internal/testenv"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/pgproxy"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // BenchmarkPgbench compares, side by side, pgbench -S (select-only) run
@@ -44,14 +44,14 @@ func BenchmarkPgbench(b *testing.B) {
 		modes = []string{"prepared", "simple", "extended"}
 	}
 
-	pg := testenv.Postgres(b)
+	pg := testkit.Postgres(b)
 	pg.Exec("ALTER SYSTEM SET max_connections = 200")
 	pg.Restart()
 	pgbench := pg.Bin("pgbench")
-	if out, err := exec.Command(pgbench, "-i", "-q", "-s", "1", pg.DSN(testenv.PostgresSuperuser, "postgres")).CombinedOutput(); err != nil {
+	if out, err := exec.Command(pgbench, "-i", "-q", "-s", "1", pg.DSN(testkit.PostgresSuperuser, "postgres")).CombinedOutput(); err != nil {
 		b.Fatalf("pgbench -i: %v\n%s", err, out)
 	}
-	bouncer := testenv.PgBouncer(b, pg, "session")
+	bouncer := testkit.PgBouncer(b, pg, "session")
 	relay := startRelay(b, pg.Addr)
 
 	store := memstore.New(memstore.Options{})
@@ -97,7 +97,7 @@ func BenchmarkPgbench(b *testing.B) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(dur+60)*time.Second)
 				cmd := exec.CommandContext(ctx, pgbench, "-n", "-S", "-M", mode,
 					"-c", strconv.Itoa(clients), "-j", strconv.Itoa(jobs), "-T", strconv.Itoa(dur),
-					"-h", host, "-p", port, "-U", testenv.PostgresSuperuser, "postgres")
+					"-h", host, "-p", port, "-U", testkit.PostgresSuperuser, "postgres")
 				cpu0 := proxyCPU(b, tg.name, bouncer.Pid())
 				out, err := cmd.CombinedOutput()
 				cpu := proxyCPU(b, tg.name, bouncer.Pid()) - cpu0

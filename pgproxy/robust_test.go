@@ -13,9 +13,9 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/failover"
-	"github.com/floodgate-go/floodgate/internal/testenv"
 	"github.com/floodgate-go/floodgate/pgproxy"
 	"github.com/floodgate-go/floodgate/redisstore"
+	"github.com/floodgate-go/floodgate/testkit"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 )
@@ -24,10 +24,10 @@ import (
 // connection is closed with a log line, and a good session on the same
 // proxy goes on.
 func TestBadClients(t *testing.T) {
-	pg := testenv.Postgres(t)
+	pg := testkit.Postgres(t)
 	tp := startProxy(t, pg, pgproxy.Config{MaxMessageSize: 64 << 10})
 	ctx := ctxT(t)
-	good := tp.connect(t, testenv.PostgresTrustUser, "")
+	good := tp.connect(t, testkit.PostgresTrustUser, "")
 
 	closed := func(t *testing.T, nc net.Conn) {
 		t.Helper()
@@ -57,7 +57,7 @@ func TestBadClients(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := rawConnect(t, tp.Addr, testenv.PostgresTrustUser)
+			s := rawConnect(t, tp.Addr, testkit.PostgresTrustUser)
 			tc.send(s)
 			closed(t, s.nc)
 			tp.waitLog(t, tc.log)
@@ -100,7 +100,7 @@ func TestBadClients(t *testing.T) {
 	t.Run("ServerEndsSession", func(t *testing.T) {
 		// The server ends the session: the client gets its FATAL and then
 		// the end of the connection, not a connection that looks alive.
-		s := rawConnect(t, tp.Addr, testenv.PostgresTrustUser)
+		s := rawConnect(t, tp.Addr, testkit.PostgresTrustUser)
 		s.write(msg('Q', "SELECT pg_backend_pid()\x00"))
 		s.read()           // RowDescription
 		_, row := s.read() // DataRow: count, length, value
@@ -127,7 +127,7 @@ func TestBadClients(t *testing.T) {
 		s := &rawSession{t: t, nc: nc, r: bufio.NewReader(nc)}
 		defer nc.Close()
 		_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
-		s.write(startupPacket(3<<16|9999, "user", testenv.PostgresTrustUser, "database", "postgres", "_pq_.grease", "1"))
+		s.write(startupPacket(3<<16|9999, "user", testkit.PostgresTrustUser, "database", "postgres", "_pq_.grease", "1"))
 		seen := s.until('Z')
 		if !strings.HasPrefix(seen, "v") || !strings.Contains(seen, "R") || !strings.Contains(seen, "K") {
 			t.Fatalf("messages %q; want NegotiateProtocolVersion, then authentication and a key", seen)
@@ -156,8 +156,8 @@ func TestBadClients(t *testing.T) {
 
 // TestSharedRedis: two proxies over one redis-server hold one global limit.
 func TestSharedRedis(t *testing.T) {
-	pg := testenv.Postgres(t)
-	rs := testenv.Redis(t)
+	pg := testkit.Postgres(t)
+	rs := testkit.Redis(t)
 	ctx := ctxT(t)
 	var proxies []*testProxy
 	for range 2 {
@@ -176,7 +176,7 @@ func TestSharedRedis(t *testing.T) {
 	}
 	// Alternating, one at a time: the shared limit lets 10 through in all,
 	// 5 through each proxy.
-	conns := []*pgx.Conn{proxies[0].connect(t, testenv.PostgresTrustUser, ""), proxies[1].connect(t, testenv.PostgresTrustUser, "")}
+	conns := []*pgx.Conn{proxies[0].connect(t, testkit.PostgresTrustUser, ""), proxies[1].connect(t, testkit.PostgresTrustUser, "")}
 	var perProxy [2]int
 	for i := range 20 {
 		_, err := conns[i%2].Exec(ctx, "SELECT 1")
@@ -194,7 +194,7 @@ func TestSharedRedis(t *testing.T) {
 	var passed, denied atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 4 {
-		c := proxies[i%2].connect(t, testenv.PostgresTrustUser, "")
+		c := proxies[i%2].connect(t, testkit.PostgresTrustUser, "")
 		wg.Go(func() {
 			for range 10 {
 				_, err := c.Exec(ctx, "SELECT 1")
@@ -223,10 +223,10 @@ func TestSharedRedis(t *testing.T) {
 // TestRedisKilled kills Redis under load: the failure policy decides, and
 // no client sees anything but a result or a 53400.
 func TestRedisKilled(t *testing.T) {
-	pg := testenv.Postgres(t)
+	pg := testkit.Postgres(t)
 	for _, policy := range []failover.Mode{failover.FailOpen, failover.FailClosed} {
 		t.Run(policy.String(), func(t *testing.T) {
-			rs := testenv.Redis(t)
+			rs := testkit.Redis(t)
 			client := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 			t.Cleanup(func() { client.Close() })
 			rstore, err := redisstore.New(client, redisstore.Options{})
@@ -249,7 +249,7 @@ func TestRedisKilled(t *testing.T) {
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			for range 4 {
-				c := tp.connect(t, testenv.PostgresTrustUser, "")
+				c := tp.connect(t, testkit.PostgresTrustUser, "")
 				wg.Go(func() {
 					for {
 						select {

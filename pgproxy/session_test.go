@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/internal/testenv"
 	"github.com/floodgate-go/floodgate/pgproxy"
+	"github.com/floodgate-go/floodgate/testkit"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -30,17 +30,17 @@ import (
 // TestSessions covers what passes through the proxy: authentication, TLS,
 // cancellation, client addresses and connection limits.
 func TestSessions(t *testing.T) {
-	pg := testenv.Postgres(t)
+	pg := testkit.Postgres(t)
 
 	t.Run("Authentication", func(t *testing.T) {
 		lim, _ := memLimiter(t, floodgate.Policy{Name: "u", Limits: []floodgate.Limit{burst(1000)}})
 		tp := startProxy(t, pg, pgproxy.Config{Limits: pgproxy.Limits{PerUser: pgproxy.Scope{Limiter: lim}}})
 		ctx := ctxT(t)
 		for _, tc := range []struct{ user, password, method string }{
-			{testenv.PostgresTrustUser, "", "trust"},
-			{testenv.PostgresSCRAMUser, testenv.PostgresPassword, "scram-sha-256"},
-			{testenv.PostgresMD5User, testenv.PostgresPassword, "md5"},
-			{testenv.PostgresCleartextUser, testenv.PostgresPassword, "password"},
+			{testkit.PostgresTrustUser, "", "trust"},
+			{testkit.PostgresSCRAMUser, testkit.PostgresPassword, "scram-sha-256"},
+			{testkit.PostgresMD5User, testkit.PostgresPassword, "md5"},
+			{testkit.PostgresCleartextUser, testkit.PostgresPassword, "password"},
 		} {
 			c := tp.connect(t, tc.user, tc.password)
 			if v, err := query(ctx, c, "SELECT current_user"); err != nil || v != tc.user {
@@ -60,7 +60,7 @@ func TestSessions(t *testing.T) {
 			}
 		}
 		// The per-user limit saw each user by its startup name.
-		for _, u := range []string{testenv.PostgresSCRAMUser, testenv.PostgresMD5User} {
+		for _, u := range []string{testkit.PostgresSCRAMUser, testkit.PostgresMD5User} {
 			res, err := lim.AllowN(ctx, u, 0)
 			if err != nil || res.Remaining != 998 {
 				t.Errorf("user %s: remaining %d, %v; want 998 (one pgx query, one psql query)", u, res.Remaining, err)
@@ -73,7 +73,7 @@ func TestSessions(t *testing.T) {
 		tp := startProxy(t, pg, pgproxy.Config{Limits: pgproxy.Limits{Global: pgproxy.Scope{Limiter: lim}}})
 		// psql stops at the first error (ON_ERROR_STOP): its stderr is what
 		// a user sees.
-		out, err := pg.Psql(tp.dsn(testenv.PostgresTrustUser, ""), "SELECT 1;\nSELECT 2;\n")
+		out, err := pg.Psql(tp.dsn(testkit.PostgresTrustUser, ""), "SELECT 1;\nSELECT 2;\n")
 		if err == nil {
 			t.Fatalf("second psql query passed: %q", out)
 		}
@@ -97,7 +97,7 @@ func TestSessions(t *testing.T) {
 		})
 		ctx := ctxT(t)
 		for _, mode := range []string{"sslmode=require", "sslmode=verify-full&sslrootcert=" + ca, "sslmode=verify-full&sslrootcert=" + ca + "&sslnegotiation=direct"} {
-			c := tp.connect(t, testenv.PostgresSCRAMUser, testenv.PostgresPassword, mode)
+			c := tp.connect(t, testkit.PostgresSCRAMUser, testkit.PostgresPassword, mode)
 			if v, err := query(ctx, c, "SELECT 'over tls'"); err != nil || v != "over tls" {
 				t.Errorf("%s: %q, %v", mode, v, err)
 			}
@@ -107,18 +107,18 @@ func TestSessions(t *testing.T) {
 		}
 		// psql (libpq) with verify-full against the test CA, and SCRAM
 		// without channel binding (the default "prefer" falls back to it).
-		out, err := pg.Psql(tp.dsn(testenv.PostgresSCRAMUser, testenv.PostgresPassword, "sslmode=verify-full", "sslrootcert="+ca), "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid();")
+		out, err := pg.Psql(tp.dsn(testkit.PostgresSCRAMUser, testkit.PostgresPassword, "sslmode=verify-full", "sslrootcert="+ca), "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid();")
 		if err != nil || out != "f" {
 			// The proxy terminates TLS: the server sees a plain connection.
 			t.Errorf("psql verify-full: %q, %v; want f (the server's side is not TLS)", out, err)
 		}
 		// Channel binding cannot pass a proxy that terminates TLS.
-		_, err = pg.Psql(tp.dsn(testenv.PostgresSCRAMUser, testenv.PostgresPassword, "sslmode=require", "channel_binding=require"), "SELECT 1;")
+		_, err = pg.Psql(tp.dsn(testkit.PostgresSCRAMUser, testkit.PostgresPassword, "sslmode=require", "channel_binding=require"), "SELECT 1;")
 		if err == nil {
 			t.Error("channel_binding=require passed through a TLS-terminating proxy")
 		}
 		// A certificate for another name fails verify-full.
-		_, err = pgx.Connect(ctx, strings.Replace(tp.dsn(testenv.PostgresTrustUser, "", "sslmode=verify-full&sslrootcert="+ca), "127.0.0.1", "127.0.0.2", 1))
+		_, err = pgx.Connect(ctx, strings.Replace(tp.dsn(testkit.PostgresTrustUser, "", "sslmode=verify-full&sslrootcert="+ca), "127.0.0.1", "127.0.0.2", 1))
 		if err == nil {
 			t.Error("verify-full accepted a host the certificate does not name")
 		}
@@ -129,15 +129,15 @@ func TestSessions(t *testing.T) {
 		ctx := ctxT(t)
 		// sslmode=prefer: the proxy answers N and the session goes on in
 		// the clear.
-		c := tp.connect(t, testenv.PostgresTrustUser, "", "sslmode=prefer")
+		c := tp.connect(t, testkit.PostgresTrustUser, "", "sslmode=prefer")
 		if _, err := c.Exec(ctx, "SELECT 1"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pgx.Connect(ctx, tp.dsn(testenv.PostgresTrustUser, "", "sslmode=require")); err == nil {
+		if _, err := pgx.Connect(ctx, tp.dsn(testkit.PostgresTrustUser, "", "sslmode=require")); err == nil {
 			t.Error("sslmode=require connected to a proxy without TLS")
 		}
 		// Direct TLS is refused with a log line.
-		_, err := pgx.Connect(ctx, tp.dsn(testenv.PostgresTrustUser, "", "sslmode=require&sslnegotiation=direct"))
+		_, err := pgx.Connect(ctx, tp.dsn(testkit.PostgresTrustUser, "", "sslmode=require&sslnegotiation=direct"))
 		if err == nil {
 			t.Fatal("direct TLS connected to a proxy without TLS")
 		}
@@ -150,7 +150,7 @@ func TestSessions(t *testing.T) {
 		caPEM, _ := os.ReadFile(ca)
 		pool.AppendCertsFromPEM(caPEM)
 		tp := startProxy(t, pg, pgproxy.Config{UpstreamTLS: &tls.Config{RootCAs: pool}, Upstream: "localhost:" + pg.Addr[strings.LastIndexByte(pg.Addr, ':')+1:]})
-		c := tp.connect(t, testenv.PostgresSCRAMUser, testenv.PostgresPassword)
+		c := tp.connect(t, testkit.PostgresSCRAMUser, testkit.PostgresPassword)
 		if v, err := query(ctxT(t), c, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"); err != nil || v != "true" {
 			t.Fatalf("the server's side is not TLS: %q, %v", v, err)
 		}
@@ -161,7 +161,7 @@ func TestSessions(t *testing.T) {
 		tp := startProxy(t, pg, pgproxy.Config{TLS: &tls.Config{Certificates: []tls.Certificate{serverCert}}})
 		ctx := ctxT(t)
 		for _, mode := range []string{"sslmode=disable", "sslmode=verify-full&sslrootcert=" + ca} {
-			c := tp.connect(t, testenv.PostgresTrustUser, "", mode)
+			c := tp.connect(t, testkit.PostgresTrustUser, "", mode)
 			done := make(chan error, 1)
 			go func() {
 				_, err := c.Exec(ctx, "SELECT pg_sleep(30)")
@@ -199,7 +199,7 @@ func TestSessions(t *testing.T) {
 		lim, _ := memLimiter(t, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{burst(1)}})
 		tp := startProxy(t, pg, pgproxy.Config{Limits: pgproxy.Limits{Global: pgproxy.Scope{Limiter: lim, MaxWait: 2 * time.Hour}}})
 		ctx := ctxT(t)
-		c := tp.connect(t, testenv.PostgresTrustUser, "")
+		c := tp.connect(t, testkit.PostgresTrustUser, "")
 		if _, err := c.Exec(ctx, "SELECT 1"); err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +221,7 @@ func TestSessions(t *testing.T) {
 			t.Errorf("cancelled waits %v, want 1", got)
 		}
 		// A client that disconnects ends its wait too.
-		rs := rawConnect(t, tp.Addr, testenv.PostgresTrustUser)
+		rs := rawConnect(t, tp.Addr, testkit.PostgresTrustUser)
 		rs.write(msg('Q', "SELECT 3\x00"))
 		waitFor(t, func() bool { return tp.metric(t, "floodgate_pg_queries_waiting") == 1 })
 		rs.nc.Close()
@@ -256,7 +256,7 @@ func TestSessions(t *testing.T) {
 			{[]byte("PROXY TCP6 2001:db8::1 2001:db8::2 51000 6432\r\n"), "2001:db8::/64", 2},
 			{nil, "127.0.0.1", 2}, // a trusted peer without a header is the client
 		} {
-			cfg, err := pgx.ParseConfig(tp.dsn(testenv.PostgresTrustUser, ""))
+			cfg, err := pgx.ParseConfig(tp.dsn(testkit.PostgresTrustUser, ""))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -316,7 +316,7 @@ func TestSessions(t *testing.T) {
 			return err
 		}
 		var errs []string
-		for _, u := range []string{testenv.PostgresTrustUser, testenv.PostgresTrustUser, testenv.PostgresTrustUser, testenv.PostgresSuperuser, testenv.PostgresSuperuser} {
+		for _, u := range []string{testkit.PostgresTrustUser, testkit.PostgresTrustUser, testkit.PostgresTrustUser, testkit.PostgresSuperuser, testkit.PostgresSuperuser} {
 			errs = append(errs, pgCode(try(u)))
 		}
 		// trust: 2 pass, the third is over its user limit (refunded to
@@ -327,7 +327,7 @@ func TestSessions(t *testing.T) {
 			t.Fatalf("connection results %q, want %q", errs, want)
 		}
 		var pe *pgconn.PgError
-		if err := try(testenv.PostgresSuperuser); !errors.As(err, &pe) || pe.Severity != "FATAL" || !strings.Contains(pe.Detail, "per-client-address") {
+		if err := try(testkit.PostgresSuperuser); !errors.As(err, &pe) || pe.Severity != "FATAL" || !strings.Contains(pe.Detail, "per-client-address") {
 			t.Errorf("refused connection: %v; want FATAL naming the address scope", err)
 		}
 		if got := tp.metric(t, "floodgate_pg_connections_denied_total", "scope", "ip"); got != 2 {
@@ -337,7 +337,7 @@ func TestSessions(t *testing.T) {
 
 	t.Run("Shutdown", func(t *testing.T) {
 		tp := startProxy(t, pg, pgproxy.Config{})
-		c := tp.connect(t, testenv.PostgresTrustUser, "")
+		c := tp.connect(t, testkit.PostgresTrustUser, "")
 		ctx := ctxT(t)
 		// An open session keeps Shutdown waiting until its context ends;
 		// then the session is closed.
@@ -371,13 +371,13 @@ func TestSessions(t *testing.T) {
 		lim, _ := memLimiter(t, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{burst(1)}})
 		tp := startProxy(t, pg, pgproxy.Config{Replication: pgproxy.ReplicationRefuse, Limits: pgproxy.Limits{Global: pgproxy.Scope{Limiter: lim}}})
 		ctx := ctxT(t)
-		_, err := pgconn.Connect(ctx, tp.dsn(testenv.PostgresSuperuser, "", "sslmode=disable&replication=database"))
+		_, err := pgconn.Connect(ctx, tp.dsn(testkit.PostgresSuperuser, "", "sslmode=disable&replication=database"))
 		if pgCode(err) != "28000" {
 			t.Fatalf("replication connection: %v; want 28000", err)
 		}
 		lim2, _ := memLimiter(t, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{burst(1)}})
 		tp2 := startProxy(t, pg, pgproxy.Config{Replication: pgproxy.ReplicationExempt, Limits: pgproxy.Limits{Global: pgproxy.Scope{Limiter: lim2}}})
-		rc, err := pgconn.Connect(ctx, tp2.dsn(testenv.PostgresSuperuser, "", "sslmode=disable&replication=database"))
+		rc, err := pgconn.Connect(ctx, tp2.dsn(testkit.PostgresSuperuser, "", "sslmode=disable&replication=database"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -463,7 +463,7 @@ func testCerts(t *testing.T) (caFile string, server tls.Certificate) {
 
 // enableServerTLS turns on ssl in the test server, with a certificate from
 // testCerts copied into its data directory, and returns the CA's file.
-func enableServerTLS(t *testing.T, pg *testenv.PostgresServer) (caFile string) {
+func enableServerTLS(t *testing.T, pg *testkit.PostgresServer) (caFile string) {
 	t.Helper()
 	ca, _ := testCerts(t)
 	data := filepath.Join(pg.Dir, "data")

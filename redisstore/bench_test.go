@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/internal/testenv"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // benchCallers is the number of goroutines calling Decide at once.
@@ -46,7 +46,7 @@ func BenchmarkDecide(b *testing.B) {
 // Cluster of three masters, all on this machine: each user's keys live in
 // their own slot, so a batch is split into one script call per slot.
 func BenchmarkDecideCluster(b *testing.B) {
-	cl := testenv.RedisCluster(b, 3, 0)
+	cl := testkit.RedisCluster(b, 3, 0)
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs})
 	defer client.Close()
 	benchStore(b, client, Options{}, []floodgate.Limit{{Rate: 1_000_000, Period: time.Second}})

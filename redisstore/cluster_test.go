@@ -11,13 +11,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/internal/testenv"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // TestCluster runs the engine's checks against a Redis Cluster of three
 // masters with a replica each, started once for all of them.
 func TestCluster(t *testing.T) {
-	cl := testenv.RedisCluster(t, 3, 1)
+	cl := testkit.RedisCluster(t, 3, 1)
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs})
 	t.Cleanup(func() { client.Close() })
 
@@ -64,10 +64,10 @@ func clusterManyKeys(t *testing.T, client *redis.ClusterClient) {
 	set := lim.LimitsFor("user:0").Engine()
 	for k := range keys {
 		key := fmt.Sprintf("user:%d", k)
-		slot := testenv.KeySlot(Key("many:", set, key, 0))
+		slot := testkit.KeySlot(Key("many:", set, key, 0))
 		for i := range set.Len() {
 			rk := Key("many:", set, key, i)
-			if got := testenv.KeySlot(rk); got != slot {
+			if got := testkit.KeySlot(rk); got != slot {
 				t.Fatalf("%s in slot %d, %s in %d", rk, got, Key("many:", set, key, 0), slot)
 			}
 			if n := client.Exists(ctx, rk).Val(); n != 1 {
@@ -80,7 +80,7 @@ func clusterManyKeys(t *testing.T, client *redis.ClusterClient) {
 
 // clusterFailover kills the master that holds a key under load; its
 // replica takes over without the script, and decisions resume on it.
-func clusterFailover(t *testing.T, cl *testenv.Cluster, client *redis.ClusterClient) {
+func clusterFailover(t *testing.T, cl *testkit.Cluster, client *redis.ClusterClient) {
 	ctx := context.Background()
 	calls := countScripts(client)
 	s := newStore(t, client, Options{Prefix: "failover:"})

@@ -9,13 +9,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/internal/testenv"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // standalone starts a redis-server for t and returns a client of it.
 func standalone(t testing.TB) *redis.Client {
 	t.Helper()
-	srv := testenv.Redis(t)
+	srv := testkit.Redis(t)
 	return newClient(t, srv.Addr)
 }
 

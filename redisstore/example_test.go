@@ -69,7 +69,7 @@ func ExampleKey() {
 }
 
 // exampleRedis is the redis-server the Examples talk to. An Example has no
-// *testing.T to start one through testenv, so redisAddr starts it on first
+// *testing.T to start one through testkit, so redisAddr starts it on first
 // use and TestMain kills it.
 var exampleRedis struct {
 	once  sync.Once

@@ -8,7 +8,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
-	"github.com/floodgate-go/floodgate/internal/testenv"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 var (
@@ -33,7 +33,7 @@ func TestKeysStartingWithBraceSpread(t *testing.T) {
 		slots := map[int]bool{}
 		const n = 1000
 		for i := range n {
-			slots[testenv.KeySlot(Key(DefaultPrefix, set, start+strconv.Itoa(i), 0))] = true
+			slots[testkit.KeySlot(Key(DefaultPrefix, set, start+strconv.Itoa(i), 0))] = true
 		}
 		// 1000 keys over 16384 slots: about 970 distinct when hashed
 		// evenly; a tag cut short puts them all in one.
@@ -41,7 +41,7 @@ func TestKeysStartingWithBraceSpread(t *testing.T) {
 			t.Errorf("1000 keys starting with %q lie in %d slots", start, len(slots))
 		}
 	}
-	if empty, brace := testenv.KeySlot(Key(DefaultPrefix, set, "", 0)), testenv.KeySlot(Key(DefaultPrefix, set, "}", 0)); empty == brace {
+	if empty, brace := testkit.KeySlot(Key(DefaultPrefix, set, "", 0)), testkit.KeySlot(Key(DefaultPrefix, set, "}", 0)); empty == brace {
 		t.Errorf("the empty key and %q share slot %d", "}", empty)
 	}
 }

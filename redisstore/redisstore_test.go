@@ -18,7 +18,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/floodgatetest"
-	"github.com/floodgate-go/floodgate/internal/testenv"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 func TestKeyLayout(t *testing.T) {
@@ -41,7 +41,7 @@ func TestKeyLayout(t *testing.T) {
 	}
 }
 
-// TestSlotOf checks the engine's hash slots against testenv's independent
+// TestSlotOf checks the engine's hash slots against testkit's independent
 // implementation, braces included.
 func TestSlotOf(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -51,7 +51,7 @@ func TestSlotOf(t *testing.T) {
 		for i := range b {
 			b[i] = alphabet[rng.IntN(len(alphabet))]
 		}
-		if got, want := slotOf(b), testenv.KeySlot(string(b)); got != want {
+		if got, want := slotOf(b), testkit.KeySlot(string(b)); got != want {
 			t.Fatalf("slotOf(%q) = %d, want %d", b, got, want)
 		}
 	}
@@ -70,9 +70,9 @@ func TestKeysShareSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, key := range []string{"k", "{", "}", "a}b", "{x}", "", strings.Repeat("z", 192)} {
-			slot := testenv.KeySlot(Key(DefaultPrefix, set, key, 0))
+			slot := testkit.KeySlot(Key(DefaultPrefix, set, key, 0))
 			for i := range limits {
-				if s := testenv.KeySlot(Key(DefaultPrefix, set, key, i)); s != slot {
+				if s := testkit.KeySlot(Key(DefaultPrefix, set, key, i)); s != slot {
 					t.Errorf("policy %q key %q: limit %d in slot %d, limit 0 in %d", policy, key, i, s, slot)
 				}
 			}
@@ -302,7 +302,7 @@ func scriptFlushUnderLoad(t *testing.T, client redis.UniversalClient) {
 // the machine lets them run, and the refill is bounded by the measured
 // time.
 func TestSharedAcrossInstances(t *testing.T) {
-	srv := testenv.Redis(t)
+	srv := testkit.Redis(t)
 	const burst = 500
 	l := floodgate.PerMinute(600).WithBurst(burst) // 10/s refill
 	var lims []floodgate.Limiter
@@ -489,7 +489,7 @@ func await(t *testing.T, ch <-chan struct{}, what string) {
 // script call until the test lets it go, so "before Redis answers" is an
 // order of events, not a guess at how long anything takes.
 func TestStalledRedisHonoursContext(t *testing.T) {
-	srv := testenv.Redis(t)
+	srv := testkit.Redis(t)
 	client := newClient(t, srv.Addr)
 	calls := countScripts(client)
 	s := newStore(t, client, Options{Flushers: 1})
@@ -564,7 +564,7 @@ func TestStalledRedisHonoursContext(t *testing.T) {
 // TestRestartedRedis: a Redis restarted empty (as a failover to a fresh
 // node looks) does not know the script; decisions resume after it.
 func TestRestartedRedis(t *testing.T) {
-	srv := testenv.Redis(t)
+	srv := testkit.Redis(t)
 	client := newClient(t, srv.Addr)
 	calls := countScripts(client)
 	lim := newLimiter(t, newStore(t, client, Options{}), "restart", floodgate.PerSecond(1000))
@@ -587,7 +587,7 @@ func TestRestartedRedis(t *testing.T) {
 // stalled Redis: while Redis still holds the request in flight, and
 // without a script call of its own.
 func TestOverloaded(t *testing.T) {
-	srv := testenv.Redis(t)
+	srv := testkit.Redis(t)
 	client := newClient(t, srv.Addr)
 	calls := countScripts(client)
 	s := newStore(t, client, Options{Flushers: 1, MaxPending: 2})
@@ -637,7 +637,7 @@ func TestOverloaded(t *testing.T) {
 // with ErrClosed, while Redis still holds the one in flight; Close stops
 // the flushers and may be called twice.
 func TestClose(t *testing.T) {
-	srv := testenv.Redis(t)
+	srv := testkit.Redis(t)
 	client := newClient(t, srv.Addr)
 	calls := countScripts(client)
 	s, err := New(client, Options{Flushers: 1, Timeout: generous})
@@ -691,7 +691,7 @@ func TestClose(t *testing.T) {
 
 // TestSentinel decides through Sentinel's failover client.
 func TestSentinel(t *testing.T) {
-	g := testenv.RedisSentinel(t, 1, 1)
+	g := testkit.RedisSentinel(t, 1, 1)
 	client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: g.MasterName, SentinelAddrs: g.SentinelAddrs})
 	defer client.Close()
 	lim := newLimiter(t, newStore(t, client, Options{}), "sentinel", floodgate.PerMinute(2))

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/internal/testenv"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // TestRedisDownDefaultClient: a client with go-redis's defaults (three
@@ -55,7 +55,7 @@ func TestRedisDownDefaultClient(t *testing.T) {
 // whose reads wait up to ReadTimeout and then retry, gets an error after
 // Options.Timeout when Redis holds every command.
 func TestStalledRedisDefaultTimeout(t *testing.T) {
-	srv := testenv.Redis(t)
+	srv := testkit.Redis(t)
 	client := newClient(t, srv.Addr)
 	s, err := New(client, Options{}) // not newStore: the default Timeout is under test
 	if err != nil {
@@ -89,7 +89,7 @@ func TestStalledRedisDefaultTimeout(t *testing.T) {
 // still run on Redis; go-redis's retries (three by default) must not run it
 // again, or one decision is charged several times.
 func TestNoRetryAfterTimeout(t *testing.T) {
-	srv := testenv.Redis(t)
+	srv := testkit.Redis(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { client.Close() })
 	// Connections ready in the pool, as a busy service's client has them:

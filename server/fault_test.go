@@ -16,15 +16,15 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/failover"
-	"github.com/floodgate-go/floodgate/internal/testenv"
 	"github.com/floodgate-go/floodgate/redisstore"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // redisLimiter is a limiter on a real redis-server behind the failure
 // policy mode, with a short engine timeout.
-func redisLimiter(t *testing.T, mode failover.Mode) (floodgate.Limiter, *testenv.RedisServer) {
+func redisLimiter(t *testing.T, mode failover.Mode) (floodgate.Limiter, *testkit.RedisServer) {
 	t.Helper()
-	srv := testenv.Redis(t)
+	srv := testkit.Redis(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { client.Close() })
 	rs, err := redisstore.New(client, redisstore.Options{})

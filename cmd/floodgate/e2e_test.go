@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/floodgate-go/floodgate/internal/testenv"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // binary is the floodgate command built once for every test here: the
@@ -507,7 +507,7 @@ admin: {listen: 127.0.0.1:0}
 // TestDaemonsShareRedis: three daemons on one redis-server admit the
 // global limit, not three times it.
 func TestDaemonsShareRedis(t *testing.T) {
-	r := testenv.Redis(t)
+	r := testkit.Redis(t)
 	up := upstream(t)
 	var ds []*daemonProc
 	for range 3 {
@@ -559,7 +559,7 @@ func TestRedisKilled(t *testing.T) {
 		{"local_fallback", 200, "local-fallback"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			r := testenv.Redis(t)
+			r := testkit.Redis(t)
 			d := startDaemon(t, redisConf(r.Addr, tc.mode, up), "proxy", "admin")
 			base := "http://" + d.addr("proxy")
 			if resp := get(t, base+"/"); resp.StatusCode != 200 || resp.Header.Get("X-Ratelimit-Source") != "redis" {
@@ -643,7 +643,7 @@ func TestServeDefaults(t *testing.T) {
 // psql's queries per user; the limited query gets SQLSTATE 53400 and the
 // session goes on.
 func TestPostgresListener(t *testing.T) {
-	pg := testenv.Postgres(t)
+	pg := testkit.Postgres(t)
 	d := startDaemon(t, fmt.Sprintf(`
 postgres:
   listen: 127.0.0.1:0
@@ -656,7 +656,7 @@ postgres:
 admin: {listen: ""}
 `, pg.Addr), "postgres")
 	host, port, _ := net.SplitHostPort(d.addr("postgres"))
-	dsn := fmt.Sprintf("postgres://%s@%s/postgres?sslmode=disable", testenv.PostgresSuperuser, net.JoinHostPort(host, port))
+	dsn := fmt.Sprintf("postgres://%s@%s/postgres?sslmode=disable", testkit.PostgresSuperuser, net.JoinHostPort(host, port))
 	// One session: three queries pass, the fourth is refused, and the
 	// session is still usable for the next (also refused) query.
 	out, err := pg.Psql(dsn, "select 1;\nselect 2;\nselect 3;\n")

@@ -1,6 +1,6 @@
 // Package redisproc starts a throwaway redis-server on a loopback port for
 // programs that are not tests: the demo, the course experiments and the
-// Examples that need a real Redis. Tests use internal/testenv, which ties
+// Examples that need a real Redis. Tests use testkit, which ties
 // servers to a testing.TB.
 package redisproc
 

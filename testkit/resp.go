@@ -1,4 +1,4 @@
-package testenv
+package testkit
 
 import (
 	"bufio"
@@ -73,7 +73,7 @@ func redisString(addr string, args ...string) (string, error) {
 	}
 	s, ok := v.(string)
 	if !ok {
-		return "", fmt.Errorf("testenv: %s %s: reply %T, want a string", addr, args[0], v)
+		return "", fmt.Errorf("testkit: %s %s: reply %T, want a string", addr, args[0], v)
 	}
 	return s, nil
 }
@@ -95,7 +95,7 @@ func readReply(r *bufio.Reader) (any, error) {
 	}
 	line = strings.TrimSuffix(line, "\r\n")
 	if line == "" {
-		return nil, errors.New("testenv: empty RESP line")
+		return nil, errors.New("testkit: empty RESP line")
 	}
 	body := line[1:]
 	switch line[0] {
@@ -108,7 +108,7 @@ func readReply(r *bufio.Reader) (any, error) {
 	case '$':
 		n, err := strconv.Atoi(body)
 		if err != nil {
-			return nil, fmt.Errorf("testenv: bad RESP bulk length %q", body)
+			return nil, fmt.Errorf("testkit: bad RESP bulk length %q", body)
 		}
 		if n < 0 {
 			return nil, nil
@@ -121,7 +121,7 @@ func readReply(r *bufio.Reader) (any, error) {
 	case '*':
 		n, err := strconv.Atoi(body)
 		if err != nil {
-			return nil, fmt.Errorf("testenv: bad RESP array length %q", body)
+			return nil, fmt.Errorf("testkit: bad RESP array length %q", body)
 		}
 		if n < 0 {
 			return nil, nil
@@ -140,7 +140,7 @@ func readReply(r *bufio.Reader) (any, error) {
 		}
 		return arr, nil
 	default:
-		return nil, fmt.Errorf("testenv: unexpected RESP reply %q", line)
+		return nil, fmt.Errorf("testkit: unexpected RESP reply %q", line)
 	}
 }
 

@@ -1,4 +1,4 @@
-package testenv
+package testkit
 
 import (
 	"context"
@@ -51,7 +51,7 @@ type Cluster struct {
 func RedisCluster(t testing.TB, masters, replicasPerMaster int) *Cluster {
 	t.Helper()
 	if masters < 3 || replicasPerMaster < 0 {
-		t.Fatalf("testenv: RedisCluster(%d, %d): need at least 3 masters (redis-cli --cluster create refuses fewer) and replicasPerMaster >= 0",
+		t.Fatalf("testkit: RedisCluster(%d, %d): need at least 3 masters (redis-cli --cluster create refuses fewer) and replicasPerMaster >= 0",
 			masters, replicasPerMaster)
 	}
 	cli := lookBinary(t, "redis-cli", "redis-server")
@@ -86,7 +86,7 @@ func RedisCluster(t testing.TB, masters, replicasPerMaster int) *Cluster {
 	cmd := exec.CommandContext(ctx, cli, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("testenv: redis-cli %s: %v\n%s", strings.Join(args, " "), err, tail(string(out), 30))
+		t.Fatalf("testkit: redis-cli %s: %v\n%s", strings.Join(args, " "), err, tail(string(out), 30))
 	}
 	c.waitStable(true)
 	return c
@@ -97,7 +97,7 @@ func (c *Cluster) Node(addr string) *RedisServer {
 	c.t.Helper()
 	s, ok := c.nodes[addr]
 	if !ok {
-		c.t.Fatalf("testenv: %s is not a node of this cluster (nodes: %v)", addr, c.Addrs)
+		c.t.Fatalf("testkit: %s is not a node of this cluster (nodes: %v)", addr, c.Addrs)
 	}
 	return s
 }
@@ -146,7 +146,7 @@ func (c *Cluster) WaitFailover(killed string) string {
 	slots, ok := c.killed[killed]
 	c.mu.Unlock()
 	if !ok || len(slots) == 0 {
-		c.t.Fatalf("testenv: WaitFailover(%s): the node was not a master owning slots when KillNode killed it", killed)
+		c.t.Fatalf("testkit: WaitFailover(%s): the node was not a master owning slots when KillNode killed it", killed)
 	}
 	slot := slots[0].from
 	var winner string
@@ -175,7 +175,7 @@ func (c *Cluster) WaitFailover(killed string) string {
 		return roleIs(winner, "master")
 	})
 	if err != nil {
-		c.t.Fatalf("testenv: no replica took over the slots of killed master %s within %v: %v\n%s", killed, clusterWait, err, c.describe())
+		c.t.Fatalf("testkit: no replica took over the slots of killed master %s within %v: %v\n%s", killed, clusterWait, err, c.describe())
 	}
 	return winner
 }
@@ -261,7 +261,7 @@ func (c *Cluster) waitStable(allKnown bool) {
 		return nil
 	})
 	if err != nil {
-		c.t.Fatalf("testenv: Redis Cluster not healthy within %v: %v\n%s", clusterWait, err, c.describe())
+		c.t.Fatalf("testkit: Redis Cluster not healthy within %v: %v\n%s", clusterWait, err, c.describe())
 	}
 }
 
@@ -313,7 +313,7 @@ func (c *Cluster) MasterForSlot(slot int) string {
 		}
 	}
 	if len(owners) != 1 {
-		c.t.Fatalf("testenv: slot %d is claimed by %d running masters %v, want exactly one\n%s", slot, len(owners), owners, c.describe())
+		c.t.Fatalf("testkit: slot %d is claimed by %d running masters %v, want exactly one\n%s", slot, len(owners), owners, c.describe())
 	}
 	return owners[0]
 }

@@ -1,4 +1,4 @@
-// Package testenv starts real servers for integration tests: a standalone
+// Package testkit starts real servers for tests, Examples and demos: a standalone
 // redis-server, a Redis Cluster, a Redis Sentinel group and PostgreSQL.
 //
 // floodgate's promises (exact limits shared by many instances, graceful
@@ -57,4 +57,4 @@
 // Methods that take no error return report failures with t.Fatalf, so call
 // them from the test goroutine. Functions that return an error (Do,
 // RedisDo, Psql) are safe from any goroutine.
-package testenv
+package testkit

@@ -1,4 +1,4 @@
-package testenv
+package testkit
 
 import (
 	"bufio"
@@ -69,7 +69,7 @@ func startRedis(t testing.TB, name string, nports int, build func(ports []int, d
 		dir := t.TempDir()
 		args, err := build(ports, dir)
 		if err != nil {
-			t.Fatalf("testenv: prepare %s: %v", name, err)
+			t.Fatalf("testkit: prepare %s: %v", name, err)
 		}
 		s := newRedisServer(t, fmt.Sprintf("%s on %d", name, ports[0]), bin, args, ports[0], dir)
 		err = s.start()
@@ -78,11 +78,11 @@ func startRedis(t testing.TB, name string, nports int, build func(ports []int, d
 			return s
 		}
 		if errors.Is(err, errPortInUse) && attempt < startAttempts {
-			t.Logf("testenv: %s lost a race for its port, retrying with new ports", s.name)
+			t.Logf("testkit: %s lost a race for its port, retrying with new ports", s.name)
 			continue
 		}
 		if strings.Contains(err.Error(), "Bad directive") {
-			t.Fatalf("%v\n(testenv needs Redis 7.0 or newer: check redis-server --version)", err)
+			t.Fatalf("%v\n(testkit needs Redis 7.0 or newer: check redis-server --version)", err)
 		}
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func (s *RedisServer) Pause(d time.Duration) {
 	s.t.Helper()
 	ms := strconv.FormatInt(d.Milliseconds(), 10)
 	if _, err := s.Do("CLIENT", "PAUSE", ms, "ALL"); err != nil {
-		s.t.Fatalf("testenv: CLIENT PAUSE %s ALL on %s: %v", ms, s.name, err)
+		s.t.Fatalf("testkit: CLIENT PAUSE %s ALL on %s: %v", ms, s.name, err)
 	}
 }
 
@@ -161,7 +161,7 @@ func (s *RedisServer) Pause(d time.Duration) {
 func (s *RedisServer) PauseWrites() {
 	s.t.Helper()
 	if _, err := s.Do("CLIENT", "PAUSE", "60000", "WRITE"); err != nil {
-		s.t.Fatalf("testenv: CLIENT PAUSE 60000 WRITE on %s: %v", s.name, err)
+		s.t.Fatalf("testkit: CLIENT PAUSE 60000 WRITE on %s: %v", s.name, err)
 	}
 	s.t.Cleanup(func() {
 		if s.Running() {
@@ -174,7 +174,7 @@ func (s *RedisServer) PauseWrites() {
 func (s *RedisServer) Unpause() {
 	s.t.Helper()
 	if _, err := s.Do("CLIENT", "UNPAUSE"); err != nil {
-		s.t.Fatalf("testenv: CLIENT UNPAUSE on %s: %v", s.name, err)
+		s.t.Fatalf("testkit: CLIENT UNPAUSE on %s: %v", s.name, err)
 	}
 }
 
@@ -188,12 +188,12 @@ func (s *RedisServer) DebugSleep(d time.Duration) <-chan error {
 	secs := strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
 	conn, err := net.DialTimeout("tcp", s.Addr, redisTimeout)
 	if err != nil {
-		s.t.Fatalf("testenv: DEBUG SLEEP on %s: %v", s.name, err)
+		s.t.Fatalf("testkit: DEBUG SLEEP on %s: %v", s.name, err)
 	}
 	_ = conn.SetDeadline(time.Now().Add(d + redisTimeout))
 	if err := writeCommand(conn, []string{"DEBUG", "SLEEP", secs}); err != nil {
 		conn.Close()
-		s.t.Fatalf("testenv: DEBUG SLEEP on %s: %v", s.name, err)
+		s.t.Fatalf("testkit: DEBUG SLEEP on %s: %v", s.name, err)
 	}
 	done := make(chan error, 1)
 	go func() {

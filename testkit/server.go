@@ -1,4 +1,4 @@
-package testenv
+package testkit
 
 import (
 	"errors"
@@ -87,7 +87,7 @@ func (s *server) restart() {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		s.t.Fatalf("testenv: restart %s on the same port: %v", s.name, err)
+		s.t.Fatalf("testkit: restart %s on the same port: %v", s.name, err)
 		return
 	}
 }

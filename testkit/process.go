@@ -1,4 +1,4 @@
-package testenv
+package testkit
 
 import (
 	"errors"
@@ -38,7 +38,7 @@ func allowSkip() bool {
 // developer opted in.
 func missing(t testing.TB, what, debPackage string) {
 	t.Helper()
-	msg := fmt.Sprintf("testenv: %s not found: install the Debian package %s (make test does it)", what, debPackage)
+	msg := fmt.Sprintf("testkit: %s not found: install the Debian package %s (make test does it)", what, debPackage)
 	if allowSkip() {
 		t.Skipf("%s; skipping because %s=1", msg, envAllowSkip)
 	}
@@ -78,11 +78,11 @@ func freePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for tries := 0; len(ports) < n; tries++ {
 		if tries > 100*n {
-			return nil, errors.New("testenv: could not find free loopback ports; is the ephemeral port range exhausted?")
+			return nil, errors.New("testkit: could not find free loopback ports; is the ephemeral port range exhausted?")
 		}
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, fmt.Errorf("testenv: listen on 127.0.0.1:0 to find a free port: %w", err)
+			return nil, fmt.Errorf("testkit: listen on 127.0.0.1:0 to find a free port: %w", err)
 		}
 		ls = append(ls, l)
 		p := l.Addr().(*net.TCPAddr).Port
@@ -112,12 +112,12 @@ type process struct {
 func startProcess(name, bin string, args []string, dir, logPath string, cred *syscall.Credential) (*process, error) {
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("testenv: open %s log: %w", name, err)
+		return nil, fmt.Errorf("testkit: open %s log: %w", name, err)
 	}
 	defer logf.Close()
 	st, err := logf.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("testenv: stat %s log: %w", name, err)
+		return nil, fmt.Errorf("testkit: stat %s log: %w", name, err)
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
@@ -129,7 +129,7 @@ func startProcess(name, bin string, args []string, dir, logPath string, cred *sy
 		Credential: cred,
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("testenv: start %s (%s): %w", name, bin, err)
+		return nil, fmt.Errorf("testkit: start %s (%s): %w", name, bin, err)
 	}
 	p := &process{
 		name:    name,
@@ -222,7 +222,7 @@ func (p *process) waitReady(probe func() error) error {
 	for {
 		if p.exited() {
 			log := p.newLog()
-			err := fmt.Errorf("testenv: %s exited before it was ready (%v); log (%s):\n%s", p.name, p.err, p.logPath, tail(log, 20))
+			err := fmt.Errorf("testkit: %s exited before it was ready (%v); log (%s):\n%s", p.name, p.err, p.logPath, tail(log, 20))
 			if strings.Contains(strings.ToLower(log), "address already in use") {
 				return fmt.Errorf("%w: %w", errPortInUse, err)
 			}
@@ -233,7 +233,7 @@ func (p *process) waitReady(probe func() error) error {
 		}
 		if time.Now().After(deadline) {
 			p.kill()
-			return fmt.Errorf("testenv: %s not ready after %v (last probe: %v); it was killed; log (%s):\n%s",
+			return fmt.Errorf("testkit: %s not ready after %v (last probe: %v); it was killed; log (%s):\n%s",
 				p.name, startTimeout, last, p.logPath, p.logTail())
 		}
 		time.Sleep(20 * time.Millisecond)

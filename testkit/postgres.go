@@ -1,4 +1,4 @@
-package testenv
+package testkit
 
 import (
 	"bufio"
@@ -37,7 +37,7 @@ const (
 
 // pgHBA: the password users must authenticate; everyone else is trusted, as
 // befits a throwaway server reachable only from loopback.
-const pgHBA = `# written by floodgate internal/testenv
+const pgHBA = `# written by floodgate testkit
 local all all                                  trust
 host  all ` + PostgresSCRAMUser + `     127.0.0.1/32 scram-sha-256
 host  all ` + PostgresMD5User + `       127.0.0.1/32 md5
@@ -98,11 +98,11 @@ func Postgres(t testing.TB) *PostgresServer {
 	sweepPostgresDirs()
 	dir, err := os.MkdirTemp("", pgDirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
-		t.Fatalf("testenv: create a directory for PostgreSQL: %v", err)
+		t.Fatalf("testkit: create a directory for PostgreSQL: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := os.RemoveAll(dir); err != nil {
-			t.Errorf("testenv: remove PostgreSQL directory: %v", err)
+			t.Errorf("testkit: remove PostgreSQL directory: %v", err)
 		}
 	})
 	if err := os.Mkdir(filepath.Join(dir, "sock"), 0o700); err != nil {
@@ -111,7 +111,7 @@ func Postgres(t testing.TB) *PostgresServer {
 	if cred != nil {
 		for _, d := range []string{dir, filepath.Join(dir, "sock")} {
 			if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
-				t.Fatalf("testenv: chown %s to the user postgres runs as: %v", d, err)
+				t.Fatalf("testkit: chown %s to the user postgres runs as: %v", d, err)
 			}
 		}
 	}
@@ -131,7 +131,7 @@ func Postgres(t testing.TB) *PostgresServer {
 	initdb.Env = append(os.Environ(), "TZ=UTC")
 	initdb.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("testenv: initdb: %v\n%s", err, tail(string(out), 30))
+		t.Fatalf("testkit: initdb: %v\n%s", err, tail(string(out), 30))
 	}
 	if err := os.WriteFile(filepath.Join(dir, "data", "pg_hba.conf"), []byte(pgHBA), 0o600); err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func Postgres(t testing.TB) *PostgresServer {
 			break
 		}
 		if errors.Is(err, errPortInUse) && attempt < startAttempts {
-			t.Logf("testenv: %s lost a race for its port, retrying with a new port", s.name)
+			t.Logf("testkit: %s lost a race for its port, retrying with a new port", s.name)
 			continue
 		}
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func Postgres(t testing.TB) *PostgresServer {
 	t.Cleanup(s.kill)
 
 	if _, err := s.Psql(s.DSN(PostgresSuperuser, "postgres"), pgSetup); err != nil {
-		t.Fatalf("testenv: create test roles: %v", err)
+		t.Fatalf("testkit: create test roles: %v", err)
 	}
 	return s
 }
@@ -202,7 +202,7 @@ func postgresBinDir(t testing.TB) string {
 	}
 	if d := os.Getenv("FLOODGATE_PG_BINDIR"); d != "" {
 		if !has(d) {
-			t.Fatalf("testenv: FLOODGATE_PG_BINDIR=%s does not contain initdb, postgres and psql", d)
+			t.Fatalf("testkit: FLOODGATE_PG_BINDIR=%s does not contain initdb, postgres and psql", d)
 		}
 		return d
 	}
@@ -247,7 +247,7 @@ func postgresCredential() (*syscall.Credential, error) {
 		}
 		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 	}
-	return nil, errors.New(`testenv: running as root, and PostgreSQL refuses to run as root, but there is no "postgres" or "nobody" user to run it as: create one (the Debian package postgresql does) or run the tests as a normal user`)
+	return nil, errors.New(`testkit: running as root, and PostgreSQL refuses to run as root, but there is no "postgres" or "nobody" user to run it as: create one (the Debian package postgresql does) or run the tests as a normal user`)
 }
 
 func newPostgresServer(t testing.TB, binDir string, cred *syscall.Credential, port int, dir string) *PostgresServer {
@@ -360,12 +360,12 @@ func (s *PostgresServer) Psql(dsn, sql string) (string, error) {
 		dsn,
 	)
 	cmd.Stdin = strings.NewReader(sql)
-	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=5", "PGAPPNAME=floodgate-testenv")
+	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=5", "PGAPPNAME=floodgate-testkit")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("testenv: psql %s: %v: %s", redactDSN(dsn), err, strings.TrimSpace(stderr.String()))
+		return stdout.String(), fmt.Errorf("testkit: psql %s: %v: %s", redactDSN(dsn), err, strings.TrimSpace(stderr.String()))
 	}
 	return strings.TrimRight(stdout.String(), "\n"), nil
 }

@@ -1,4 +1,4 @@
-package testenv
+package testkit
 
 import (
 	"errors"
@@ -50,7 +50,7 @@ func PgBouncer(t testing.TB, pg *PostgresServer, poolMode string) *PgBouncerServ
 	// user must reach it.
 	dir, err := os.MkdirTemp("", "floodgate-pgbouncer-")
 	if err != nil {
-		t.Fatalf("testenv: create a directory for pgbouncer: %v", err)
+		t.Fatalf("testkit: create a directory for pgbouncer: %v", err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 
@@ -64,7 +64,7 @@ func PgBouncer(t testing.TB, pg *PostgresServer, poolMode string) *PgBouncerServ
 		if err != nil {
 			t.Fatal(err)
 		}
-		files["pgbouncer.ini"] = fmt.Sprintf(`; written by floodgate internal/testenv
+		files["pgbouncer.ini"] = fmt.Sprintf(`; written by floodgate testkit
 [databases]
 * = host=127.0.0.1 port=%d
 

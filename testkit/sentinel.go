@@ -1,4 +1,4 @@
-package testenv
+package testkit
 
 import (
 	"fmt"
@@ -42,7 +42,7 @@ type SentinelGroup struct {
 func RedisSentinel(t testing.TB, replicas, sentinels int) *SentinelGroup {
 	t.Helper()
 	if replicas < 1 || sentinels < 1 {
-		t.Fatalf("testenv: RedisSentinel(%d, %d): need at least one replica to fail over to and one sentinel", replicas, sentinels)
+		t.Fatalf("testkit: RedisSentinel(%d, %d): need at least one replica to fail over to and one sentinel", replicas, sentinels)
 	}
 	g := &SentinelGroup{MasterName: SentinelMasterName, t: t, nodes: map[string]*RedisServer{}}
 	master := Redis(t)
@@ -110,7 +110,7 @@ func (g *SentinelGroup) Node(addr string) *RedisServer {
 	g.t.Helper()
 	s, ok := g.nodes[addr]
 	if !ok {
-		g.t.Fatalf("testenv: %s is not a data node of this group (nodes: %v)", addr, g.Addrs)
+		g.t.Fatalf("testkit: %s is not a data node of this group (nodes: %v)", addr, g.Addrs)
 	}
 	return s
 }
@@ -132,7 +132,7 @@ func (g *SentinelGroup) MasterAddr() string {
 		}
 		errs = append(errs, err.Error())
 	}
-	g.t.Fatalf("testenv: no sentinel named the master: %s", strings.Join(errs, "; "))
+	g.t.Fatalf("testkit: no sentinel named the master: %s", strings.Join(errs, "; "))
 	return ""
 }
 
@@ -183,7 +183,7 @@ func (g *SentinelGroup) poll(what string, cond func() error) {
 				fmt.Fprintf(&logs, "sentinel %s log:\n%s\n", s.Addr, tail(s.proc.newLog(), 15))
 				s.mu.Unlock()
 			}
-			g.t.Fatalf("testenv: Redis Sentinel: waited %v for %s: %v\n%s", clusterWait, what, err, logs.String())
+			g.t.Fatalf("testkit: Redis Sentinel: waited %v for %s: %v\n%s", clusterWait, what, err, logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
