@@ -45,17 +45,17 @@ type Policy struct {
 // RateLimit-Policy header does). A LimitSet is immutable and lives as long
 // as its Limiter, so what front ends derive from it can be cached per set.
 type LimitSet struct {
-	policy, name string
-	limits       []Limit
-	set          *algo.Set
+	policy, variant string
+	limits          []Limit
+	set             *algo.Set
 }
 
 // Policy is the name of the policy the set belongs to.
 func (s *LimitSet) Policy() string { return s.policy }
 
-// Name is "" for the policy's default limits, "override:"+key for an
-// override, "tier:"+tier for a tier.
-func (s *LimitSet) Name() string { return s.name }
+// Variant says which of the policy's lists the set is: "" for its default
+// limits, "override:"+key for an override, "tier:"+tier for a tier.
+func (s *LimitSet) Variant() string { return s.variant }
 
 // Len is the number of limits.
 func (s *LimitSet) Len() int { return len(s.limits) }
@@ -67,9 +67,9 @@ func (s *LimitSet) Limit(i int) Limit { return s.limits[i] }
 // the set's limits.
 func (s *LimitSet) Capacity() int64 { return s.set.Capacity() }
 
-// Engine returns the set as engines receive it, for tools that look at an
-// engine's state directly (redisstore.Key).
-func (s *LimitSet) Engine() *algo.Set { return s.set }
+// Compiled returns the set as engines receive it, for tools that look at
+// an engine's state directly (redisstore.Key).
+func (s *LimitSet) Compiled() *algo.Set { return s.set }
 
 // newLimitSet validates limits and compiles them; v, when not nil, is asked
 // about each limit too.
@@ -96,7 +96,7 @@ func newLimitSet(policy, name string, limits []Limit, v func(Limit) error) (*Lim
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidPolicy, label, err)
 	}
-	return &LimitSet{policy: policy, name: name, limits: append([]Limit(nil), limits...), set: set}, nil
+	return &LimitSet{policy: policy, variant: name, limits: append([]Limit(nil), limits...), set: set}, nil
 }
 
 func setLabel(policy, name string) string {

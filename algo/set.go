@@ -15,24 +15,24 @@ const MaxTransitions = 8
 // transition of a Set must admit a request, and is charged all or nothing.
 // Engines keep its state under (ID, key). A Set is immutable.
 type Set struct {
-	policy, name string
-	id           uint64
-	ts           []Transition
-	capacity     int64 // the smallest capacity of ts
-	capIndex     int
+	policy, variant string
+	id              uint64
+	ts              []Transition
+	capacity        int64 // the smallest capacity of ts
+	capIndex        int
 }
 
-// NewSet returns the Set of transitions ts of the named list of a policy.
-// name is "" for a policy's defaults, "override:"+key or "tier:"+tier.
-func NewSet(policy, name string, ts []Transition) (*Set, error) {
+// NewSet returns the Set of transitions ts of one list of a policy: its
+// variant is "" for the policy's defaults, "override:"+key or "tier:"+tier.
+func NewSet(policy, variant string, ts []Transition) (*Set, error) {
 	if len(ts) == 0 || len(ts) > MaxTransitions {
 		return nil, fmt.Errorf("%w: a set holds 1 to %d limits, got %d", ErrInvalid, MaxTransitions, len(ts))
 	}
 	h := fnv.New64a()
 	h.Write([]byte(policy))
 	h.Write([]byte{0})
-	h.Write([]byte(name))
-	s := &Set{policy: policy, name: name, id: h.Sum64(), ts: append([]Transition(nil), ts...)}
+	h.Write([]byte(variant))
+	s := &Set{policy: policy, variant: variant, id: h.Sum64(), ts: append([]Transition(nil), ts...)}
 	for i := range s.ts {
 		if !s.ts[i].valid() {
 			return nil, fmt.Errorf("%w: transition %d was not made by algo.New", ErrInvalid, i)
@@ -47,10 +47,11 @@ func NewSet(policy, name string, ts []Transition) (*Set, error) {
 // Policy is the name of the policy the set belongs to.
 func (s *Set) Policy() string { return s.policy }
 
-// Name is "" for a policy's defaults, "override:"+key or "tier:"+tier.
-func (s *Set) Name() string { return s.name }
+// Variant says which list of the policy the set is: "" for its defaults,
+// "override:"+key or "tier:"+tier.
+func (s *Set) Variant() string { return s.variant }
 
-// ID is a stable hash of Policy and Name. Engines use it to keep the state
+// ID is a stable hash of Policy and Variant. Engines use it to keep the state
 // of different sets apart.
 func (s *Set) ID() uint64 { return s.id }
 

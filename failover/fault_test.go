@@ -533,7 +533,7 @@ func TestFaultClusterFailover(t *testing.T) {
 
 // keyOn returns a key whose decisions through lim are stored on master.
 func keyOn(cl *testkit.Cluster, master string, lim *floodgate.PolicyLimiter) string {
-	set := lim.LimitsFor("").Engine()
+	set := lim.LimitsFor("").Compiled()
 	for i := 0; ; i++ {
 		key := "client" + strconv.Itoa(i)
 		if cl.MasterForKey(redisstore.Key(redisstore.DefaultPrefix, set, key, 0)) == master {

@@ -198,8 +198,8 @@ func checkResult(t *testing.T, where string, h Harness, p floodgate.Policy, key 
 	switch {
 	case got.Set == nil:
 		errs = append(errs, "Set = nil, want the limit set that applied")
-	case got.Set.Name() != setName || got.Set.Policy() != p.Name:
-		errs = append(errs, fmt.Sprintf("Set = %q of %q, want %q of %q", got.Set.Name(), got.Set.Policy(), setName, p.Name))
+	case got.Set.Variant() != setName || got.Set.Policy() != p.Name:
+		errs = append(errs, fmt.Sprintf("Set = %q of %q, want %q of %q", got.Set.Variant(), got.Set.Policy(), setName, p.Name))
 	case got.Index < 0 || got.Index >= got.Set.Len() || got.Set.Limit(got.Index) != got.Limit:
 		errs = append(errs, fmt.Sprintf("Set.Limit(%d) is not Limit %s", got.Index, got.Limit))
 	}

@@ -329,7 +329,7 @@ func (c *setCache) add(set *algo.Set, f float64) (*algo.Set, error) {
 	}
 	// The same policy and set names give the same ID: the filter keeps its
 	// state where the global set would, in its own store.
-	local, err := algo.NewSet(set.Policy(), set.Name(), ts)
+	local, err := algo.NewSet(set.Policy(), set.Variant(), ts)
 	if err != nil {
 		return nil, fmt.Errorf("hybrid: local share of policy %s: %w", set.Policy(), err)
 	}

@@ -409,12 +409,12 @@ func TestLocalDenialAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%.1f allocations per pair of local denials, want 0", allocs)
 	}
-	la, _ := s.LocalLimits(a.LimitsFor("k").Engine())
-	lb, _ := s.LocalLimits(b.LimitsFor("k").Engine())
+	la, _ := s.LocalLimits(a.LimitsFor("k").Compiled())
+	lb, _ := s.LocalLimits(b.LimitsFor("k").Compiled())
 	if la.At(0).Spec() != floodgate.PerMinute(5).Spec() || lb.At(0).Spec() != floodgate.PerMinute(10).Spec() {
 		t.Fatalf("local limits %+v and %+v, want 5/min and 10/min", la.At(0).Spec(), lb.At(0).Spec())
 	}
-	if la.ID() != a.LimitsFor("k").Engine().ID() {
+	if la.ID() != a.LimitsFor("k").Compiled().ID() {
 		t.Fatal("the local set's ID differs from the global set's")
 	}
 }
@@ -433,7 +433,7 @@ func TestConcurrentSetCache(t *testing.T) {
 		wg.Go(func() {
 			for i := range 500 {
 				lim := lims[(g+i)%len(lims)]
-				ls, err := s.LocalLimits(lim.LimitsFor("k").Engine())
+				ls, err := s.LocalLimits(lim.LimitsFor("k").Compiled())
 				if err != nil {
 					t.Error(err)
 					return

@@ -61,7 +61,7 @@ func clusterManyKeys(t *testing.T, client *redis.ClusterClient) {
 	if allowed.Load() != 3*keys {
 		t.Errorf("admitted %d, want %d (3 per key)", allowed.Load(), 3*keys)
 	}
-	set := lim.LimitsFor("user:0").Engine()
+	set := lim.LimitsFor("user:0").Compiled()
 	for k := range keys {
 		key := fmt.Sprintf("user:%d", k)
 		slot := testkit.KeySlot(Key("many:", set, key, 0))
@@ -88,7 +88,7 @@ func clusterFailover(t *testing.T, cl *testkit.Cluster, client *redis.ClusterCli
 	if _, err := lim.Allow(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	master := cl.MasterForKey(Key("failover:", lim.LimitsFor("k").Engine(), "k", 0))
+	master := cl.MasterForKey(Key("failover:", lim.LimitsFor("k").Compiled(), "k", 0))
 	evals := calls.evals.Load()
 
 	stop := make(chan struct{})

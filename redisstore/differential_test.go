@@ -43,7 +43,7 @@ func TestMatchesMemstore(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", describe(p), err)
 		}
-		capacity := lm.LimitsFor("a").Engine().Capacity()
+		capacity := lm.LimitsFor("a").Compiled().Capacity()
 		var log []string
 		for step := 0; step < 60; step++ {
 			clock.Advance(randomAdvance(rng, p))
@@ -85,7 +85,7 @@ func TestMatchesMemstore(t *testing.T) {
 					want.Source = Source
 				}
 				// Each limiter has its own sets; the rest must agree.
-				if got.Set == nil || want.Set == nil || got.Set.Len() != want.Set.Len() || got.Set.Name() != want.Set.Name() {
+				if got.Set == nil || want.Set == nil || got.Set.Len() != want.Set.Len() || got.Set.Variant() != want.Set.Variant() {
 					t.Fatalf("sets differ: redis %+v, memory %+v", got.Set, want.Set)
 				}
 				want.Set = got.Set

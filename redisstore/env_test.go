@@ -110,7 +110,7 @@ func newLimiter(t testing.TB, s floodgate.Store, name string, limits ...floodgat
 
 // limKey is the Redis key of limit i of lim's limits for key.
 func limKey(prefix string, lim *floodgate.PolicyLimiter, key string, i int) string {
-	return Key(prefix, lim.LimitsFor(key).Engine(), key, i)
+	return Key(prefix, lim.LimitsFor(key).Compiled(), key, i)
 }
 
 // eventually polls cond until it holds or the deadline passes.

@@ -60,7 +60,7 @@ func ExampleKey() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	set := lim.LimitsFor("user:42").Engine()
+	set := lim.LimitsFor("user:42").Compiled()
 	fmt.Println(redisstore.Key(redisstore.DefaultPrefix, set, "user:42", 0))
 	fmt.Println(redisstore.Key(redisstore.DefaultPrefix, set, "user:42", 1))
 	// Output:

@@ -22,7 +22,7 @@ func appendKey(b []byte, prefix string, set *algo.Set, key string, i int) []byte
 	b = append(b, '{')
 	b = appendEscaped(b, set.Policy(), nameEscapes)
 	b = append(b, ':')
-	b = appendEscaped(b, set.Name(), nameEscapes)
+	b = appendEscaped(b, set.Variant(), nameEscapes)
 	b = append(b, ':')
 	b = appendEscaped(b, key, keyEscapes)
 	b = append(b, '}', ':')

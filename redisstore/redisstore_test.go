@@ -145,7 +145,7 @@ func TestTTLIsExpiry(t *testing.T) {
 	} {
 		t.Run(l.String(), func(t *testing.T) {
 			lim := newLimiter(t, s, "ttl "+l.String(), l)
-			key := Key(DefaultPrefix, lim.LimitsFor("k").Engine(), "k", 0)
+			key := Key(DefaultPrefix, lim.LimitsFor("k").Compiled(), "k", 0)
 			// The key ages between the decision and PTTL, by no more than
 			// the time from before the one to after the other.
 			start := time.Now()
@@ -554,7 +554,7 @@ func TestStalledRedisHonoursContext(t *testing.T) {
 		t.Errorf("%d decisions sent after the stall began, want 2: the one in flight and the one after", n)
 	}
 	for i := 1; i < len(errs); i++ {
-		key := Key(DefaultPrefix, lim.LimitsFor("k").Engine(), fmt.Sprintf("k%d", i), 0)
+		key := Key(DefaultPrefix, lim.LimitsFor("k").Compiled(), fmt.Sprintf("k%d", i), 0)
 		if client.Exists(context.Background(), key).Val() != 0 {
 			t.Errorf("abandoned request %d was charged", i)
 		}

@@ -139,7 +139,7 @@ func (k *Keys) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if res.Set != nil {
 		st.Limit = res.Limit.String()
 		st.Limited = res.Remaining < 1
-		st.LimitSet = res.Set.Name()
+		st.LimitSet = res.Set.Variant()
 		for i := range res.Set.Len() {
 			st.Limits = append(st.Limits, res.Set.Limit(i).String())
 		}
