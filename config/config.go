@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/floodgate-go/floodgate/internal/yamlpos"
+
 	"time"
 
 	"github.com/floodgate-go/floodgate/clientip"
@@ -71,7 +73,7 @@ type Config struct {
 // errors found later (a listener that cannot bind) can point at the line
 // to fix.
 func (c *Config) Position(path string) Pos {
-	return lookupPos(c.pos, c.File, path)
+	return yamlpos.LookupPos(c.pos, c.File, path)
 }
 
 // Defaults of fields that the structs below name.

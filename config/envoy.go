@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/floodgate-go/floodgate/internal/yamlpos"
+
 	"fmt"
 	"os"
 	"reflect"
@@ -309,7 +311,7 @@ func LoadEnvoy(paths ...string) (*EnvoyRules, error) {
 	rules, cerrs := compileEnvoy(srcs, floodgate.FixedWindow)
 	errs = append(errs, cerrs...)
 	if len(errs) > 0 {
-		return nil, errs.sorted()
+		return nil, errs.Sorted()
 	}
 	return rules, nil
 }
@@ -318,7 +320,7 @@ func LoadEnvoy(paths ...string) (*EnvoyRules, error) {
 func ParseEnvoy(name string, data []byte) (*EnvoyRules, error) {
 	rules, errs := compileEnvoy([]envoySource{{name, data}}, floodgate.FixedWindow)
 	if len(errs) > 0 {
-		return nil, errs.sorted()
+		return nil, errs.Sorted()
 	}
 	return rules, nil
 }
@@ -343,13 +345,13 @@ func compileEnvoy(srcs []envoySource, alg floodgate.Algorithm) (*EnvoyRules, Err
 	r := &EnvoyRules{domains: map[string]*envoyNode{}, files: map[string]string{}}
 	var errs Errors
 	for _, s := range srcs {
-		d := newDecoder(s.name)
-		d.env = nil
+		d := yamlpos.New(s.name)
+		d.Env = nil
 		var f EnvoyFile
-		if body := d.parseYAML(s.data); body != nil {
-			d.decode(body, reflect.ValueOf(&f).Elem(), "")
+		if body := d.Parse(s.data); body != nil {
+			d.Decode(body, reflect.ValueOf(&f).Elem(), "")
 		}
-		if len(d.errs) == 0 {
+		if len(d.Errs) == 0 {
 			k := &checker{d: d}
 			switch {
 			case f.Domain == "":
@@ -363,7 +365,7 @@ func compileEnvoy(srcs []envoySource, alg floodgate.Algorithm) (*EnvoyRules, Err
 				r.files[f.Domain] = s.name
 			}
 		}
-		errs = append(errs, d.errs...)
+		errs = append(errs, d.Errs...)
 	}
 	return r, errs
 }
@@ -424,7 +426,7 @@ func (k *checker) envoyLevel(parent *envoyNode, prefix, path string, ds []EnvoyD
 }
 
 func (k *checker) envoyRule(policy, dp string, specs []EnvoyRateLimit, paths []string, dsc *EnvoyDescriptor, alg floodgate.Algorithm) *EnvoyRule {
-	rule := &EnvoyRule{Policy: policy, Shadow: dsc.ShadowMode, DetailedMetric: dsc.DetailedMetric, Pos: lookupPos(k.d.pos, k.d.file, dp)}
+	rule := &EnvoyRule{Policy: policy, Shadow: dsc.ShadowMode, DetailedMetric: dsc.DetailedMetric, Pos: yamlpos.LookupPos(k.d.Pos, k.d.File(), dp)}
 	for i, s := range specs {
 		p := paths[i]
 		if s.Name != "" {

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/floodgate-go/floodgate/internal/yamlpos"
+
 	_ "embed"
 	"encoding/hex"
 	"fmt"
@@ -62,20 +64,21 @@ func Parse(name string, data []byte) (*Config, error) {
 
 func parse(name string, data []byte, env func(string) (string, bool)) (*Config, map[string][]byte, error) {
 	files := map[string][]byte{name: data}
-	d := newDecoder(name)
-	d.env = env
+	d := yamlpos.New(name)
+	d.Env = env
+	d.Defaults = setDefaults
 	c := &Config{File: name}
 	c.setDefaults()
-	if body := d.parseYAML(data); body != nil {
-		d.decode(body, reflect.ValueOf(c).Elem(), "")
+	if body := d.Parse(data); body != nil {
+		d.Decode(body, reflect.ValueOf(c).Elem(), "")
 	}
-	c.pos = d.pos
-	decodeErrs := len(d.errs)
+	c.pos = d.Pos
+	decodeErrs := len(d.Errs)
 	k := &checker{c: c, d: d, dir: filepath.Dir(name), files: files}
 	k.check()
-	d.errs = dropCascades(d.errs, decodeErrs)
-	if len(d.errs) > 0 {
-		return nil, files, d.errs.sorted()
+	d.Errs = dropCascades(d.Errs, decodeErrs)
+	if len(d.Errs) > 0 {
+		return nil, files, d.Errs.Sorted()
 	}
 	sum := digest(files)
 	c.Digest = hex.EncodeToString(sum[:])
@@ -127,4 +130,15 @@ func within(inner, path string) bool {
 	}
 	rest := inner[len(path):]
 	return rest == "" || path == "" || rest[0] == '.' || rest[0] == '['
+}
+
+// defaulter is implemented by the structs with defaults other than the zero
+// value; the decoder calls setDefaults on every fresh one before it decodes
+// the file's fields into it, so that absent fields keep their defaults.
+type defaulter interface{ setDefaults() }
+
+func setDefaults(p reflect.Value) {
+	if df, ok := p.Interface().(defaulter); ok {
+		df.setDefaults()
+	}
 }

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"github.com/floodgate-go/floodgate/internal/yamlpos"
+
+
 	"bytes"
 	"encoding/json"
 	"flag"
@@ -164,7 +167,7 @@ func (g *schemaGen) typeSchema(t reflect.Type, owner, goField string) map[string
 		return map[string]any{"type": "number"}
 	case reflect.Slice:
 		items := g.typeSchema(t.Elem(), owner, goField)
-		if isScalarKind(t.Elem().Kind()) {
+		if yamlpos.OneValue(t.Elem()) {
 			// A single value stands for a list of one.
 			return map[string]any{"type": []any{"array", items["type"]}, "items": items}
 		}
@@ -482,7 +485,7 @@ func generateDocs(t *testing.T) []byte {
 		byType[t] = s
 		order = append(order, s)
 		for _, f := range yamlFields(t) {
-			visit(f.sf.Type, joinPath(path, f.name))
+			visit(f.sf.Type, yamlpos.JoinPath(path, f.name))
 		}
 	}
 	visit(reflect.TypeFor[Config](), "")

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/floodgate-go/floodgate/internal/yamlpos"
+
 	"fmt"
 	"net"
 	"net/netip"
@@ -22,21 +24,21 @@ import (
 // rules), reporting every problem at its field's position.
 type checker struct {
 	c     *Config
-	d     *decoder
+	d     *yamlpos.Decoder
 	dir   string
 	files map[string][]byte
 }
 
 func (k *checker) errf(path, format string, args ...any) {
-	k.d.errs = append(k.d.errs, &Error{Pos: lookupPos(k.d.pos, k.d.file, path), Path: path, Msg: fmt.Sprintf(format, args...)})
+	k.d.Errs = append(k.d.Errs, &Error{Pos: yamlpos.LookupPos(k.d.Pos, k.d.File(), path), Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
 func (k *checker) wrapf(path string, err error, format string, args ...any) {
-	k.d.errs = append(k.d.errs, &Error{Pos: lookupPos(k.d.pos, k.d.file, path), Path: path, Msg: fmt.Sprintf(format, args...), Err: err})
+	k.d.Errs = append(k.d.Errs, &Error{Pos: yamlpos.LookupPos(k.d.Pos, k.d.File(), path), Path: path, Msg: fmt.Sprintf(format, args...), Err: err})
 }
 
 // has reports whether the file sets the field at path.
-func (k *checker) has(path string) bool { _, ok := k.d.pos[path]; return ok }
+func (k *checker) has(path string) bool { _, ok := k.d.Pos[path]; return ok }
 
 // oneOf checks an enumerated value, suggesting the nearest valid one.
 func (k *checker) oneOf(path, value string, valid ...string) bool {
@@ -45,7 +47,7 @@ func (k *checker) oneOf(path, value string, valid ...string) bool {
 			return true
 		}
 	}
-	if s := suggest(value, valid); s != "" && value != "" {
+	if s := yamlpos.Suggest(value, valid); s != "" && value != "" {
 		k.errf(path, "%q is not valid; did you mean %q? (use one of %s)", value, s, strings.Join(valid, ", "))
 	} else {
 		k.errf(path, "%q is not valid (use one of %s)", value, strings.Join(valid, ", "))
@@ -265,7 +267,7 @@ var policyName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 
 func (k *checker) checkPolicies() {
 	for _, name := range k.sortedByPos("policies", keysOf(k.c.Policies)) {
-		path := mapKeyPath("policies", name)
+		path := yamlpos.MapKeyPath("policies", name)
 		if !policyName.MatchString(name) {
 			k.errf(path, "policy name %q: use lower-case letters, digits, _ and -, starting with a letter or digit", name)
 		}
@@ -285,23 +287,23 @@ func (k *checker) buildPolicy(path, name string, base *LimitsSpec, overrides, ti
 	}
 	for _, key := range k.sortedByPos(path+".overrides", keysOf(overrides)) {
 		if key == "" {
-			k.errf(mapKeyPath(path+".overrides", key), "an override needs a key")
+			k.errf(yamlpos.MapKeyPath(path+".overrides", key), "an override needs a key")
 		}
 		s := overrides[key]
 		if fp.Overrides == nil {
 			fp.Overrides = map[string][]floodgate.Limit{}
 		}
-		fp.Overrides[key] = k.limits(mapKeyPath(path+".overrides", key), &s, inherit)
+		fp.Overrides[key] = k.limits(yamlpos.MapKeyPath(path+".overrides", key), &s, inherit)
 	}
 	for _, tier := range k.sortedByPos(path+".tiers", keysOf(tiers)) {
 		if tier == "" {
-			k.errf(mapKeyPath(path+".tiers", tier), "a tier needs a name")
+			k.errf(yamlpos.MapKeyPath(path+".tiers", tier), "a tier needs a name")
 		}
 		s := tiers[tier]
 		if fp.Tiers == nil {
 			fp.Tiers = map[string][]floodgate.Limit{}
 		}
-		fp.Tiers[tier] = k.limits(mapKeyPath(path+".tiers", tier), &s, inherit)
+		fp.Tiers[tier] = k.limits(yamlpos.MapKeyPath(path+".tiers", tier), &s, inherit)
 	}
 	return fp
 }
@@ -400,8 +402,8 @@ func (k *checker) limit(path string, s LimitSpec, inherit LimitSpec) (floodgate.
 // errors come out in file order and stay stable.
 func (k *checker) sortedByPos(path string, keys []string) []string {
 	sort.Slice(keys, func(i, j int) bool {
-		a := lookupPos(k.d.pos, k.d.file, mapKeyPath(path, keys[i]))
-		b := lookupPos(k.d.pos, k.d.file, mapKeyPath(path, keys[j]))
+		a := yamlpos.LookupPos(k.d.Pos, k.d.File(), yamlpos.MapKeyPath(path, keys[i]))
+		b := yamlpos.LookupPos(k.d.Pos, k.d.File(), yamlpos.MapKeyPath(path, keys[j]))
 		if a.Line != b.Line {
 			return a.Line < b.Line
 		}
@@ -523,7 +525,7 @@ func (k *checker) checkProxy() {
 	if ci.IPv6Prefix < 0 || ci.IPv6Prefix > 128 {
 		k.errf("proxy.client_ip.ipv6_prefix", "must be from 1 to 128")
 	}
-	if _, err := clientip.New(ci.Config()); err != nil && len(k.d.errs) == 0 {
+	if _, err := clientip.New(ci.Config()); err != nil && len(k.d.Errs) == 0 {
 		k.wrapf("proxy.client_ip", err, "%s", strings.TrimPrefix(err.Error(), clientip.ErrInvalidConfig.Error()+": "))
 	}
 	k.prefixes("proxy.user_trusted_from", p.UserTrustedFrom)
@@ -666,13 +668,16 @@ func (k *checker) checkRouteLimit(path string, l *RouteLimit, seen map[string]in
 	case !ok:
 		names := keysOf(k.c.Policies)
 		sort.Strings(names)
-		if s := suggest(l.Policy, names); s != "" {
+		if s := yamlpos.Suggest(l.Policy, names); s != "" {
 			k.errf(path+".policy", "no policy %q; did you mean %q?", l.Policy, s)
 		} else if len(names) > 0 {
 			k.errf(path+".policy", "no policy %q (defined: %s)", l.Policy, strings.Join(names, ", "))
 		} else {
 			k.errf(path+".policy", "no policy %q; define it under policies", l.Policy)
 		}
+	}
+	if len(l.Key) == 0 {
+		k.errf(path+".key", "an empty key list; give at least one source, e.g. ip")
 	}
 	for _, part := range l.Key {
 		if part.Source == KeyUser && len(p.UserTrustedFrom) == 0 {
@@ -728,7 +733,7 @@ func (k *checker) checkEnvoy() {
 		files = append(files, envoySource{name: path, data: data})
 	}
 	rules, errs := compileEnvoy(files, alg)
-	k.d.errs = append(k.d.errs, errs...)
+	k.d.Errs = append(k.d.Errs, errs...)
 	e.Rules = rules
 }
 
@@ -847,14 +852,14 @@ func conflict(a, b string) bool {
 // policy per tier, before floodgate.New. The error, for a Config changed
 // after Parse, is an Errors with the positions of the offending fields.
 func (c *Config) FloodgatePolicies() (map[string]floodgate.Policy, error) {
-	d := &decoder{file: c.File, pos: c.pos}
-	if d.pos == nil {
-		d.pos = map[string]Pos{}
+	d := yamlpos.New(c.File)
+	if c.pos != nil {
+		d.Pos = c.pos
 	}
 	k := &checker{c: c, d: d}
 	out := map[string]floodgate.Policy{}
 	for name, p := range c.Policies {
-		out[name] = k.buildPolicy(mapKeyPath("policies", name), name, &p.LimitsSpec, p.Overrides, p.Tiers)
+		out[name] = k.buildPolicy(yamlpos.MapKeyPath("policies", name), name, &p.LimitsSpec, p.Overrides, p.Tiers)
 	}
 	if c.Postgres != nil {
 		for _, lv := range c.Postgres.RateLimit.levels() {
@@ -868,8 +873,8 @@ func (c *Config) FloodgatePolicies() (map[string]floodgate.Policy, error) {
 			}
 		}
 	}
-	if len(d.errs) > 0 {
-		return nil, d.errs.sorted()
+	if len(d.Errs) > 0 {
+		return nil, d.Errs.Sorted()
 	}
 	return out, nil
 }

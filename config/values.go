@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/floodgate-go/floodgate/internal/yamlpos"
+
 	"errors"
 	"fmt"
 	"math"
@@ -10,7 +12,6 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/goccy/go-yaml/ast"
 )
 
 // A Duration is a time.Duration written in Go syntax in the file: "100ms",
@@ -212,7 +213,7 @@ func ParseKeyPart(s string) (KeyPart, error) {
 		return KeyPart{Source: KeySource(strings.ToLower(src)), Header: arg}, nil
 	}
 	want := []string{"ip", "header:NAME", "user:NAME", "route", "global"}
-	if sg := suggest(src, []string{"ip", "header", "user", "route", "global"}); sg != "" {
+	if sg := yamlpos.Suggest(src, []string{"ip", "header", "user", "route", "global"}); sg != "" {
 		return KeyPart{}, fmt.Errorf("unknown key source %q; did you mean %q? (use one of %s, or a list of them)", s, sg, strings.Join(want, ", "))
 	}
 	return KeyPart{}, fmt.Errorf("unknown key source %q (use one of %s, or a list of them)", s, strings.Join(want, ", "))
@@ -235,34 +236,15 @@ func validHeaderName(s string) bool {
 // into a composite key ("[ip, route]": each client per route).
 type Key []KeyPart
 
-func (k *Key) decodeNode(d *decoder, n ast.Node, path string) {
-	var parts []string
-	if seq, ok := n.(*ast.SequenceNode); ok {
-		for i, e := range seq.Values {
-			e = d.resolve(e)
-			if s, ok := d.scalar(e, fmt.Sprintf("%s[%d]", path, i)); ok {
-				parts = append(parts, s)
-			}
-		}
-		if len(seq.Values) == 0 {
-			d.errorf(n, path, "an empty key list; give at least one source, e.g. ip")
-			return
-		}
-	} else if s, ok := d.scalar(n, path); ok {
-		parts = []string{s}
-	} else {
-		return
+// UnmarshalText parses one key source; see ParseKeyPart. A Key is a list of
+// them, and a single value in the file stands for a list of one.
+func (p *KeyPart) UnmarshalText(b []byte) error {
+	v, err := ParseKeyPart(string(b))
+	if err != nil {
+		return err
 	}
-	out := make(Key, 0, len(parts))
-	for _, s := range parts {
-		p, err := ParseKeyPart(s)
-		if err != nil {
-			d.wrap(n, path, err)
-			continue
-		}
-		out = append(out, p)
-	}
-	*k = out
+	*p = v
+	return nil
 }
 
 // A KeyInput is what a request's key is built from.

@@ -1,4 +1,9 @@
-package config
+// Package yamlpos decodes YAML into Go values field by field, keeping the
+// position of every field and collecting every problem, each as
+// "file:line:column: path: message", with the nearest valid name suggested
+// for a misspelt field. It is what floodgate's configuration file and the
+// envoyproxy/ratelimit rule files are read with.
+package yamlpos
 
 import (
 	"encoding"
@@ -24,45 +29,65 @@ const (
 	maxDepth = 40
 )
 
-// A decoder turns a YAML syntax tree into Go values, field by field, so
+// A Decoder turns a YAML syntax tree into Go values, field by field, so
 // that every problem is reported with its position and all of them are
 // collected, and so that every field's position is kept for the checks
 // that run after decoding.
-type decoder struct {
+type Decoder struct {
+	// Errs are the problems found so far.
+	Errs Errors
+
+	// Pos maps field paths to the positions of their values (of their
+	// names, for struct fields and map keys).
+	Pos map[string]Pos
+
+	// Env expands ${NAME} in scalars; nil turns expansion off (a file
+	// format whose values may hold "${" as text).
+	Env func(string) (string, bool)
+
+	// Defaults, when set, is called on every fresh struct value the
+	// decoder makes (a pointer's target, a map or slice element) before
+	// the file's fields are decoded into it, so that absent fields keep
+	// their defaults.
+	Defaults func(v reflect.Value)
+
 	file    string
-	errs    Errors
-	pos     map[string]Pos // field path → position of its value
 	anchors map[string]ast.Node
 	nodes   int
 	depth   int
-	env     func(string) (string, bool)
 }
 
-// nodeDecoder is implemented by types that read their own YAML shape, such
-// as a key that is either one source or a list of sources.
-type nodeDecoder interface {
-	decodeNode(d *decoder, n ast.Node, path string)
-}
-
-// defaulter is implemented by structs with defaults other than the zero
-// value. The decoder calls setDefaults on a fresh value before it decodes
-// the file's fields into it, so that absent fields keep their defaults.
-type defaulter interface {
-	setDefaults()
-}
-
-func newDecoder(file string) *decoder {
-	return &decoder{
+// New returns a Decoder for the named file, expanding environment variables
+// from the process's environment.
+func New(file string) *Decoder {
+	return &Decoder{
 		file:    file,
-		pos:     map[string]Pos{},
+		Pos:     map[string]Pos{},
 		anchors: map[string]ast.Node{},
-		env:     os.LookupEnv,
+		Env:     os.LookupEnv,
 	}
 }
 
-// parseYAML parses data and returns the body of its single document (nil
+// File is the name the Decoder was made for.
+func (d *Decoder) File() string { return d.file }
+
+// Errorf records a problem at path, at the position recorded for it (or the
+// nearest enclosing field's), for checks that run after decoding.
+func (d *Decoder) Errorf(path, format string, args ...any) {
+	d.Errs = append(d.Errs, &Error{Pos: LookupPos(d.Pos, d.file, path), Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Wrapf is Errorf keeping err as the Error's cause.
+func (d *Decoder) Wrapf(path string, err error, format string, args ...any) {
+	d.Errs = append(d.Errs, &Error{Pos: LookupPos(d.Pos, d.file, path), Path: path, Msg: fmt.Sprintf(format, args...), Err: err})
+}
+
+// Has reports whether the file sets the field at path.
+func (d *Decoder) Has(path string) bool { _, ok := d.Pos[path]; return ok }
+
+// Parse parses data and returns the body of its single document (nil
 // for an empty file).
-func (d *decoder) parseYAML(data []byte) ast.Node {
+func (d *Decoder) Parse(data []byte) ast.Node {
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		p := Pos{File: d.file}
@@ -73,7 +98,7 @@ func (d *decoder) parseYAML(data []byte) ast.Node {
 				p.Line, p.Column = tk.Position.Line, tk.Position.Column
 			}
 		}
-		d.errs = append(d.errs, &Error{Pos: p, Msg: "invalid YAML: " + msg, Err: err})
+		d.Errs = append(d.Errs, &Error{Pos: p, Msg: "invalid YAML: " + msg, Err: err})
 		return nil
 	}
 	var body ast.Node
@@ -91,7 +116,7 @@ func (d *decoder) parseYAML(data []byte) ast.Node {
 	return body
 }
 
-func (d *decoder) at(n ast.Node) Pos {
+func (d *Decoder) at(n ast.Node) Pos {
 	p := Pos{File: d.file}
 	if n == nil {
 		return p
@@ -102,17 +127,17 @@ func (d *decoder) at(n ast.Node) Pos {
 	return p
 }
 
-func (d *decoder) errorf(n ast.Node, path, format string, args ...any) {
-	d.errs = append(d.errs, &Error{Pos: d.at(n), Path: path, Msg: fmt.Sprintf(format, args...)})
+func (d *Decoder) errorf(n ast.Node, path, format string, args ...any) {
+	d.Errs = append(d.Errs, &Error{Pos: d.at(n), Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-func (d *decoder) wrap(n ast.Node, path string, err error) {
-	d.errs = append(d.errs, &Error{Pos: d.at(n), Path: path, Msg: err.Error(), Err: err})
+func (d *Decoder) wrap(n ast.Node, path string, err error) {
+	d.Errs = append(d.Errs, &Error{Pos: d.at(n), Path: path, Msg: err.Error(), Err: err})
 }
 
-// resolve strips tags and anchors and follows aliases, returning the node
+// Resolve strips tags and anchors and follows aliases, returning the node
 // that carries the value.
-func (d *decoder) resolve(n ast.Node) ast.Node {
+func (d *Decoder) Resolve(n ast.Node) ast.Node {
 	for range maxDepth {
 		switch t := n.(type) {
 		case *ast.TagNode:
@@ -139,8 +164,8 @@ func (d *decoder) resolve(n ast.Node) ast.Node {
 	return nil
 }
 
-// decode decodes n into v (addressable), recording positions under path.
-func (d *decoder) decode(n ast.Node, v reflect.Value, path string) {
+// Decode decodes n into v (addressable), recording positions under path.
+func (d *Decoder) Decode(n ast.Node, v reflect.Value, path string) {
 	if d.nodes++; d.nodes > maxNodes {
 		if d.nodes == maxNodes+1 {
 			d.errorf(n, path, "the file expands to more than %d values (aliases?); simplify it", maxNodes)
@@ -155,11 +180,11 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, path string) {
 	defer func() { d.depth-- }()
 
 	orig := n
-	n = d.resolve(n)
+	n = d.Resolve(n)
 	if n == nil {
 		return
 	}
-	d.pos[path] = d.at(orig)
+	d.Pos[path] = d.at(orig)
 
 	if _, null := n.(*ast.NullNode); null && (isValue(v) || v.Kind() != reflect.Pointer && v.Kind() != reflect.Struct) {
 		// "field:" with nothing after it leaves the default. (A section
@@ -167,12 +192,8 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, path string) {
 		return
 	}
 	if v.CanAddr() {
-		if nd, ok := v.Addr().Interface().(nodeDecoder); ok {
-			nd.decodeNode(d, n, path)
-			return
-		}
 		if tu, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
-			s, ok := d.scalar(n, path)
+			s, ok := d.Scalar(n, path)
 			if !ok {
 				return
 			}
@@ -187,14 +208,12 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, path string) {
 	case reflect.Pointer:
 		if v.IsNil() {
 			v.Set(reflect.New(v.Type().Elem()))
-			if df, ok := v.Interface().(defaulter); ok {
-				df.setDefaults()
-			}
+			d.defaults(v)
 		}
 		if _, null := n.(*ast.NullNode); null {
 			return
 		}
-		d.decode(orig, v.Elem(), path)
+		d.Decode(orig, v.Elem(), path)
 		d.nodes-- // the same node, counted once
 	case reflect.Struct:
 		if _, null := n.(*ast.NullNode); null {
@@ -206,7 +225,7 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, path string) {
 	case reflect.Slice:
 		d.decodeSlice(n, v, path)
 	case reflect.String:
-		if s, ok := d.scalar(n, path); ok {
+		if s, ok := d.Scalar(n, path); ok {
 			v.SetString(s)
 		}
 	case reflect.Bool:
@@ -220,9 +239,9 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, path string) {
 	}
 }
 
-// scalar returns the text of a scalar node, with environment variables
+// Scalar returns the text of a scalar node, with environment variables
 // expanded.
-func (d *decoder) scalar(n ast.Node, path string) (string, bool) {
+func (d *Decoder) Scalar(n ast.Node, path string) (string, bool) {
 	var s string
 	switch t := n.(type) {
 	case nil: // an alias that resolved to nothing, already reported
@@ -251,10 +270,10 @@ func (d *decoder) scalar(n ast.Node, path string) (string, bool) {
 		d.errorf(n, path, "expected a single value, found %s", n.Type())
 		return "", false
 	}
-	if d.env == nil { // a file format without expansion
+	if d.Env == nil { // a file format without expansion
 		return s, true
 	}
-	out, err := expandEnv(s, d.env)
+	out, err := expandEnv(s, d.Env)
 	if err != nil {
 		d.wrap(n, path, err)
 		return "", false
@@ -322,13 +341,13 @@ func validEnvName(s string) bool {
 // numberText returns the text of a number-like scalar; a quoted string is
 // accepted only when it came from an environment variable, so that
 // `db: ${REDIS_DB}` works while `db: "0"` is still a type error.
-func (d *decoder) numberText(n ast.Node, path, want string) (string, bool) {
+func (d *Decoder) numberText(n ast.Node, path, want string) (string, bool) {
 	switch t := n.(type) {
 	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode, *ast.InfinityNode, *ast.NanNode:
 		return n.GetToken().Value, true
 	case *ast.StringNode:
 		if strings.Contains(t.Value, "${") {
-			return d.scalar(n, path)
+			return d.Scalar(n, path)
 		}
 		d.errorf(n, path, "expected %s, found the string %q", want, t.Value)
 		return "", false
@@ -338,7 +357,7 @@ func (d *decoder) numberText(n ast.Node, path, want string) (string, bool) {
 	}
 }
 
-func (d *decoder) scalarKindError(n ast.Node, path, want string) {
+func (d *Decoder) scalarKindError(n ast.Node, path, want string) {
 	switch n.(type) {
 	case nil:
 		d.errorf(n, path, "expected %s", want)
@@ -351,7 +370,7 @@ func (d *decoder) scalarKindError(n ast.Node, path, want string) {
 	}
 }
 
-func (d *decoder) decodeBool(n ast.Node, v reflect.Value, path string) {
+func (d *Decoder) decodeBool(n ast.Node, v reflect.Value, path string) {
 	s, ok := d.numberText(n, path, "true or false")
 	if !ok {
 		return
@@ -366,7 +385,7 @@ func (d *decoder) decodeBool(n ast.Node, v reflect.Value, path string) {
 	}
 }
 
-func (d *decoder) decodeInt(n ast.Node, v reflect.Value, path string) {
+func (d *Decoder) decodeInt(n ast.Node, v reflect.Value, path string) {
 	s, ok := d.numberText(n, path, "a whole number")
 	if !ok {
 		return
@@ -388,7 +407,7 @@ func (d *decoder) decodeInt(n ast.Node, v reflect.Value, path string) {
 	v.SetInt(i)
 }
 
-func (d *decoder) decodeFloat(n ast.Node, v reflect.Value, path string) {
+func (d *Decoder) decodeFloat(n ast.Node, v reflect.Value, path string) {
 	s, ok := d.numberText(n, path, "a number")
 	if !ok {
 		return
@@ -403,13 +422,13 @@ func (d *decoder) decodeFloat(n ast.Node, v reflect.Value, path string) {
 
 // pairs returns the key/value pairs of a mapping node, merge keys (<<)
 // first so that explicit keys override what they merge in.
-func (d *decoder) pairs(n ast.Node, path string) ([]*ast.MappingValueNode, bool) {
+func (d *Decoder) pairs(n ast.Node, path string) ([]*ast.MappingValueNode, bool) {
 	return d.mergedPairs(n, path, map[ast.Node]bool{})
 }
 
 // mergedPairs is pairs with the set of mappings being merged, so that a
 // merge key that refers to its own mapping is an error, not a loop.
-func (d *decoder) mergedPairs(n ast.Node, path string, merging map[ast.Node]bool) ([]*ast.MappingValueNode, bool) {
+func (d *Decoder) mergedPairs(n ast.Node, path string, merging map[ast.Node]bool) ([]*ast.MappingValueNode, bool) {
 	if n == nil { // an alias that resolved to nothing, already reported
 		return nil, false
 	}
@@ -438,13 +457,13 @@ func (d *decoder) mergedPairs(n ast.Node, path string, merging map[ast.Node]bool
 			continue
 		}
 		if _, ok := mv.Key.(*ast.MergeKeyNode); ok {
-			src := d.resolve(mv.Value)
+			src := d.Resolve(mv.Value)
 			if src == nil {
 				continue
 			}
 			if seq, ok := src.(*ast.SequenceNode); ok {
 				for _, e := range seq.Values {
-					if p, ok := d.mergedPairs(d.resolve(e), path, merging); ok {
+					if p, ok := d.mergedPairs(d.Resolve(e), path, merging); ok {
 						merged = append(merged, p...)
 					}
 				}
@@ -532,19 +551,19 @@ func fieldsOf(t reflect.Type) []fieldInfo {
 	return out
 }
 
-func (d *decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
+func (d *Decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
 	pairs, ok := d.pairs(n, path)
 	if !ok {
 		return
 	}
 	if path == "" && len(pairs) > 0 {
-		d.pos[""] = d.at(pairs[0].Key) // the document starts at its first field
+		d.Pos[""] = d.at(pairs[0].Key) // the document starts at its first field
 	}
 	fields := fieldsOf(v.Type())
 	seen := map[string]bool{}
 	for _, mv := range pairs {
 		key := keyText(mv.Key)
-		fpath := joinPath(path, key)
+		fpath := JoinPath(path, key)
 		if path == "" && strings.HasPrefix(key, "x-") {
 			// Top-level x- fields are ignored, as in Compose files: a
 			// place to define anchors (&limits) that fields below use.
@@ -563,7 +582,7 @@ func (d *decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
 			for i, fi := range fields {
 				names[i] = fi.name
 			}
-			if s := suggest(key, names); s != "" {
+			if s := Suggest(key, names); s != "" {
 				d.errorf(mv.Key, fpath, "unknown field %q; did you mean %q?", key, s)
 			} else {
 				sort.Strings(names)
@@ -576,13 +595,13 @@ func (d *decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
 			continue
 		}
 		seen[key] = true
-		d.decode(mv.Value, v.FieldByIndex(f.index), fpath)
+		d.Decode(mv.Value, v.FieldByIndex(f.index), fpath)
 		// Errors about a field point at its name, where the eye looks.
-		d.pos[fpath] = d.at(mv.Key)
+		d.Pos[fpath] = d.at(mv.Key)
 	}
 }
 
-func (d *decoder) decodeMap(n ast.Node, v reflect.Value, path string) {
+func (d *Decoder) decodeMap(n ast.Node, v reflect.Value, path string) {
 	if v.Type().Key().Kind() != reflect.String {
 		d.errorf(n, path, "cannot hold a %s (internal)", v.Type())
 		return
@@ -597,29 +616,27 @@ func (d *decoder) decodeMap(n ast.Node, v reflect.Value, path string) {
 	seen := map[string]bool{}
 	for _, mv := range pairs {
 		key := keyText(mv.Key)
-		kpath := mapKeyPath(path, key)
+		kpath := MapKeyPath(path, key)
 		if seen[key] {
 			d.errorf(mv.Key, kpath, "%q is set twice; keep one", key)
 			continue
 		}
 		seen[key] = true
 		elem := reflect.New(v.Type().Elem())
-		if df, ok := elem.Interface().(defaulter); ok {
-			df.setDefaults()
-		}
-		d.decode(mv.Value, elem.Elem(), kpath)
-		d.pos[kpath] = d.at(mv.Key)
+		d.defaults(elem)
+		d.Decode(mv.Value, elem.Elem(), kpath)
+		d.Pos[kpath] = d.at(mv.Key)
 		v.SetMapIndex(reflect.ValueOf(key).Convert(v.Type().Key()), elem.Elem())
 	}
 }
 
-func (d *decoder) decodeSlice(n ast.Node, v reflect.Value, path string) {
+func (d *Decoder) decodeSlice(n ast.Node, v reflect.Value, path string) {
 	seq, ok := n.(*ast.SequenceNode)
 	if !ok {
-		if isScalarKind(v.Type().Elem().Kind()) && !isCollection(n) {
+		if OneValue(v.Type().Elem()) && !isCollection(n) {
 			// A single value stands for a list of one: `methods: GET`.
 			elem := reflect.New(v.Type().Elem()).Elem()
-			d.decode(n, elem, path+"[0]")
+			d.Decode(n, elem, path+"[0]")
 			v.Set(reflect.Append(reflect.MakeSlice(v.Type(), 0, 1), elem))
 			return
 		}
@@ -629,17 +646,22 @@ func (d *decoder) decodeSlice(n ast.Node, v reflect.Value, path string) {
 	out := reflect.MakeSlice(v.Type(), 0, len(seq.Values))
 	for i, e := range seq.Values {
 		elem := reflect.New(v.Type().Elem())
-		if df, ok := elem.Interface().(defaulter); ok {
-			df.setDefaults()
-		}
-		d.decode(e, elem.Elem(), path+"["+strconv.Itoa(i)+"]")
+		d.defaults(elem)
+		d.Decode(e, elem.Elem(), path+"["+strconv.Itoa(i)+"]")
 		out = reflect.Append(out, elem.Elem())
 	}
 	v.Set(out)
 }
 
-func isScalarKind(k reflect.Kind) bool {
-	switch k {
+// OneValue reports whether values of type t are written as one YAML scalar:
+// strings, numbers and booleans, and types that read themselves from text
+// (encoding.TextUnmarshaler). A list of such values may be written as one
+// value, standing for a list of one.
+func OneValue(t reflect.Type) bool {
+	if reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return true
+	}
+	switch t.Kind() {
 	case reflect.String, reflect.Bool, reflect.Int, reflect.Int64, reflect.Int32, reflect.Float64:
 		return true
 	}
@@ -654,18 +676,18 @@ func isCollection(n ast.Node) bool {
 	return false
 }
 
-// joinPath appends a field name to a path.
-func joinPath(path, field string) string {
+// JoinPath appends a field name to a path.
+func JoinPath(path, field string) string {
 	if path == "" {
 		return field
 	}
 	return path + "." + field
 }
 
-// mapKeyPath appends a map key to a path: as a field when it looks like
+// MapKeyPath appends a map key to a path: as a field when it looks like
 // one (policies.api), quoted in brackets otherwise
 // (overrides["user:batch_worker"]).
-func mapKeyPath(path, key string) string {
+func MapKeyPath(path, key string) string {
 	plain := key != ""
 	for i := 0; i < len(key); i++ {
 		c := key[i]
@@ -675,14 +697,14 @@ func mapKeyPath(path, key string) string {
 		}
 	}
 	if plain {
-		return joinPath(path, key)
+		return JoinPath(path, key)
 	}
 	return path + "[" + strconv.Quote(key) + "]"
 }
 
-// lookupPos returns the position recorded for path or for the nearest
+// LookupPos returns the position recorded for path or for the nearest
 // enclosing path that has one.
-func lookupPos(pos map[string]Pos, file, path string) Pos {
+func LookupPos(pos map[string]Pos, file, path string) Pos {
 	for path != "" {
 		if p, ok := pos[path]; ok {
 			return p
@@ -714,7 +736,7 @@ func parentEnd(path string) int {
 // that the parser, inside a flow collection ([a:b]), read as a one-pair
 // mapping: the key, a colon and the value written without any space. A
 // mapping written as one (a: b) is still a mapping.
-func (d *decoder) colonScalar(n ast.Node) (string, bool) {
+func (d *Decoder) colonScalar(n ast.Node) (string, bool) {
 	var mv *ast.MappingValueNode
 	switch t := n.(type) {
 	case *ast.MappingValueNode:
@@ -744,7 +766,7 @@ func (d *decoder) colonScalar(n ast.Node) (string, bool) {
 }
 
 // registerAnchors records the anchors under n without decoding it.
-func (d *decoder) registerAnchors(n ast.Node, depth int) {
+func (d *Decoder) registerAnchors(n ast.Node, depth int) {
 	if n == nil || depth > maxDepth {
 		return
 	}
@@ -779,8 +801,17 @@ func isValue(v reflect.Value) bool {
 		return false
 	}
 	switch v.Addr().Interface().(type) {
-	case nodeDecoder, encoding.TextUnmarshaler:
+	case encoding.TextUnmarshaler:
 		return true
 	}
 	return false
+}
+
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// defaults applies Defaults to a fresh value (a pointer to it).
+func (d *Decoder) defaults(p reflect.Value) {
+	if d.Defaults != nil {
+		d.Defaults(p)
+	}
 }
