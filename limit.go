@@ -55,6 +55,10 @@ func (a Algorithm) String() string {
 	return fmt.Sprintf("algorithm(%d)", uint8(a))
 }
 
+// AlgorithmNames returns the configuration names of the algorithms, in
+// order: what ParseAlgorithm accepts.
+func AlgorithmNames() []string { return append([]string(nil), algorithmNames[:]...) }
+
 // ParseAlgorithm maps a configuration name (as returned by String; case and
 // dashes do not matter) to its Algorithm.
 func ParseAlgorithm(s string) (Algorithm, error) {

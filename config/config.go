@@ -1,9 +1,10 @@
 package config
 
 import (
-	"github.com/floodgate-go/floodgate/internal/yamlpos"
-
 	"time"
+
+	"github.com/floodgate-go/floodgate/envoyrules"
+	"github.com/floodgate-go/floodgate/internal/yamlpos"
 
 	"github.com/floodgate-go/floodgate/clientip"
 )
@@ -96,7 +97,6 @@ const (
 	DefaultShutdownTimeout   = 10 * time.Second
 	DemoUpstream             = "demo"
 	defaultEnvoyAlgorithm    = "fixed_window"
-	defaultEnvoyHeaderStyle  = HeadersNone
 )
 
 func (c *Config) setDefaults() {
@@ -631,17 +631,6 @@ type Check struct {
 
 func (c *Check) setDefaults() { c.Listen = DefaultCheckListen }
 
-// A HeaderStyle selects the rate-limit headers the Envoy service asks Envoy
-// to add to responses (response_headers_to_add).
-type HeaderStyle string
-
-// The header styles.
-const (
-	HeadersNone  HeaderStyle = "none"
-	HeadersDraft HeaderStyle = "draft" // X-RateLimit-Limit, -Remaining, -Reset
-	HeadersIETF  HeaderStyle = "ietf"  // RateLimit-Policy and RateLimit
-)
-
 // Envoy configures the Envoy rate limit service
 // (envoy.service.ratelimit.v3.RateLimitService).
 type Envoy struct {
@@ -654,7 +643,7 @@ type Envoy struct {
 
 	// ResponseHeaders is none (the default, as envoyproxy/ratelimit),
 	// draft (X-RateLimit-*) or ietf (RateLimit-Policy, RateLimit).
-	ResponseHeaders HeaderStyle `yaml:"response_headers"`
+	ResponseHeaders envoyrules.HeaderStyle `yaml:"response_headers"`
 
 	// Algorithm applies to every imported limit that names none. Default
 	// fixed_window, which is what envoyproxy/ratelimit does.
@@ -665,12 +654,12 @@ type Envoy struct {
 	ShadowMode bool `yaml:"shadow_mode,omitempty"`
 
 	// Rules are the loaded RatelimitConfig files.
-	Rules *EnvoyRules `yaml:"-"`
+	Rules *envoyrules.Rules `yaml:"-"`
 }
 
 func (e *Envoy) setDefaults() {
 	e.Listen = DefaultEnvoyListen
-	e.ResponseHeaders = defaultEnvoyHeaderStyle
+	e.ResponseHeaders = envoyrules.HeadersNone
 	e.Algorithm = defaultEnvoyAlgorithm
 }
 

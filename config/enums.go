@@ -1,5 +1,7 @@
 package config
 
+import "github.com/floodgate-go/floodgate/envoyrules"
+
 // The valid values of the enumerated fields, shared by validation, the
 // JSON Schema and the reference in docs/config.md so the three agree.
 var (
@@ -8,9 +10,17 @@ var (
 	enumFailureModes = []string{string(FailOpen), string(FailClosed), string(LocalFallback)}
 	enumBodies       = []string{string(BodyProblem), string(BodyJSON), string(BodyNone)}
 	enumCounts       = []string{string(CountAll), string(CountFailed), string(CountSuccessful)}
-	enumHeaderStyles = []string{string(HeadersNone), string(HeadersDraft), string(HeadersIETF)}
+	enumHeaderStyles = names(envoyrules.HeaderStyles)
 	enumAlgorithms   = []string{"gcra", "token_bucket", "fixed_window", "sliding_window", "sliding_log"}
 	enumLogFormats   = []string{"text", "json"}
 	enumLogLevels    = []string{"debug", "info", "warn", "error"}
 	enumEnvoyUnits   = []string{"second", "minute", "hour", "day", "week", "month", "year"}
 )
+
+func names[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}

@@ -47,20 +47,3 @@ check: {}
 	// 5/min and 20/h sliding_window
 	// 500/s burst 200
 }
-
-func ExampleEnvoyRules_Match() {
-	rules, err := config.ParseEnvoy("ratelimit.yaml", []byte(`
-domain: edge
-descriptors:
-  - key: remote_address
-    rate_limit: {unit: second, requests_per_unit: 10}
-`))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	r := rules.Match("edge", []config.DescriptorEntry{{Key: "remote_address", Value: "10.0.0.1"}})
-	fmt.Println(r.Policy, r.Key, r.Limits[0])
-	// Output:
-	// edge.remote_address remote_address=10.0.0.1 10/s fixed_window
-}

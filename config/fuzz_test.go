@@ -55,25 +55,3 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
-
-// FuzzParseEnvoy: no envoyproxy/ratelimit file panics the parser, and
-// matching what it accepts never panics either.
-func FuzzParseEnvoy(f *testing.F) {
-	addSeeds(f, "../examples/envoy/*.yaml")
-	f.Add([]byte("domain: d\ndescriptors: &a [{key: x, descriptors: *a}, {key: y, descriptors: *a}]\n"))
-	f.Add([]byte("domain: d\ndescriptors: [{key: a, value: 'b*', descriptors: [{key: c, rate_limit: {unit: day, requests_per_unit: 3}}]}]\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := ParseEnvoy("fuzz.yaml", data)
-		if err != nil {
-			return
-		}
-		for _, d := range r.Domains() {
-			r.MatchRequest(d, [][]DescriptorEntry{
-				{{"remote_address", "10.0.0.1"}},
-				{{"a", "bc"}, {"c", "x"}},
-				{{"header_match", "write"}, {"remote_address", ""}},
-			})
-		}
-		r.Policies()
-	})
-}

@@ -1,8 +1,9 @@
 package config
 
 import (
-	"github.com/floodgate-go/floodgate/internal/yamlpos"
+	"github.com/floodgate-go/floodgate/envoyrules"
 
+	"github.com/floodgate-go/floodgate/internal/yamlpos"
 
 	"bytes"
 	"encoding/json"
@@ -26,11 +27,11 @@ var update = flag.Bool("update", false, "rewrite schema.json and ../docs/config.
 // fieldEnums maps "Type.Field" to the values of string fields whose Go type
 // does not say them.
 var fieldEnums = map[string][]string{
-	"LimitSpec.Algorithm":      enumAlgorithms,
-	"Envoy.Algorithm":          enumAlgorithms,
-	"EnvoyRateLimit.Algorithm": enumAlgorithms,
-	"Log.Format":               enumLogFormats,
-	"Log.Level":                enumLogLevels,
+	"LimitSpec.Algorithm": enumAlgorithms,
+	"Envoy.Algorithm":     enumAlgorithms,
+	"RateLimit.Algorithm": enumAlgorithms,
+	"Log.Format":          enumLogFormats,
+	"Log.Level":           enumLogLevels,
 }
 
 // typeEnums maps enumerated string types to their values.
@@ -54,8 +55,10 @@ func readDocs(t *testing.T) docs {
 	t.Helper()
 	fset := token.NewFileSet()
 	d := docs{types: map[string]string{}, typesRaw: map[string]string{}, fields: map[string]string{}}
+	// The Envoy rule file's types are documented where they live.
 	files, _ := filepath.Glob("*.go")
-	for _, name := range files {
+	more, _ := filepath.Glob("../envoyrules/*.go")
+	for _, name := range append(files, more...) {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
 		}
@@ -619,7 +622,7 @@ func TestDocsUpToDate(t *testing.T) {
 // docs/config.md, and every field of an envoyproxy/ratelimit file in
 // docs/envoy.md.
 func TestDocsMentionEveryField(t *testing.T) {
-	for doc, root := range map[string]reflect.Type{"../docs/config.md": reflect.TypeFor[Config](), "../docs/envoy.md": reflect.TypeFor[EnvoyFile]()} {
+	for doc, root := range map[string]reflect.Type{"../docs/config.md": reflect.TypeFor[Config](), "../docs/envoy.md": reflect.TypeFor[envoyrules.File]()} {
 		b, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)

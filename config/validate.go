@@ -1,6 +1,10 @@
 package config
 
 import (
+	"os"
+
+	"github.com/floodgate-go/floodgate/envoyrules"
+
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 
 	"fmt"
@@ -42,17 +46,7 @@ func (k *checker) has(path string) bool { _, ok := k.d.Pos[path]; return ok }
 
 // oneOf checks an enumerated value, suggesting the nearest valid one.
 func (k *checker) oneOf(path, value string, valid ...string) bool {
-	for _, v := range valid {
-		if value == v {
-			return true
-		}
-	}
-	if s := yamlpos.Suggest(value, valid); s != "" && value != "" {
-		k.errf(path, "%q is not valid; did you mean %q? (use one of %s)", value, s, strings.Join(valid, ", "))
-	} else {
-		k.errf(path, "%q is not valid (use one of %s)", value, strings.Join(valid, ", "))
-	}
-	return false
+	return k.d.OneOf(path, value, valid...)
 }
 
 // resolve makes a relative file name relative to the configuration's
@@ -710,7 +704,6 @@ func (k *checker) checkRouteLimit(path string, l *RouteLimit, seen map[string]in
 func (k *checker) checkEnvoy() {
 	e := k.c.Envoy
 	k.listen("envoy.listen", e.Listen, false)
-	k.oneOf("envoy.response_headers", string(e.ResponseHeaders), enumHeaderStyles...)
 	alg, err := floodgate.ParseAlgorithm(e.Algorithm)
 	if err != nil {
 		k.oneOf("envoy.algorithm", e.Algorithm, enumAlgorithms...)
@@ -720,19 +713,20 @@ func (k *checker) checkEnvoy() {
 		k.errf("envoy", "envoy.ratelimit_config is required: the envoyproxy/ratelimit configuration files to serve")
 		return
 	}
-	files := make([]envoySource, 0, len(e.RatelimitConfig))
+	files := make([]envoyrules.Source, 0, len(e.RatelimitConfig))
 	for i := range e.RatelimitConfig {
 		k.resolve(&e.RatelimitConfig[i])
 		path := e.RatelimitConfig[i]
-		data, rerr := readFile(path)
+		data, rerr := os.ReadFile(path)
 		k.files[path] = data
 		if rerr != nil {
+			rerr = fmt.Errorf("cannot read %s: %w", path, rerr)
 			k.wrapf(fmt.Sprintf("envoy.ratelimit_config[%d]", i), rerr, "%v", rerr)
 			continue
 		}
-		files = append(files, envoySource{name: path, data: data})
+		files = append(files, envoyrules.Source{Name: path, Data: data})
 	}
-	rules, errs := compileEnvoy(files, alg)
+	rules, errs := envoyrules.Compile(files, alg)
 	k.d.Errs = append(k.d.Errs, errs...)
 	e.Rules = rules
 }

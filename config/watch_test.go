@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/floodgate-go/floodgate/envoyrules"
+
 	"context"
 	"os"
 	"path/filepath"
@@ -191,7 +193,7 @@ func TestWatchEnvoyFile(t *testing.T) {
 	write(t, path, []byte("envoy: {ratelimit_config: [envoy/rules.yaml]}\n"))
 	w, ch := startWatch(t, path)
 	match := func(c *Config) int64 {
-		r := c.Envoy.Rules.Match("edge", []DescriptorEntry{{"remote_address", "10.0.0.1"}})
+		r := c.Envoy.Rules.Match("edge", []envoyrules.Entry{{Key: "remote_address", Value: "10.0.0.1"}})
 		if r == nil {
 			t.Fatal("no rule")
 		}

@@ -31,11 +31,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/admin"
+	"github.com/floodgate-go/floodgate/checkapi"
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/config"
+	"github.com/floodgate-go/floodgate/envoyrls"
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/pgproxy"
-	"github.com/floodgate-go/floodgate/server"
+	"github.com/floodgate-go/floodgate/proxy"
 )
 
 // A Daemon serves one configuration at a time. Build it with New, run it
@@ -45,9 +48,12 @@ type Daemon struct {
 	reg    *prometheus.Registry
 	m      *metrics.Metrics
 	engine *engine
-	srv    *server.Server
-	pg     *pgproxy.Proxy // nil without a postgres listener
-	pgAddr net.Addr
+	run    *runner
+	proxy  *proxy.Proxy      // nil without a proxy listener
+	check  *checkapi.API     // nil without a check listener
+	envoy  *envoyrls.Service // nil without an envoy listener
+	pg     *pgproxy.Proxy    // nil without a postgres listener
+	admin  *admin.Admin      // nil without an admin listener
 	status *statusPage
 	cur    atomic.Pointer[generation]
 	mu     sync.Mutex // serialises Apply
@@ -71,8 +77,10 @@ type Options struct {
 	NoStatus bool
 }
 
-// New builds the engine, the metrics and the listeners of cfg. It does not
-// listen yet: call Run.
+// New builds the engine, the metrics and the front ends of cfg. It does not
+// listen yet: call Start. `floodgate validate` runs New (and Close) on the
+// file it checks, so a file that validates builds exactly what serve builds;
+// only binding the listeners is left to Start.
 func New(cfg *config.Config, o Options) (*Daemon, error) {
 	d := &Daemon{log: o.Logger, reg: prometheus.NewRegistry(), noStatus: o.NoStatus}
 	if d.log == nil {
@@ -109,11 +117,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.cur.Store(g)
-	if d.srv, err = server.New(d.serverConfig(g)); err != nil {
-		d.engine.close()
-		return nil, err
-	}
-	if d.pg, err = d.newPostgres(g); err != nil {
+	if err := d.newFrontEnds(g); err != nil {
 		d.engine.close()
 		return nil, err
 	}
@@ -129,30 +133,53 @@ func (d *Daemon) Registry() *prometheus.Registry { return d.reg }
 // Config returns the configuration in service.
 func (d *Daemon) Config() *config.Config { return d.cur.Load().cfg }
 
+// Addrs are the addresses the listeners are bound to, nil for listeners
+// not configured; with port 0 in a listen address, they tell the port
+// chosen.
+type Addrs struct {
+	Proxy, Check, Envoy, Postgres, Admin net.Addr
+}
+
 // Addrs returns the listeners' addresses once Start has bound them.
-func (d *Daemon) Addrs() server.Addrs { return d.srv.Addrs() }
+func (d *Daemon) Addrs() Addrs {
+	return Addrs{
+		Proxy:    d.run.addr("proxy"),
+		Check:    d.run.addr("check"),
+		Envoy:    d.run.addr("envoy"),
+		Postgres: d.run.addr("postgres"),
+		Admin:    d.run.addr("admin"),
+	}
+}
 
-// PostgresAddr returns the PostgreSQL listener's address once Start has
-// bound it, or nil.
-func (d *Daemon) PostgresAddr() net.Addr { return d.pgAddr }
-
-// Start binds the listeners and serves in the background.
+// Start binds the listeners and serves in the background. When one cannot
+// be bound, none is left open.
 func (d *Daemon) Start() error {
-	if err := d.srv.Start(); err != nil {
+	if err := d.run.start(); err != nil {
 		return err
 	}
 	d.status.start()
-	return d.startPostgres()
+	return nil
 }
 
-// Shutdown stops a daemon started with Start: listeners stop accepting,
-// readiness fails, in-flight requests and sessions finish (up to ctx), the
-// engine closes.
+// Failed delivers the error of a listener that stopped serving on its own
+// (after Start).
+func (d *Daemon) Failed() <-chan error { return d.run.failed() }
+
+// Shutdown stops a daemon started with Start: readiness fails first, the
+// listeners stop accepting, in-flight requests and sessions finish (up to
+// ctx), the admin listener goes last, and the engine closes.
 func (d *Daemon) Shutdown(ctx context.Context) error {
-	err := errors.Join(d.srv.Shutdown(ctx), d.stopPostgres(ctx))
+	err := d.run.shutdown(ctx)
 	d.status.shutdown()
 	d.engine.close()
 	return err
+}
+
+// Close releases what New built, for a daemon that was never started
+// (`floodgate validate`).
+func (d *Daemon) Close() {
+	d.status.shutdown()
+	d.engine.close()
 }
 
 // Apply swaps in cfg. On an error the configuration in service keeps
@@ -196,16 +223,16 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	if p := d.srv.Proxy(); p != nil {
-		if err := p.SetRoutes(g.routes); err != nil {
+	if d.proxy != nil {
+		if err := d.proxy.SetRoutes(g.routes); err != nil {
 			return err
 		}
 	}
-	if c := d.srv.Check(); c != nil {
-		c.SetPolicies(g.limiters)
+	if d.check != nil {
+		d.check.SetPolicies(g.limiters)
 	}
-	if e := d.srv.Envoy(); e != nil && g.descriptors != nil {
-		e.SetDescriptors(g.descriptors)
+	if d.envoy != nil && cfg.Envoy != nil && cfg.Envoy.Rules != nil {
+		d.envoy.SetRules(cfg.Envoy.Rules, g.limiters)
 	}
 	if d.pg != nil && cfg.Postgres != nil {
 		if err := d.pg.SetLimits(postgresLimits(cfg.Postgres, g.limiters)); err != nil {
@@ -223,10 +250,9 @@ func (d *Daemon) apply(cfg *config.Config) error {
 
 // A generation is everything built from one configuration.
 type generation struct {
-	cfg         *config.Config
-	limiters    map[string]floodgate.Limiter
-	routes      []server.Route
-	descriptors server.Descriptors
+	cfg      *config.Config
+	limiters map[string]floodgate.Limiter
+	routes   []proxy.Route
 }
 
 // build makes the limiters, routes and Envoy rules of cfg on the daemon's
@@ -266,19 +292,16 @@ func (d *Daemon) build(cfg *config.Config) (*generation, error) {
 			return nil, err
 		}
 	}
-	if cfg.Envoy != nil && cfg.Envoy.Rules != nil {
-		g.descriptors = &envoyDescriptors{rules: cfg.Envoy.Rules, limiters: g.limiters}
-	}
 	return g, nil
 }
 
-// serverConfig maps the listeners of g's configuration onto server.Config.
-func (d *Daemon) serverConfig(g *generation) server.Config {
+// newFrontEnds builds the front ends of g's configuration and the runner
+// that serves them.
+func (d *Daemon) newFrontEnds(g *generation) error {
 	cfg := g.cfg
-	sc := server.Config{Logger: d.log, ShutdownTimeout: cfg.ShutdownTimeout.D()}
+	d.run = &runner{log: d.log}
 	if p := cfg.Proxy; p != nil {
-		pc := &server.ProxyConfig{
-			Listen:         p.Listen,
+		pc := proxy.Config{
 			TrustedProxies: p.ClientIP.TrustedProxies,
 			Headers:        headers(p.Headers),
 			Body:           body(p.Body),
@@ -291,39 +314,73 @@ func (d *Daemon) serverConfig(g *generation) server.Config {
 				d.upstreamErrs.WithLabelValues(route).Inc()
 			},
 		}
-		if p.Upstream != "demo" {
+		if p.Upstream != config.DemoUpstream {
 			pc.Upstream = p.Upstream
 		}
 		if p.TLS != nil {
-			pc.TLS = &server.TLSFiles{Cert: p.TLS.Cert, Key: p.TLS.Key}
+			pc.TLS = &proxy.TLSFiles{Cert: p.TLS.Cert, Key: p.TLS.Key}
 		}
-		sc.Proxy = pc
+		px, err := proxy.New(pc)
+		if err != nil {
+			return err
+		}
+		d.proxy = px
+		d.run.fronts = append(d.run.fronts, httpFrontEnd("proxy", p.Listen, px, px.TLSConfig(), d.log))
 	}
 	if c := cfg.Check; c != nil {
-		sc.Check = &server.CheckConfig{Listen: c.Listen, Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, Token: c.Token}
+		d.check = checkapi.New(checkapi.Config{Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, Token: c.Token})
+		d.run.fronts = append(d.run.fronts, httpFrontEnd("check", c.Listen, d.check, nil, d.log))
 	}
 	if e := cfg.Envoy; e != nil {
-		sc.Envoy = &server.EnvoyConfig{Listen: e.Listen, ResponseHeaders: string(e.ResponseHeaders), Timeout: checkTimeout(cfg),
-			Descriptors: g.descriptors, Logger: d.log,
-			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() }}
-		if sc.Envoy.ResponseHeaders == string(config.HeadersNone) {
-			sc.Envoy.ResponseHeaders = server.HeadersNone
+		svc, err := envoyrls.New(envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg),
+			Rules: e.Rules, Limiters: g.limiters, Logger: d.log,
+			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() }})
+		if err != nil {
+			return err
 		}
+		d.envoy = svc
+		d.run.fronts = append(d.run.fronts, &frontEnd{name: "envoy", addr: e.Listen, serve: svc.Serve, shutdown: svc.Shutdown})
+	}
+	if pg := cfg.Postgres; pg != nil {
+		p, err := d.newPostgres(g)
+		if err != nil {
+			return err
+		}
+		d.pg = p
+		d.run.fronts = append(d.run.fronts, &frontEnd{name: "postgres", addr: pg.Listen,
+			serve: func(ln net.Listener) error {
+				if err := p.Serve(ln); !errors.Is(err, pgproxy.ErrProxyClosed) {
+					return err
+				}
+				return nil
+			},
+			shutdown: p.Shutdown})
 	}
 	if a := cfg.Admin; a != nil && a.Listen != "" {
-		sc.Admin = &server.AdminConfig{
-			Listen:   a.Listen,
-			Pprof:    a.Pprof,
-			Token:    a.Token,
-			Gatherer: d.reg,
-			Config:   func() ([]byte, error) { return config.MarshalRedacted(d.cur.Load().cfg) },
+		ac := admin.Config{
+			Listen:     a.Listen,
+			Pprof:      a.Pprof,
+			Token:      a.Token,
+			Gatherer:   d.reg,
+			Registerer: d.reg,
+			Logger:     d.log,
+			RawKeys:    a.RawKeys,
+			Keys:       func() map[string]floodgate.Limiter { return d.cur.Load().limiters },
+			Config:     func() ([]byte, error) { return config.MarshalRedacted(d.cur.Load().cfg) },
 			Ready: func(ctx context.Context) error {
 				return d.engine.ready(ctx, d.cur.Load().cfg.Storage)
 			},
 		}
-		d.status.routes(sc.Admin)
+		d.status.routes(&ac)
+		adm, err := admin.New(ac)
+		if err != nil {
+			return err
+		}
+		d.admin = adm
+		d.run.draining = func() { adm.SetDraining(true) }
+		d.run.fronts = append(d.run.fronts, httpFrontEnd("admin", a.Listen, adm, nil, d.log))
 	}
-	return sc
+	return nil
 }
 
 // checkTimeout bounds a decision of the check and Envoy APIs: a little more

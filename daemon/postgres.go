@@ -1,11 +1,8 @@
 package daemon
 
 import (
-	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
-	"net"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/config"
@@ -83,31 +80,4 @@ func (d *Daemon) newPostgres(g *generation) (*pgproxy.Proxy, error) {
 		return nil, fmt.Errorf("postgres metrics: %w", err)
 	}
 	return p, nil
-}
-
-// startPostgres binds the PostgreSQL listener and serves it in the
-// background.
-func (d *Daemon) startPostgres() error {
-	if d.pg == nil {
-		return nil
-	}
-	l, err := net.Listen("tcp", d.cur.Load().cfg.Postgres.Listen)
-	if err != nil {
-		return fmt.Errorf("postgres: %w", err)
-	}
-	d.pgAddr = l.Addr()
-	d.log.Info("listening", "listener", "postgres", "addr", l.Addr().String())
-	go func() {
-		if err := d.pg.Serve(l); err != nil && !errors.Is(err, pgproxy.ErrProxyClosed) {
-			d.log.Error("postgres listener stopped", "error", err)
-		}
-	}()
-	return nil
-}
-
-func (d *Daemon) stopPostgres(ctx context.Context) error {
-	if d.pg == nil {
-		return nil
-	}
-	return d.pg.Shutdown(ctx)
 }

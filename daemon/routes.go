@@ -13,13 +13,13 @@ import (
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/httplimit"
-	"github.com/floodgate-go/floodgate/server"
+	"github.com/floodgate-go/floodgate/proxy"
 )
 
 // proxyRoutes turns the proxy's routes into server routes whose rules use
 // limiters. A route matching several path prefixes becomes one server route
 // per prefix, with the same rules.
-func proxyRoutes(p *config.Proxy, limiters map[string]floodgate.Limiter) ([]server.Route, error) {
+func proxyRoutes(p *config.Proxy, limiters map[string]floodgate.Limiter) ([]proxy.Route, error) {
 	res, err := clientip.New(p.ClientIP.Config())
 	if err != nil {
 		return nil, fmt.Errorf("proxy.client_ip: %w", err)
@@ -28,7 +28,7 @@ func proxyRoutes(p *config.Proxy, limiters map[string]floodgate.Limiter) ([]serv
 	if err != nil {
 		return nil, fmt.Errorf("proxy.user_trusted_from: %w", err)
 	}
-	var routes []server.Route
+	var routes []proxy.Route
 	for i := range p.Routes {
 		r := &p.Routes[i]
 		name := r.Name
@@ -45,8 +45,8 @@ func proxyRoutes(p *config.Proxy, limiters map[string]floodgate.Limiter) ([]serv
 			rules = append(rules, routeRule(rl, lim, name, res, trusted))
 		}
 		m := r.Match
-		base := server.Route{Name: name, Shadow: r.Shadow, Limits: rules,
-			Match: server.Match{Host: m.Host, Path: m.Path, Methods: m.Methods}}
+		base := proxy.Route{Name: name, Shadow: r.Shadow, Limits: rules,
+			Match: proxy.Match{Host: m.Host, Path: m.Path, Methods: m.Methods}}
 		if len(m.PathPrefix) == 0 {
 			routes = append(routes, base)
 			continue

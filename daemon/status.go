@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/admin"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/failover"
-	"github.com/floodgate-go/floodgate/server"
 	"github.com/floodgate-go/floodgate/status"
 )
 
@@ -20,7 +20,6 @@ import (
 type statusPage struct {
 	d      *Daemon
 	st     *status.Status
-	keys   *status.Keys
 	engine string
 
 	mu          sync.Mutex
@@ -57,11 +56,6 @@ func (d *Daemon) newStatus(cfg *config.Config) (*statusPage, error) {
 	}
 	raw := cfg.Admin != nil && cfg.Admin.RawKeys
 	sp.st = status.New(status.Options{RawKeys: raw, Engine: sp.health})
-	keys, err := status.NewKeys(d.reg, func() map[string]floodgate.Limiter { return d.cur.Load().limiters }, d.log, raw)
-	if err != nil {
-		return nil, err
-	}
-	sp.keys = keys
 	sp.st.ConfigLoaded(cfg.File, cfg.Digest, time.Now())
 	return sp, nil
 }
@@ -69,13 +63,9 @@ func (d *Daemon) newStatus(cfg *config.Config) (*statusPage, error) {
 // wrap records l's decisions.
 func (sp *statusPage) wrap(l floodgate.Limiter) floodgate.Limiter { return sp.st.Limiter(l) }
 
-// routes adds the status page and the key API to the admin listener.
-func (sp *statusPage) routes(a *server.AdminConfig) {
-	a.Handlers = map[string]http.Handler{
-		"GET /v1/status":  sp.st,
-		"GET /v1/keys":    sp.keys,
-		"DELETE /v1/keys": sp.keys,
-	}
+// routes adds the status page to the admin listener.
+func (sp *statusPage) routes(a *admin.Config) {
+	a.Handlers = map[string]http.Handler{"GET /v1/status": sp.st}
 	page := status.Page()
 	a.Open = map[string]http.Handler{"GET /{$}": page, "GET /assets/": page}
 }

@@ -19,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	_ "net/http/pprof"
 	"os"
@@ -36,11 +37,14 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/checkapi"
+	"github.com/floodgate-go/floodgate/envoyrls"
+	"github.com/floodgate-go/floodgate/envoyrules"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/memstore"
+	"github.com/floodgate-go/floodgate/proxy"
 	"github.com/floodgate-go/floodgate/redisstore"
-	"github.com/floodgate-go/floodgate/server"
 )
 
 func main() {
@@ -99,7 +103,7 @@ func runProxy(args []string) error {
 	if *pprofAddr != "" {
 		go serveFor(*pprofAddr, http.DefaultServeMux, *max)
 	}
-	cfg := server.ProxyConfig{Upstream: *upstream, Logger: slog.New(slog.DiscardHandler)}
+	cfg := proxy.Config{Upstream: *upstream, Logger: slog.New(slog.DiscardHandler)}
 	if *limit {
 		st := memstore.New(memstore.Options{})
 		defer st.Close()
@@ -109,9 +113,9 @@ func runProxy(args []string) error {
 		if err != nil {
 			return err
 		}
-		cfg.Routes = []server.Route{{Limits: []httplimit.Rule{{Limiter: lim}}}}
+		cfg.Routes = []proxy.Route{{Limits: []httplimit.Rule{{Limiter: lim}}}}
 	}
-	p, err := server.NewProxy(cfg)
+	p, err := proxy.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -144,22 +148,30 @@ func runLoad(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Config{
-		Logger: slog.New(slog.DiscardHandler),
-		// The front ends' deadlines are above the engine's timeout, so a
-		// stalled call is answered by the failure policy, as the server
-		// package advises.
-		Check: &server.CheckConfig{Listen: "127.0.0.1:0", Timeout: 3 * time.Second, Policies: map[string]floodgate.Limiter{"api": lim}},
-		Envoy: &server.EnvoyConfig{Listen: "127.0.0.1:0", Timeout: 3 * time.Second, Descriptors: descriptors{lim}},
-	})
+	// The front ends' deadlines are above the engine's timeout, so a
+	// stalled call is answered by the failure policy.
+	check := checkapi.New(checkapi.Config{Timeout: 3 * time.Second, Policies: map[string]floodgate.Limiter{"api": lim}, Logger: slog.New(slog.DiscardHandler)})
+	checkLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	if err := srv.Start(); err != nil {
+	checkSrv := &http.Server{Handler: check}
+	go checkSrv.Serve(checkLn)
+	defer checkSrv.Close()
+	rules, err := envoyrules.Parse("bench.yaml", []byte("domain: bench\ndescriptors: [{key: user, rate_limit: {unit: second, requests_per_unit: 1000000}}]\n"))
+	if err != nil {
 		return err
 	}
-	defer srv.Shutdown(context.Background())
-	addrs := srv.Addrs()
+	rls, err := envoyrls.New(envoyrls.Config{Timeout: 3 * time.Second, Rules: rules, Limiters: map[string]floodgate.Limiter{"bench.user": lim}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	envoyLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go rls.Serve(envoyLn)
+	defer rls.Shutdown(context.Background())
 
 	var call func(ctx context.Context, c int, key string) error
 	switch *api {
@@ -174,7 +186,7 @@ func runLoad(args []string) error {
 	case "envoy":
 		clients := make([]rlsv3.RateLimitServiceClient, *conns)
 		for i := range clients {
-			cc, err := grpc.NewClient(addrs.Envoy.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			cc, err := grpc.NewClient(envoyLn.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
 				return err
 			}
@@ -200,7 +212,7 @@ func runLoad(args []string) error {
 		for i := range trs {
 			trs[i] = &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}}
 		}
-		url := "http://" + addrs.Check.String() + server.CheckPath
+		url := "http://" + checkLn.Addr().String() + checkapi.Path
 		call = func(ctx context.Context, c int, key string) error {
 			body := `{"policy":"api","key":"` + key + `"}`
 			req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
@@ -282,15 +294,4 @@ func runLoad(args []string) error {
 		fmt.Fprintln(os.Stderr, "first error:", firstErr)
 	}
 	return nil
-}
-
-// descriptors maps every descriptor of domain "bench" with one entry to the
-// limiter, keyed by the entry's value.
-type descriptors struct{ lim floodgate.Limiter }
-
-func (d descriptors) Lookup(domain string, entries []server.Entry) ([]server.DescriptorLimit, bool) {
-	if domain != "bench" || len(entries) != 1 {
-		return nil, false
-	}
-	return []server.DescriptorLimit{{Name: "api", Limiter: d.lim, Key: entries[0].Value}}, true
 }

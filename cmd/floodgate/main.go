@@ -136,6 +136,12 @@ func serve(args []string, stderr io.Writer) int {
 			if reload != nil {
 				reload()
 			}
+		case err := <-d.Failed():
+			fmt.Fprintf(stderr, "floodgate: %v; shutting down\n", err)
+			sctx, cancel := context.WithTimeout(context.Background(), d.Config().ShutdownTimeout.D())
+			defer cancel()
+			d.Shutdown(sctx)
+			return 1
 		case <-ctx.Done():
 			sctx, cancel := context.WithTimeout(context.Background(), d.Config().ShutdownTimeout.D()+5*time.Second)
 			defer cancel()
@@ -181,7 +187,7 @@ func banner(w io.Writer, d *daemon.Daemon, path string) {
 	if a.Envoy != nil {
 		fmt.Fprintf(w, "envoy RLS:     grpc %s\n", local(a.Envoy))
 	}
-	if pa := d.PostgresAddr(); pa != nil {
+	if pa := a.Postgres; pa != nil {
 		fmt.Fprintf(w, "postgres:      %s -> %s\n", local(pa), cfg.Postgres.Upstream)
 	}
 	if a.Admin != nil {

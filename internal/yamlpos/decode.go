@@ -82,6 +82,22 @@ func (d *Decoder) Wrapf(path string, err error, format string, args ...any) {
 	d.Errs = append(d.Errs, &Error{Pos: LookupPos(d.Pos, d.file, path), Path: path, Msg: fmt.Sprintf(format, args...), Err: err})
 }
 
+// OneOf checks an enumerated value at path, suggesting the nearest valid one
+// when it is not valid.
+func (d *Decoder) OneOf(path, value string, valid ...string) bool {
+	for _, v := range valid {
+		if value == v {
+			return true
+		}
+	}
+	if s := Suggest(value, valid); s != "" && value != "" {
+		d.Errorf(path, "%q is not valid; did you mean %q? (use one of %s)", value, s, strings.Join(valid, ", "))
+	} else {
+		d.Errorf(path, "%q is not valid (use one of %s)", value, strings.Join(valid, ", "))
+	}
+	return false
+}
+
 // Has reports whether the file sets the field at path.
 func (d *Decoder) Has(path string) bool { _, ok := d.Pos[path]; return ok }
 

@@ -1,4 +1,7 @@
-package server
+// Package checkapi is floodgate's HTTP decision API, POST /v1/check: a
+// caller in any language names a policy, a key and a cost, and gets the
+// decision as JSON with the middleware's rate-limit header fields.
+package checkapi
 
 import (
 	"bytes"
@@ -19,14 +22,15 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/internal/denylog"
 )
 
-// Defaults of CheckConfig's zero fields.
+// Defaults of Config's zero fields.
 const (
-	// DefaultCheckTimeout bounds one check request. Keep the engine's own
+	// DefaultTimeout bounds one check request. Keep the engine's own
 	// timeout (failover.GuardOptions.Timeout) below it, so that a Redis
 	// that hangs is answered by the failure policy, not by this deadline.
-	DefaultCheckTimeout = time.Second
+	DefaultTimeout = time.Second
 
 	// DefaultMaxBody is the largest check request body read.
 	DefaultMaxBody = 64 << 10
@@ -35,15 +39,12 @@ const (
 	MaxChecks = 32
 )
 
-// CheckPath is the path of the check API.
-const CheckPath = "/v1/check"
+// Path is the path of the check API.
+const Path = "/v1/check"
 
-// CheckConfig configures the check API, the YAML listener "check".
-type CheckConfig struct {
-	// Listen is the address the Server listens on, e.g. ":8081".
-	Listen string
-
-	// Timeout bounds each request; 0 means DefaultCheckTimeout. A request
+// Config configures the check API.
+type Config struct {
+	// Timeout bounds each request; 0 means DefaultTimeout. A request
 	// still undecided then is answered 503.
 	Timeout time.Duration
 
@@ -65,7 +66,7 @@ type CheckConfig struct {
 	Token string
 }
 
-// CheckAPI is the HTTP decision API: POST /v1/check with
+// API is the HTTP decision API: POST /v1/check with
 //
 //	{"policy": "api", "key": "user:42", "cost": 1}
 //
@@ -88,15 +89,15 @@ type CheckConfig struct {
 // which were not decided; checks before it show their admission, which was
 // refunded).
 //
-// A CheckAPI is safe for concurrent use.
-type CheckAPI struct {
+// An API is safe for concurrent use.
+type API struct {
 	token    []byte
 	timeout  time.Duration
 	maxBody  int64
 	hdr      httplimit.Headers
 	policies atomic.Pointer[policySet]
-	sample   *sampler
-	errs     errorLog
+	sample   *denylog.Sampler
+	errs     denylog.Errors
 }
 
 // policySet is one generation of policies, with the Decider that writes
@@ -107,22 +108,22 @@ type policySet struct {
 	decider *httplimit.Decider
 }
 
-// NewCheckAPI returns the check API of cfg.
-func NewCheckAPI(cfg CheckConfig) *CheckAPI {
-	c := &CheckAPI{
+// New returns the check API of cfg.
+func New(cfg Config) *API {
+	c := &API{
 		timeout: cfg.Timeout,
 		maxBody: cfg.MaxBody,
 		hdr:     cfg.Headers,
 		token:   []byte(cfg.Token),
-		sample:  newSampler(cfg.Logger),
+		sample:  denylog.New(cfg.Logger),
 	}
 	if c.timeout <= 0 {
-		c.timeout = DefaultCheckTimeout
+		c.timeout = DefaultTimeout
 	}
 	if c.maxBody <= 0 {
 		c.maxBody = DefaultMaxBody
 	}
-	c.errs.log = c.sample.log
+	c.errs.Log = c.sample.Logger()
 	c.SetPolicies(cfg.Policies)
 	return c
 }
@@ -130,9 +131,9 @@ func NewCheckAPI(cfg CheckConfig) *CheckAPI {
 // SetPolicies replaces the policies atomically: a request decides under the
 // old set or the new one, never a mix. The map must not be changed
 // afterwards.
-func (c *CheckAPI) SetPolicies(p map[string]floodgate.Limiter) {
+func (c *API) SetPolicies(p map[string]floodgate.Limiter) {
 	// The 429 body is the check API's own JSON, so the Decider's is off.
-	d, err := httplimit.NewDecider(httplimit.DeciderConfig{Headers: c.hdr, Body: httplimit.BodyNone, Logger: c.sample.log})
+	d, err := httplimit.NewDecider(httplimit.DeciderConfig{Headers: c.hdr, Body: httplimit.BodyNone, Logger: c.sample.Logger()})
 	if err != nil {
 		panic(err) // the config is fixed and valid
 	}
@@ -164,9 +165,9 @@ type checkState struct {
 
 var checkPool = sync.Pool{New: func() any { return new(checkState) }}
 
-func (c *CheckAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != CheckPath {
-		writeError(w, http.StatusNotFound, "not found; the check API answers POST "+CheckPath)
+func (c *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != Path {
+		writeError(w, http.StatusNotFound, "not found; the check API answers POST "+Path)
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -254,7 +255,7 @@ func (c *CheckAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	res, drive, err := v.Result(), v.Drive(), v.Err()
 	if err != nil {
-		c.errs.error(r.Context(), "check: undecided", slog.String("policy", st.charges[drive].Limiter.Name()), slog.Any("error", err))
+		c.errs.Error(r.Context(), "check: undecided", slog.String("policy", st.charges[drive].Limiter.Name()), slog.Any("error", err))
 		status := http.StatusServiceUnavailable
 		if errors.Is(err, floodgate.ErrInvalidCost) {
 			status = http.StatusBadRequest
@@ -269,7 +270,7 @@ func (c *CheckAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusServiceUnavailable
 	default:
 		status = http.StatusTooManyRequests
-		c.sample.denied(r.Context(), "check", st.charges[drive].Key, &res, false)
+		c.sample.Denied(r.Context(), "check", st.charges[drive].Key, &res, false)
 	}
 	h := w.Header()
 	v.Headers(func(name, value string) { h[name] = append(h[name], value) })

@@ -1,9 +1,11 @@
-package server
+package proxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -24,41 +26,42 @@ func memLimiter(t testing.TB, name string, limits ...floodgate.Limit) floodgate.
 	return l
 }
 
-// start starts a Server of cfg with every listener on a free loopback port
-// and shuts it down when t ends.
-func start(t testing.TB, cfg Config) (*Server, Addrs) {
+// start serves a proxy of cfg on a free loopback port (over TLS when cfg
+// says so) until t ends, and returns it with its address.
+func start(t testing.TB, cfg Config) (*Proxy, string) {
 	t.Helper()
-	if cfg.Proxy != nil && cfg.Proxy.Listen == "" {
-		cfg.Proxy.Listen = "127.0.0.1:0"
-	}
-	if cfg.Check != nil && cfg.Check.Listen == "" {
-		cfg.Check.Listen = "127.0.0.1:0"
-	}
-	if cfg.Envoy != nil && cfg.Envoy.Listen == "" {
-		cfg.Envoy.Listen = "127.0.0.1:0"
-	}
-	if cfg.Admin != nil && cfg.Admin.Listen == "" {
-		cfg.Admin.Listen = "127.0.0.1:0"
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s, err := New(cfg)
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start(); err != nil {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		t.Fatal(err)
 	}
+	srv := &http.Server{Handler: p, TLSConfig: p.TLSConfig(), ErrorLog: slog.NewLogLogger(slog.DiscardHandler, slog.LevelWarn)}
+	done := make(chan error, 1)
+	go func() {
+		if srv.TLSConfig != nil {
+			done <- srv.ServeTLS(ln, "", "")
+		} else {
+			done <- srv.Serve(ln)
+		}
+	}()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		s.Shutdown(ctx)
+		srv.Shutdown(ctx)
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
 	})
-	return s, s.Addrs()
+	return p, ln.Addr().String()
 }
 
-// get sends a request and returns the response with its body read.
+// do sends a request and returns the response with its body read.
 func do(t testing.TB, c *http.Client, req *http.Request) (*http.Response, string) {
 	t.Helper()
 	resp, err := c.Do(req)
@@ -80,16 +83,4 @@ func newRequest(t testing.TB, method, url string, body io.Reader) *http.Request 
 		t.Fatal(err)
 	}
 	return req
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -1,6 +1,7 @@
-package config
+package envoyrules
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -8,17 +9,17 @@ import (
 	"github.com/floodgate-go/floodgate"
 )
 
-func entries(kv ...string) []DescriptorEntry {
-	var out []DescriptorEntry
+func entries(kv ...string) []Entry {
+	var out []Entry
 	for i := 0; i+1 < len(kv); i += 2 {
-		out = append(out, DescriptorEntry{kv[i], kv[i+1]})
+		out = append(out, Entry{kv[i], kv[i+1]})
 	}
 	return out
 }
 
-func mustEnvoy(t *testing.T, src string) *EnvoyRules {
+func mustEnvoy(t *testing.T, src string) *Rules {
 	t.Helper()
-	r, err := ParseEnvoy("rl.yaml", []byte(src))
+	r, err := Parse("rl.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,13 +67,13 @@ descriptors:
 	day := 24 * time.Hour
 	cases := []struct {
 		name    string
-		rules   *EnvoyRules
+		rules   *Rules
 		domain  string
-		entries []DescriptorEntry
+		entries []Entry
 		policy  string // "" = no rule
 		key     string
 		limits  []floodgate.Limit
-		check   func(*EnvoyRule) bool
+		check   func(*Rule) bool
 	}{
 		{"nested", messaging, "messaging", entries("message_type", "marketing", "to_number", "2061111111"),
 			"messaging.message_type_marketing.to_number", "message_type=marketing|to_number=2061111111",
@@ -87,18 +88,18 @@ descriptors:
 		{"per address", edge, "edge", entries("remote_address", "10.0.0.1"), "edge.remote_address", "remote_address=10.0.0.1",
 			[]floodgate.Limit{{Rate: 10, Period: time.Second, Algorithm: floodgate.FixedWindow}}, nil},
 		{"exact wins, blocked", edge, "edge", entries("remote_address", "50.0.0.5"), "edge.remote_address_50.0.0.5", "remote_address=50.0.0.5",
-			nil, func(r *EnvoyRule) bool { return r.Blocked }},
+			nil, func(r *Rule) bool { return r.Blocked }},
 		{"exact over wildcard", edge, "edge", entries("path", "/api/admin"), "edge.path_/api/admin", "path=/api/admin",
 			[]floodgate.Limit{{Rate: 2, Period: time.Minute, Algorithm: floodgate.FixedWindow}}, nil},
 		{"wildcard", edge, "edge", entries("path", "/api/users"), "edge.path_/api/*", "path=/api/users",
 			[]floodgate.Limit{{Rate: 20, Period: time.Minute, Burst: 5, Algorithm: floodgate.GCRA}}, nil},
 		{"key only after wildcard", edge, "edge", entries("path", "/static/x"), "edge.path", "path=/static/x",
 			[]floodgate.Limit{{Rate: 1000, Period: time.Minute, Algorithm: floodgate.FixedWindow}}, nil},
-		{"unlimited", edge, "edge", entries("ldap", "x"), "edge.ldap", "ldap=x", nil, func(r *EnvoyRule) bool { return r.Unlimited }},
+		{"unlimited", edge, "edge", entries("ldap", "x"), "edge.ldap", "ldap=x", nil, func(r *Rule) bool { return r.Unlimited }},
 		{"whitelisted", edge, "edge", entries("whitelisted", "x"), "", "", nil, nil},
 		{"several limits, shadow, metric", edge, "edge", entries("user", "a|b=c"), "edge.user", `user=a\|b\=c`,
 			[]floodgate.Limit{{Rate: 10, Period: time.Second, Algorithm: floodgate.FixedWindow}, {Rate: 1000, Period: time.Hour, Algorithm: floodgate.FixedWindow}},
-			func(r *EnvoyRule) bool { return r.Shadow && r.DetailedMetric && r.MetricKey == "edge.user_a|b=c" }},
+			func(r *Rule) bool { return r.Shadow && r.DetailedMetric && r.MetricKey == "edge.user_a|b=c" }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,11 +174,11 @@ descriptors:
 `)
 	d1 := entries("key_1", "value_1", "user", "bkthomps")
 	d2 := entries("key_2", "value_2", "user", "bkthomps")
-	both := r.MatchRequest("example7", [][]DescriptorEntry{d1, d2})
+	both := r.MatchRequest("example7", [][]Entry{d1, d2})
 	if both[0] != nil || both[1] == nil || both[1].Limits[0].Rate != 10 {
 		t.Errorf("with both descriptors = %+v, want only the 10/s", both)
 	}
-	alone := r.MatchRequest("example7", [][]DescriptorEntry{d1})
+	alone := r.MatchRequest("example7", [][]Entry{d1})
 	if alone[0] == nil || alone[0].Limits[0].Rate != 5 {
 		t.Errorf("alone = %+v, want 5/s", alone)
 	}
@@ -201,24 +202,24 @@ func TestEnvoyErrors(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := ParseEnvoy("rl.yaml", []byte(tc.src))
+			_, err := Parse("rl.yaml", []byte(tc.src))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
 		})
 	}
-	_, err := LoadEnvoy("../examples/envoy/ratelimit-config.yaml", "../examples/envoy/ratelimit-config.yaml")
+	_, err := Load("../examples/envoy/ratelimit-config.yaml", "../examples/envoy/ratelimit-config.yaml")
 	if err == nil || !strings.Contains(err.Error(), "also defined in") {
 		t.Errorf("duplicate domain: %v", err)
 	}
 }
 
 func TestEnvoyExample(t *testing.T) {
-	r, err := LoadEnvoy("../examples/envoy/ratelimit-config.yaml")
+	r, err := Load("../examples/envoy/ratelimit-config.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := [][]DescriptorEntry{
+	req := [][]Entry{
 		entries("header_match", "write", "remote_address", "10.0.0.1"),
 		entries("api_key", "partner-acme", "remote_address", "10.0.0.1"),
 		entries("remote_address", "10.0.0.1"),
@@ -229,5 +230,26 @@ func TestEnvoyExample(t *testing.T) {
 	}
 	if got[1] == nil || got[1].Limits[0].Rate != 600 || got[2] == nil || got[2].Limits[0].Rate != 10 {
 		t.Errorf("got %+v %+v", got[1], got[2])
+	}
+}
+
+func TestExamplesLoad(t *testing.T) {
+	files, _ := filepath.Glob("../examples/envoy/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no envoy examples")
+	}
+	for _, f := range files {
+		if _, err := Load(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// TestAliasFanOut: a file whose aliases fan out is refused quickly, not
+// expanded.
+func TestAliasFanOut(t *testing.T) {
+	bomb := "domain: d\ndescriptors: &a [{key: x, descriptors: *a}, {key: y, descriptors: *a}]\n"
+	if _, err := Parse("h.yaml", []byte(bomb)); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("alias fan-out: %v", err)
 	}
 }

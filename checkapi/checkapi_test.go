@@ -1,14 +1,18 @@
-package server
+package checkapi
 
 import (
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/memstore"
 )
 
 // checkClient posts bodies to a check API.
@@ -28,15 +32,21 @@ func (c checkClient) post(body string) (*http.Response, map[string]any) {
 	return resp, m
 }
 
-func startCheck(t *testing.T, policies map[string]floodgate.Limiter) (*Server, checkClient) {
+func startCheck(t *testing.T, policies map[string]floodgate.Limiter) (*API, checkClient) {
 	t.Helper()
 	return startCheckLogged(t, policies, nil)
 }
 
-func startCheckLogged(t *testing.T, policies map[string]floodgate.Limiter, log *slog.Logger) (*Server, checkClient) {
+// startCheckLogged serves a check API on a free loopback port until t ends.
+func startCheckLogged(t *testing.T, policies map[string]floodgate.Limiter, log *slog.Logger) (*API, checkClient) {
 	t.Helper()
-	s, addrs := start(t, Config{Check: &CheckConfig{Policies: policies, Logger: log}})
-	return s, checkClient{t: t, url: "http://" + addrs.Check.String() + CheckPath, c: &http.Client{}}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := New(Config{Policies: policies, Logger: log})
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	return c, checkClient{t: t, url: srv.URL + Path, c: srv.Client()}
 }
 
 func TestCheckSingle(t *testing.T) {
@@ -150,7 +160,7 @@ func TestCheckSetPolicies(t *testing.T) {
 	if resp, _ := c.post(`{"policy":"b","key":"k"}`); resp.StatusCode != 400 {
 		t.Fatalf("unknown policy b: %d", resp.StatusCode)
 	}
-	s.Check().SetPolicies(map[string]floodgate.Limiter{"b": memLimiter(t, "b", floodgate.PerMinute(1))})
+	s.SetPolicies(map[string]floodgate.Limiter{"b": memLimiter(t, "b", floodgate.PerMinute(1))})
 	if resp, _ := c.post(`{"policy":"b","key":"k"}`); resp.StatusCode != 200 {
 		t.Errorf("policy b after SetPolicies: %d", resp.StatusCode)
 	}
@@ -175,8 +185,9 @@ func TestAppendSeconds(t *testing.T) {
 // budget through the check API.
 func TestCheckToken(t *testing.T) {
 	api := memLimiter(t, "api", floodgate.PerMinute(1))
-	_, addrs := start(t, Config{Check: &CheckConfig{Policies: map[string]floodgate.Limiter{"api": api}, Token: "s3cret"}})
-	url := "http://" + addrs.Check.String() + CheckPath
+	srv := httptest.NewServer(New(Config{Policies: map[string]floodgate.Limiter{"api": api}, Token: "s3cret"}))
+	t.Cleanup(srv.Close)
+	url := srv.URL + Path
 	post := func(auth string) int {
 		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"policy":"api","key":"k"}`))
 		if auth != "" {
@@ -201,4 +212,78 @@ func TestCheckToken(t *testing.T) {
 	if code := post("Bearer s3cret"); code != http.StatusTooManyRequests {
 		t.Fatalf("second request with the token: %d, want 429", code)
 	}
+}
+
+// Denials are logged with the key redacted: every one at debug level.
+func TestDenialsLoggedRedacted(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	api := memLimiter(t, "api", floodgate.PerMinute(1))
+	_, c := startCheckLogged(t, map[string]floodgate.Limiter{"api": api}, log)
+	for range 4 {
+		c.post(`{"policy":"api","key":"secret-api-key-123"}`)
+	}
+	out := buf.String()
+	if strings.Contains(out, "secret-api-key-123") {
+		t.Errorf("a key was logged in clear:\n%s", out)
+	}
+	if n := strings.Count(out, "request denied"); n != 3 {
+		t.Errorf("%d denial lines, want 3:\n%s", n, out)
+	}
+	if !strings.Contains(out, floodgate.RedactKey("secret-api-key-123")) {
+		t.Errorf("the redacted key is missing:\n%s", out)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// memLimiter returns a limiter of one policy over a fresh memory store.
+func memLimiter(t testing.TB, name string, limits ...floodgate.Limit) floodgate.Limiter {
+	t.Helper()
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	l, err := floodgate.New(st, floodgate.Policy{Name: name, Limits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// do sends a request and returns the response with its body read.
+func do(t testing.TB, c *http.Client, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+func newRequest(t testing.TB, method, url string, body io.Reader) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
 }

@@ -1,22 +1,32 @@
-package server
+// Package admin is floodgate's operators' listener: Prometheus /metrics,
+// /healthz and /readyz for probes, the effective configuration, key
+// inspection and reset (/v1/keys), pprof when asked for, and the routes other
+// packages add (the status page). Everything but the probes and the metrics
+// needs the admin token when one is set; off loopback without one, nothing
+// that changes state is served.
+package admin
 
 import (
 	"context"
 	"crypto/subtle"
+	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/internal/pathnet"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// AdminConfig configures the admin listener, the YAML "admin".
-type AdminConfig struct {
-	// Listen is the address the Server listens on, e.g. ":9090". Keep it
-	// off the public network: it tells how the service is limited.
+// Config configures the admin listener.
+type Config struct {
+	// Listen is the address the listener is bound to, e.g.
+	// "127.0.0.1:9090": off loopback, requests that change state need the
+	// Token. Keep it off the public network: it tells how the service is
+	// limited.
 	Listen string
 
 	// Pprof serves net/http/pprof under /debug/pprof/.
@@ -54,18 +64,35 @@ type AdminConfig struct {
 	// Open are further routes served without the Token: pages and assets
 	// that hold no data themselves (the status page asks Handlers for it).
 	Open map[string]http.Handler
+
+	// Keys, when set, serves key inspection (GET /v1/keys?policy=P&key=K,
+	// a peek that charges nothing) and reset (DELETE, the same query) over
+	// the limiters it returns, the policies in service by name.
+	Keys func() map[string]floodgate.Limiter
+
+	// Registerer receives floodgate_key_resets_total. Nil means
+	// prometheus.DefaultRegisterer.
+	Registerer prometheus.Registerer
+
+	// Logger receives key resets. Nil means slog.Default().
+	Logger *slog.Logger
+
+	// RawKeys writes keys unredacted in the reset log lines. Default
+	// false: keys are redacted (floodgate.RedactKey).
+	RawKeys bool
 }
 
 // Admin is the admin listener's handler: /metrics, /healthz, /readyz,
-// /v1/config and, when enabled, /debug/pprof/.
+// /v1/config, /v1/keys and, when enabled, /debug/pprof/.
 type Admin struct {
-	cfg      AdminConfig
+	cfg      Config
 	mux      *http.ServeMux
 	draining atomic.Bool
 }
 
-// NewAdmin returns the admin handler of cfg.
-func NewAdmin(cfg AdminConfig) *Admin {
+// New returns the admin handler of cfg. The error is the registration of
+// its metric.
+func New(cfg Config) (*Admin, error) {
 	a := &Admin{cfg: cfg, mux: http.NewServeMux()}
 	if a.cfg.ReadyTimeout <= 0 {
 		a.cfg.ReadyTimeout = time.Second
@@ -87,13 +114,21 @@ func NewAdmin(cfg AdminConfig) *Admin {
 		a.mux.Handle("/debug/pprof/symbol", a.auth(http.HandlerFunc(pprof.Symbol)))
 		a.mux.Handle("/debug/pprof/trace", a.auth(http.HandlerFunc(pprof.Trace)))
 	}
+	if cfg.Keys != nil {
+		k, err := newKeys(cfg)
+		if err != nil {
+			return nil, err
+		}
+		a.mux.Handle("GET /v1/keys", a.auth(k))
+		a.mux.Handle("DELETE /v1/keys", a.auth(a.mutation(k)))
+	}
 	for pattern, h := range cfg.Handlers {
 		a.mux.Handle(pattern, a.auth(a.mutation(h)))
 	}
 	for pattern, h := range cfg.Open {
 		a.mux.Handle(pattern, h)
 	}
-	return a
+	return a, nil
 }
 
 // mutation refuses requests that may change state on a listener off
@@ -116,7 +151,7 @@ func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeH
 
 // SetDraining marks the service as shutting down: /readyz fails from now
 // on, so load balancers stop sending traffic before the listeners close.
-// Server.Shutdown calls it.
+
 func (a *Admin) SetDraining(d bool) { a.draining.Store(d) }
 
 func (a *Admin) readyz(w http.ResponseWriter, r *http.Request) {

@@ -1,32 +1,33 @@
-package config
+package envoyrules
 
 import (
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
 )
 
-// EnvoyFile is one envoyproxy/ratelimit configuration file, field for
+// File is one envoyproxy/ratelimit configuration file, field for
 // field. See docs/envoy.md for what floodgate supports and what differs.
-type EnvoyFile struct {
+type File struct {
 	// Domain names the set of limits; Envoy's rate limit filter sends it
 	// with every request. Required, unique across files.
 	Domain string `yaml:"domain"`
 
 	// Descriptors are the top-level rules.
-	Descriptors []EnvoyDescriptor `yaml:"descriptors,omitempty"`
+	Descriptors []Descriptor `yaml:"descriptors,omitempty"`
 }
 
-// An EnvoyDescriptor matches one entry (key and value) of a request's
+// An Descriptor matches one entry (key and value) of a request's
 // descriptor, at its depth.
-type EnvoyDescriptor struct {
+type Descriptor struct {
 	// Key must equal the entry's key. Required.
 	Key string `yaml:"key"`
 
@@ -37,11 +38,11 @@ type EnvoyDescriptor struct {
 
 	// RateLimit is the limit of requests whose descriptor ends here.
 	// Absent (and no nested descriptors): such requests are not limited.
-	RateLimit *EnvoyRateLimit `yaml:"rate_limit,omitempty"`
+	RateLimit *RateLimit `yaml:"rate_limit,omitempty"`
 
 	// RateLimits is a floodgate extension: several limits that must all
 	// pass (10/s and 1000/h). Exclusive with RateLimit.
-	RateLimits []EnvoyRateLimit `yaml:"rate_limits,omitempty"`
+	RateLimits []RateLimit `yaml:"rate_limits,omitempty"`
 
 	// ShadowMode counts but never denies.
 	ShadowMode bool `yaml:"shadow_mode,omitempty"`
@@ -51,11 +52,11 @@ type EnvoyDescriptor struct {
 	DetailedMetric bool `yaml:"detailed_metric,omitempty"`
 
 	// Descriptors match the next entry of the request's descriptor.
-	Descriptors []EnvoyDescriptor `yaml:"descriptors,omitempty"`
+	Descriptors []Descriptor `yaml:"descriptors,omitempty"`
 }
 
-// An EnvoyRateLimit is requests_per_unit requests per unit.
-type EnvoyRateLimit struct {
+// An RateLimit is requests_per_unit requests per unit.
+type RateLimit struct {
 	// Unit is second, minute, hour, day, week, month (30 days) or year
 	// (rejected: longer than the longest period floodgate keeps exactly).
 	// Case does not matter. Required unless Unlimited.
@@ -73,7 +74,7 @@ type EnvoyRateLimit struct {
 	// Replaces lists limits (by Name) that this one replaces when both
 	// match descriptors of one request: the replaced ones are neither
 	// checked nor charged.
-	Replaces []EnvoyReplace `yaml:"replaces,omitempty"`
+	Replaces []Replace `yaml:"replaces,omitempty"`
 
 	// Algorithm is a floodgate extension: the algorithm of this limit.
 	// Default: envoy.algorithm of the daemon's file (fixed_window).
@@ -83,15 +84,15 @@ type EnvoyRateLimit struct {
 	Burst int64 `yaml:"burst,omitempty"`
 }
 
-// An EnvoyReplace names a replaced limit.
-type EnvoyReplace struct {
+// An Replace names a replaced limit.
+type Replace struct {
 	// Name is the name of the replaced rate_limit.
 	Name string `yaml:"name"`
 }
 
-// envoyUnits are envoyproxy/ratelimit's window lengths: its windows are
+// units are envoyproxy/ratelimit's window lengths: its windows are
 // fixed, aligned to the Unix epoch, a month is 30 days and a year 365.
-var envoyUnits = map[string]time.Duration{
+var units = map[string]time.Duration{
 	"second": time.Second,
 	"minute": time.Minute,
 	"hour":   time.Hour,
@@ -101,15 +102,15 @@ var envoyUnits = map[string]time.Duration{
 	"year":   365 * 24 * time.Hour,
 }
 
-// A DescriptorEntry is one key/value pair of a request's descriptor, as
+// A Entry is one key/value pair of a request's descriptor, as
 // Envoy sends it (e.g. remote_address = 10.0.0.1).
-type DescriptorEntry struct {
+type Entry struct {
 	Key   string
 	Value string
 }
 
-// An EnvoyRule is the rule that applies to one request descriptor.
-type EnvoyRule struct {
+// An Rule is the rule that applies to one request descriptor.
+type Rule struct {
 	// Policy is a stable name for the rule, from its place in the file:
 	// the domain and each level's key (and value when set), joined by
 	// dots, e.g. "edge.remote_address" or "messaging.message_type_marketing.to_number".
@@ -149,18 +150,18 @@ type EnvoyRule struct {
 	MetricKey string
 
 	// Pos is where the rule is in its file.
-	Pos Pos
+	Pos yamlpos.Pos
 }
 
 // Policy returns the floodgate policy of the rule (for rules with limits).
-func (r *EnvoyRule) FloodgatePolicy() floodgate.Policy {
+func (r *Rule) FloodgatePolicy() floodgate.Policy {
 	return floodgate.Policy{Name: r.Policy, Limits: r.Limits}
 }
 
-// EnvoyRules are loaded envoyproxy/ratelimit configurations, one per
+// Rules are loaded envoyproxy/ratelimit configurations, one per
 // domain, ready to match request descriptors. Safe for concurrent use.
-type EnvoyRules struct {
-	domains map[string]*envoyNode
+type Rules struct {
+	domains map[string]*node
 	files   map[string]string // domain → file
 }
 
@@ -169,27 +170,25 @@ type EnvoyRules struct {
 // (a, b_c) one descriptor; a pair keeps them apart.
 type entryKey struct{ key, value string }
 
-type envoyNode struct {
-	children  map[entryKey]*envoyNode
-	wildcards []*envoyNode // values ending in *, in file order
+type node struct {
+	children  map[entryKey]*node
+	wildcards []*node // values ending in *, in file order
 	key       string
 	prefix    string // wildcard value without its *
-	rule      *EnvoyRule
+	rule      *Rule
 }
 
 // Domains returns the loaded domains, sorted.
-func (r *EnvoyRules) Domains() []string {
-	out := keysOf(r.domains)
-	sort.Strings(out)
-	return out
+func (r *Rules) Domains() []string {
+	return slices.Sorted(maps.Keys(r.domains))
 }
 
 // Policies returns the floodgate policy of every rule that has limits, by
 // name, so a server can build its limiters once per load.
-func (r *EnvoyRules) Policies() map[string]floodgate.Policy {
+func (r *Rules) Policies() map[string]floodgate.Policy {
 	out := map[string]floodgate.Policy{}
-	var walk func(n *envoyNode)
-	walk = func(n *envoyNode) {
+	var walk func(n *node)
+	walk = func(n *node) {
 		if n.rule != nil && len(n.rule.Limits) > 0 {
 			out[n.rule.Policy] = n.rule.FloodgatePolicy()
 		}
@@ -209,22 +208,22 @@ func (r *EnvoyRules) Policies() map[string]floodgate.Policy {
 // key/value rule wins over a wildcard value (the first in the file that
 // matches), which wins over a key-only rule; a rule applies only when the
 // descriptor ends at its depth, as envoyproxy/ratelimit matches.
-func (r *EnvoyRules) Match(domain string, entries []DescriptorEntry) *EnvoyRule {
+func (r *Rules) Match(domain string, entries []Entry) *Rule {
 	if r == nil {
 		return nil
 	}
-	node := r.domains[domain]
-	if node == nil || len(entries) == 0 {
+	n := r.domains[domain]
+	if n == nil || len(entries) == 0 {
 		return nil
 	}
-	var found *envoyNode
+	var found *node
 	for i, e := range entries {
-		var next *envoyNode
+		var next *node
 		if e.Value != "" {
-			next = node.children[entryKey{e.Key, e.Value}]
+			next = n.children[entryKey{e.Key, e.Value}]
 		}
 		if next == nil {
-			for _, w := range node.wildcards {
+			for _, w := range n.wildcards {
 				if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
 					next = w
 					break
@@ -232,7 +231,7 @@ func (r *EnvoyRules) Match(domain string, entries []DescriptorEntry) *EnvoyRule 
 			}
 		}
 		if next == nil {
-			next = node.children[entryKey{e.Key, ""}]
+			next = n.children[entryKey{e.Key, ""}]
 		}
 		if next == nil {
 			return nil
@@ -244,13 +243,13 @@ func (r *EnvoyRules) Match(domain string, entries []DescriptorEntry) *EnvoyRule 
 		if len(next.children) == 0 && len(next.wildcards) == 0 {
 			return nil
 		}
-		node = next
+		n = next
 	}
 	if found == nil || found.rule == nil {
 		return nil
 	}
 	rule := *found.rule
-	rule.Key = envoyKey(entries)
+	rule.Key = Key(entries)
 	rule.MetricKey = rule.Policy
 	if rule.DetailedMetric {
 		rule.MetricKey += "_" + entries[len(entries)-1].Value
@@ -261,8 +260,8 @@ func (r *EnvoyRules) Match(domain string, entries []DescriptorEntry) *EnvoyRule 
 // MatchRequest matches every descriptor of one request and applies
 // replaces: a rule whose name another matched rule replaces is dropped.
 // The result is aligned with descriptors; nil means no limit.
-func (r *EnvoyRules) MatchRequest(domain string, descriptors [][]DescriptorEntry) []*EnvoyRule {
-	out := make([]*EnvoyRule, len(descriptors))
+func (r *Rules) MatchRequest(domain string, descriptors [][]Entry) []*Rule {
+	out := make([]*Rule, len(descriptors))
 	replaced := map[string]bool{}
 	for i, d := range descriptors {
 		out[i] = r.Match(domain, d)
@@ -280,35 +279,39 @@ func (r *EnvoyRules) MatchRequest(domain string, descriptors [][]DescriptorEntry
 	return out
 }
 
-var envoyKeyEscaper = strings.NewReplacer(`\`, `\\`, `|`, `\|`, `=`, `\=`)
+var keyEscaper = strings.NewReplacer(`\`, `\\`, `|`, `\|`, `=`, `\=`)
 
-func envoyKey(entries []DescriptorEntry) string {
+// Key is the key a descriptor is counted by: its entries, key=value joined
+// by "|", with |, = and \ in keys and values escaped with \, so that each
+// distinct value of an entry without a fixed value gets its own bucket.
+func Key(entries []Entry) string {
 	var b strings.Builder
 	for i, e := range entries {
 		if i > 0 {
 			b.WriteByte('|')
 		}
-		b.WriteString(envoyKeyEscaper.Replace(e.Key))
+		b.WriteString(keyEscaper.Replace(e.Key))
 		b.WriteByte('=')
-		b.WriteString(envoyKeyEscaper.Replace(e.Value))
+		b.WriteString(keyEscaper.Replace(e.Value))
 	}
 	return b.String()
 }
 
-// LoadEnvoy reads envoyproxy/ratelimit configuration files, one domain
-// each, with the algorithm envoyproxy/ratelimit uses (fixed windows).
-func LoadEnvoy(paths ...string) (*EnvoyRules, error) {
-	var srcs []envoySource
-	var errs Errors
+// Load reads envoyproxy/ratelimit configuration files, one domain each,
+// with the algorithm envoyproxy/ratelimit uses (fixed windows). The error
+// is a yamlpos.Errors listing every problem, each as file:line:column.
+func Load(paths ...string) (*Rules, error) {
+	var srcs []Source
+	var errs yamlpos.Errors
 	for _, p := range paths {
-		data, err := readFile(p)
+		data, err := os.ReadFile(p)
 		if err != nil {
-			errs = append(errs, &Error{Pos: Pos{File: p}, Msg: err.Error(), Err: err})
+			errs = append(errs, &yamlpos.Error{Pos: yamlpos.Pos{File: p}, Msg: "cannot read " + p + ": " + err.Error(), Err: err})
 			continue
 		}
-		srcs = append(srcs, envoySource{p, data})
+		srcs = append(srcs, Source{Name: p, Data: data})
 	}
-	rules, cerrs := compileEnvoy(srcs, floodgate.FixedWindow)
+	rules, cerrs := Compile(srcs, floodgate.FixedWindow)
 	errs = append(errs, cerrs...)
 	if len(errs) > 0 {
 		return nil, errs.Sorted()
@@ -316,39 +319,32 @@ func LoadEnvoy(paths ...string) (*EnvoyRules, error) {
 	return rules, nil
 }
 
-// ParseEnvoy parses one envoyproxy/ratelimit configuration file's content.
-func ParseEnvoy(name string, data []byte) (*EnvoyRules, error) {
-	rules, errs := compileEnvoy([]envoySource{{name, data}}, floodgate.FixedWindow)
+// Parse parses one envoyproxy/ratelimit configuration file's content.
+func Parse(name string, data []byte) (*Rules, error) {
+	rules, errs := Compile([]Source{{Name: name, Data: data}}, floodgate.FixedWindow)
 	if len(errs) > 0 {
 		return nil, errs.Sorted()
 	}
 	return rules, nil
 }
 
-func readFile(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read %s: %w", path, err)
-	}
-	return data, nil
+// A Source is one rule file: its name (for errors) and content.
+type Source struct {
+	Name string
+	Data []byte
 }
 
-type envoySource struct {
-	name string
-	data []byte
-}
-
-// compileEnvoy loads envoyproxy/ratelimit files. They are taken as they
+// Compile loads envoyproxy/ratelimit files. They are taken as they
 // are: ${...} in them is text, not an environment variable, since a
 // descriptor value may well contain it.
-func compileEnvoy(srcs []envoySource, alg floodgate.Algorithm) (*EnvoyRules, Errors) {
-	r := &EnvoyRules{domains: map[string]*envoyNode{}, files: map[string]string{}}
-	var errs Errors
+func Compile(srcs []Source, alg floodgate.Algorithm) (*Rules, yamlpos.Errors) {
+	r := &Rules{domains: map[string]*node{}, files: map[string]string{}}
+	var errs yamlpos.Errors
 	for _, s := range srcs {
-		d := yamlpos.New(s.name)
+		d := yamlpos.New(s.Name)
 		d.Env = nil
-		var f EnvoyFile
-		if body := d.Parse(s.data); body != nil {
+		var f File
+		if body := d.Parse(s.Data); body != nil {
 			d.Decode(body, reflect.ValueOf(&f).Elem(), "")
 		}
 		if len(d.Errs) == 0 {
@@ -359,10 +355,10 @@ func compileEnvoy(srcs []envoySource, alg floodgate.Algorithm) (*EnvoyRules, Err
 			case r.files[f.Domain] != "":
 				k.errf("domain", "domain %q is also defined in %s; give each file its own domain", f.Domain, r.files[f.Domain])
 			default:
-				root := &envoyNode{children: map[entryKey]*envoyNode{}}
-				k.envoyLevel(root, f.Domain, "descriptors", f.Descriptors, alg, map[string]string{})
+				root := &node{children: map[entryKey]*node{}}
+				k.level(root, f.Domain, "descriptors", f.Descriptors, alg, map[string]string{})
 				r.domains[f.Domain] = root
-				r.files[f.Domain] = s.name
+				r.files[f.Domain] = s.Name
 			}
 		}
 		errs = append(errs, d.Errs...)
@@ -373,7 +369,7 @@ func compileEnvoy(srcs []envoySource, alg floodgate.Algorithm) (*EnvoyRules, Err
 // envoyLevel compiles one level of descriptors under parent. names maps
 // the policy names given so far to their paths: two descriptors whose
 // names join to the same string would share their counts.
-func (k *checker) envoyLevel(parent *envoyNode, prefix, path string, ds []EnvoyDescriptor, alg floodgate.Algorithm, names map[string]string) {
+func (k *checker) level(parent *node, prefix, path string, ds []Descriptor, alg floodgate.Algorithm, names map[string]string) {
 	for i := range ds {
 		dsc := &ds[i]
 		dp := fmt.Sprintf("%s[%d]", path, i)
@@ -395,19 +391,19 @@ func (k *checker) envoyLevel(parent *envoyNode, prefix, path string, ds []EnvoyD
 			continue
 		}
 		names[policy] = dp
-		n := &envoyNode{children: map[entryKey]*envoyNode{}, key: dsc.Key}
+		n := &node{children: map[entryKey]*node{}, key: dsc.Key}
 		parent.children[entryKey{dsc.Key, dsc.Value}] = n
 		if p, ok := strings.CutSuffix(dsc.Value, "*"); ok {
 			n.prefix = p
 			parent.wildcards = append(parent.wildcards, n)
 		}
-		var specs []EnvoyRateLimit
+		var specs []RateLimit
 		var specPaths []string
 		switch {
 		case dsc.RateLimit != nil && len(dsc.RateLimits) > 0:
 			k.errf(dp+".rate_limits", "give rate_limit or rate_limits, not both")
 		case dsc.RateLimit != nil:
-			specs, specPaths = []EnvoyRateLimit{*dsc.RateLimit}, []string{dp + ".rate_limit"}
+			specs, specPaths = []RateLimit{*dsc.RateLimit}, []string{dp + ".rate_limit"}
 		default:
 			for j := range dsc.RateLimits {
 				specs = append(specs, dsc.RateLimits[j])
@@ -419,14 +415,14 @@ func (k *checker) envoyLevel(parent *envoyNode, prefix, path string, ds []EnvoyD
 			specs = nil
 		}
 		if len(specs) > 0 {
-			n.rule = k.envoyRule(policy, dp, specs, specPaths, dsc, alg)
+			n.rule = k.rule(policy, dp, specs, specPaths, dsc, alg)
 		}
-		k.envoyLevel(n, policy, dp+".descriptors", dsc.Descriptors, alg, names)
+		k.level(n, policy, dp+".descriptors", dsc.Descriptors, alg, names)
 	}
 }
 
-func (k *checker) envoyRule(policy, dp string, specs []EnvoyRateLimit, paths []string, dsc *EnvoyDescriptor, alg floodgate.Algorithm) *EnvoyRule {
-	rule := &EnvoyRule{Policy: policy, Shadow: dsc.ShadowMode, DetailedMetric: dsc.DetailedMetric, Pos: yamlpos.LookupPos(k.d.Pos, k.d.File(), dp)}
+func (k *checker) rule(policy, dp string, specs []RateLimit, paths []string, dsc *Descriptor, alg floodgate.Algorithm) *Rule {
+	rule := &Rule{Policy: policy, Shadow: dsc.ShadowMode, DetailedMetric: dsc.DetailedMetric, Pos: yamlpos.LookupPos(k.d.Pos, k.d.File(), dp)}
 	for i, s := range specs {
 		p := paths[i]
 		if s.Name != "" {
@@ -460,9 +456,9 @@ func (k *checker) envoyRule(policy, dp string, specs []EnvoyRateLimit, paths []s
 			continue
 		}
 		unit := strings.ToLower(s.Unit)
-		period, ok := envoyUnits[unit]
+		period, ok := units[unit]
 		if !ok {
-			k.oneOf(p+".unit", s.Unit, enumEnvoyUnits...)
+			k.d.OneOf(p+".unit", s.Unit, unitNames...)
 			continue
 		}
 		if s.RequestsPerUnit < 0 {
@@ -480,7 +476,7 @@ func (k *checker) envoyRule(policy, dp string, specs []EnvoyRateLimit, paths []s
 		if s.Algorithm != "" {
 			a, err := floodgate.ParseAlgorithm(s.Algorithm)
 			if err != nil {
-				k.oneOf(p+".algorithm", s.Algorithm, enumAlgorithms...)
+				k.d.OneOf(p+".algorithm", s.Algorithm, floodgate.AlgorithmNames()...)
 				continue
 			}
 			l.Algorithm = a
@@ -501,4 +497,48 @@ func (k *checker) envoyRule(policy, dp string, specs []EnvoyRateLimit, paths []s
 		rule.Limits = append(rule.Limits, l)
 	}
 	return rule
+}
+
+// A checker compiles one file's descriptors, reporting problems at their
+// fields' positions.
+type checker struct{ d *yamlpos.Decoder }
+
+func (k *checker) errf(path, format string, args ...any) { k.d.Errorf(path, format, args...) }
+
+func (k *checker) wrapf(path string, err error, format string, args ...any) {
+	k.d.Wrapf(path, err, format, args...)
+}
+
+// unitNames are the units of a rate_limit, as the file writes them.
+var unitNames = []string{"second", "minute", "hour", "day", "week", "month", "year"}
+
+// A HeaderStyle selects the rate-limit headers the Envoy service asks Envoy
+// to add to responses (response_headers_to_add).
+type HeaderStyle string
+
+// The header styles.
+const (
+	// HeadersNone adds no headers, as envoyproxy/ratelimit by default.
+	HeadersNone HeaderStyle = "none"
+	// HeadersDraft adds x-ratelimit-limit, -remaining and -reset (draft 03,
+	// the form envoyproxy/ratelimit sends).
+	HeadersDraft HeaderStyle = "draft"
+	// HeadersIETF adds the RateLimit-Policy and RateLimit fields of
+	// draft-ietf-httpapi-ratelimit-headers, one item per limit decided.
+	HeadersIETF HeaderStyle = "ietf"
+)
+
+// HeaderStyles are the valid HeaderStyles.
+var HeaderStyles = []HeaderStyle{HeadersNone, HeadersDraft, HeadersIETF}
+
+// UnmarshalText reads a style's name; anything else is an error naming the
+// valid ones.
+func (h *HeaderStyle) UnmarshalText(b []byte) error {
+	for _, v := range HeaderStyles {
+		if string(b) == string(v) {
+			*h = v
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is not valid (use one of none, draft, ietf)", b)
 }

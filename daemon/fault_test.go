@@ -1,10 +1,12 @@
-package server
+package daemon
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,36 +14,11 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/failover"
-	"github.com/floodgate-go/floodgate/redisstore"
 	"github.com/floodgate-go/floodgate/testkit"
 )
-
-// redisLimiter is a limiter on a real redis-server behind the failure
-// policy mode, with a short engine timeout.
-func redisLimiter(t *testing.T, mode failover.Mode) (floodgate.Limiter, *testkit.RedisServer) {
-	t.Helper()
-	srv := testkit.Redis(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-	t.Cleanup(func() { client.Close() })
-	rs, err := redisstore.New(client, redisstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rs.Close() })
-	fs, err := failover.New(rs, failover.Options{Mode: mode, Guard: failover.GuardOptions{Timeout: 300 * time.Millisecond, ContextBound: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := floodgate.New(fs, floodgate.Policy{Name: "api", Limits: []floodgate.Limit{floodgate.PerSecond(1_000_000)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l, srv
-}
 
 // outcome is what one call answered: an HTTP status and the Result's
 // source, or the Envoy code and the source header.
@@ -75,23 +52,35 @@ func load(n, calls int, f func(i int) outcome) map[outcome]int {
 // Redis that hangs is answered the same way.
 func TestRedisDownFailurePolicies(t *testing.T) {
 	for _, tc := range []struct {
-		mode      failover.Mode
+		mode      string
 		http      outcome
 		envoy     outcome
 		hangHTTP  outcome
 		hangEnvoy outcome
 	}{
-		{failover.FailClosed, outcome{"503", "fail-closed"}, outcome{"OVER_LIMIT", "fail-closed"}, outcome{"503", "fail-closed"}, outcome{"OVER_LIMIT", "fail-closed"}},
-		{failover.FailOpen, outcome{"200", "fail-open"}, outcome{"OK", ""}, outcome{"200", "fail-open"}, outcome{"OK", ""}},
+		{"fail_closed", outcome{"503", "fail-closed"}, outcome{"OVER_LIMIT", "fail-closed"}, outcome{"503", "fail-closed"}, outcome{"OVER_LIMIT", "fail-closed"}},
+		{"fail_open", outcome{"200", "fail-open"}, outcome{"OK", ""}, outcome{"200", "fail-open"}, outcome{"OK", ""}},
 	} {
-		t.Run(tc.mode.String(), func(t *testing.T) {
-			lim, srv := redisLimiter(t, tc.mode)
-			_, addrs := start(t, Config{
-				Check: &CheckConfig{Policies: map[string]floodgate.Limiter{"api": lim}, Timeout: 2 * time.Second},
-				Envoy: &EnvoyConfig{Timeout: 2 * time.Second, Descriptors: mapDescriptors{"d|k=v": {{Name: "api", Limiter: lim}}}},
-			})
+		t.Run(tc.mode, func(t *testing.T) {
+			srv := testkit.Redis(t)
+			dir := t.TempDir()
+			rules := filepath.Join(dir, "rl.yaml")
+			if err := os.WriteFile(rules, []byte("domain: d\ndescriptors: [{key: k, value: v, rate_limit: {unit: second, requests_per_unit: 1000000}}]\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			d := started(t, fmt.Sprintf(`
+storage:
+  engine: redis
+  redis: {addrs: [%q]}
+  failure: {mode: %s, timeout: 300ms}
+policies: {api: {rate: 1000000/s}}
+check: {listen: 127.0.0.1:0}
+envoy: {listen: 127.0.0.1:0, ratelimit_config: [%q]}
+admin: {listen: ""}
+`, srv.Addr, tc.mode, rules))
+			addrs := d.Addrs()
 			hc := &http.Client{Timeout: 20 * time.Second}
-			checkURL := "http://" + addrs.Check.String() + CheckPath
+			checkURL := "http://" + addrs.Check.String() + "/v1/check"
 			checkCall := func(i int) outcome {
 				resp, err := hc.Post(checkURL, "application/json", strings.NewReader(fmt.Sprintf(`{"policy":"api","key":"k%d"}`, i%64)))
 				if err != nil {
@@ -102,11 +91,17 @@ func TestRedisDownFailurePolicies(t *testing.T) {
 				json.NewDecoder(resp.Body).Decode(&m)
 				return outcome{fmt.Sprint(resp.StatusCode), m.Source}
 			}
-			rc, _ := rlsConn(t, addrs)
+			conn, err := grpc.NewClient(addrs.Envoy.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			rc := rlsv3.NewRateLimitServiceClient(conn)
+			desc := &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}}
 			envoyCall := func(i int) outcome {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
-				resp, err := rc.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc(nil, "k", "v")}})
+				resp, err := rc.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc}})
 				if err != nil {
 					return outcome{"error: " + err.Error(), ""}
 				}
@@ -121,7 +116,7 @@ func TestRedisDownFailurePolicies(t *testing.T) {
 
 			// The first call dials and loads the script; on a loaded
 			// machine it may outlast the engine timeout.
-			eventually(t, 20*time.Second, "a decision by redis", func() bool { return checkCall(0).source == "redis" })
+			testkit.Eventually(t, 20*time.Second, "a decision by redis", func() bool { return checkCall(0).source == "redis" })
 			up := load(4, 20, checkCall)
 			if up[outcome{"200", "redis"}] != 80 {
 				t.Fatalf("check API with Redis up: %v", up)
@@ -154,14 +149,4 @@ func TestRedisDownFailurePolicies(t *testing.T) {
 			}
 		})
 	}
-}
-
-func rlsConn(t *testing.T, addrs Addrs) (rlsv3.RateLimitServiceClient, func()) {
-	t.Helper()
-	conn, err := grpcDial(addrs.Envoy.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return rlsv3.NewRateLimitServiceClient(conn), func() { conn.Close() }
 }

@@ -1,4 +1,9 @@
-package server
+// Package envoyrls is floodgate's Envoy rate limit service: the gRPC API
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit and the gRPC
+// health service) that Envoy's rate limit filter calls, answering from
+// envoyproxy/ratelimit rules (package envoyrules) with floodgate limiters.
+// It is the only part of floodgate that imports gRPC.
+package envoyrls
 
 import (
 	"context"
@@ -23,82 +28,35 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/envoyrules"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/internal/denylog"
 )
 
-// DefaultEnvoyTimeout bounds one ShouldRateLimit call when
-// EnvoyConfig.Timeout is zero.
-const DefaultEnvoyTimeout = time.Second
+// DefaultTimeout bounds one ShouldRateLimit call when Config.Timeout is
+// zero.
+const DefaultTimeout = time.Second
 
-// An Entry is one key/value pair of a rate limit descriptor.
-type Entry struct{ Key, Value string }
-
-// A DescriptorLimit is what one descriptor is limited by: the limiter
-// deciding, the key it decides for, or Unlimited.
-type DescriptorLimit struct {
-	// Name names the limit in current_limit and logs.
-	Name string
-
-	// Limiter decides; nil only when Unlimited.
-	Limiter floodgate.Limiter
-
-	// Key is the key of the descriptor under Limiter, typically built from
-	// the domain and the descriptor's entries.
-	Key string
-
-	// Unlimited answers OK without a decision.
-	Unlimited bool
-
-	// Shadow decides and counts but answers OK: the would-be denial is
-	// reported to EnvoyConfig.OnShadow and logged.
-	Shadow bool
-
-	// Replaces names the limits (by Name) that this one replaces when both
-	// apply to one request: those are dropped, as envoyproxy/ratelimit's
-	// replaces does.
-	Replaces []string
-}
-
-// Descriptors maps a request's domain and one descriptor to its limits,
-// e.g. an envoyproxy/ratelimit configuration. It must be safe for
-// concurrent use; the returned slice is read, never changed. ok is false
-// when nothing matches: the descriptor is then not limited (status OK
-// without current_limit, as envoyproxy/ratelimit answers).
-type Descriptors interface {
-	Lookup(domain string, entries []Entry) (limits []DescriptorLimit, ok bool)
-}
-
-// Response header families for EnvoyConfig.ResponseHeaders.
-const (
-	// HeadersNone adds no response headers. It is the default.
-	HeadersNone = "none"
-	// HeadersDraft adds x-ratelimit-limit, x-ratelimit-remaining and
-	// x-ratelimit-reset (draft 03, the form envoyproxy/ratelimit sends).
-	HeadersDraft = "draft"
-	// HeadersIETF adds the RateLimit-Policy and RateLimit fields of
-	// draft-ietf-httpapi-ratelimit-headers, one item per limit decided.
-	HeadersIETF = "ietf"
-)
-
-// EnvoyConfig configures the Envoy rate limit service
-// (envoy.service.ratelimit.v3.RateLimitService), the YAML "envoy".
-type EnvoyConfig struct {
-	// Listen is the gRPC listener's address, e.g. ":8081".
-	Listen string
-
-	// ResponseHeaders selects response_headers_to_add: HeadersNone (""),
-	// HeadersDraft or HeadersIETF.
-	ResponseHeaders string
+// Config configures the Envoy rate limit service.
+type Config struct {
+	// ResponseHeaders selects response_headers_to_add: none (the zero
+	// value), draft (x-ratelimit-*) or ietf (RateLimit-Policy, RateLimit).
+	ResponseHeaders envoyrules.HeaderStyle
 
 	// Timeout bounds each call, whatever the caller's deadline; 0 means
-	// DefaultEnvoyTimeout. Keep the engine's timeout
+	// DefaultTimeout. Keep the engine's timeout
 	// (failover.GuardOptions.Timeout) below it and below Envoy's filter
 	// timeout, so that a Redis that hangs is answered by the failure
 	// policy.
 	Timeout time.Duration
 
-	// Descriptors maps descriptors to limits. SetDescriptors replaces it.
-	Descriptors Descriptors
+	// Rules are the envoyproxy/ratelimit rules descriptors are matched
+	// against. Required; SetRules replaces them.
+	Rules *envoyrules.Rules
+
+	// Limiters decide, by rule policy (envoyrules.Rule.Policy): one for
+	// every policy of Rules.Policies. SetRules replaces them.
+	Limiters map[string]floodgate.Limiter
 
 	// OnShadow, when set, is called for every descriptor limit in shadow
 	// mode that would have been over limit.
@@ -109,7 +67,7 @@ type EnvoyConfig struct {
 	Logger *slog.Logger
 }
 
-// RLS is the Envoy rate limit service. Each descriptor of a request is
+// Service is the Envoy rate limit service. Each descriptor of a request is
 // looked up; every limit found (shadow ones apart) is decided all or
 // nothing (floodgate.AllowAll), so a request over one limit charges none.
 //
@@ -137,86 +95,87 @@ type EnvoyConfig struct {
 // Shadow limits are decided after the enforced ones, and only when those
 // pass: a request that is over an enforced limit is refused anyway and
 // charged nowhere, so the shadow limit would not have seen it either.
-type RLS struct {
+type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
 	timeout  time.Duration
 	hdr      httplimit.Headers // the fields response_headers selects
 	headers  bool
 	onShadow func(string, floodgate.Result)
-	desc     atomic.Pointer[descriptorSet]
-	sample   *sampler
-	errs     errorLog
+	rules    atomic.Pointer[ruleSet]
+	sample   *denylog.Sampler
+	errs     denylog.Errors
 	health   *health.Server
 
-	mu  sync.Mutex
-	srv *grpc.Server
-	ln  net.Listener
+	mu      sync.Mutex
+	srv     *grpc.Server
+	stopped bool
 }
 
-// descriptorSet is one generation of descriptors, with the Decider that
+// ruleSet is one generation of rules and limiters, with the Decider that
 // decides and describes their limits (it caches a description per limit
 // set, so it is renewed with them).
-type descriptorSet struct {
-	d       Descriptors
-	decider *httplimit.Decider
+type ruleSet struct {
+	rules    *envoyrules.Rules
+	limiters map[string]floodgate.Limiter
+	decider  *httplimit.Decider
 }
 
-// NewRLS validates cfg and returns its service.
-func NewRLS(cfg EnvoyConfig) (*RLS, error) {
-	s := &RLS{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: newSampler(cfg.Logger), health: health.NewServer()}
-	s.errs.log = s.sample.log
+// New validates cfg and returns its service.
+func New(cfg Config) (*Service, error) {
+	s := &Service{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger), health: health.NewServer()}
+	s.errs.Log = s.sample.Logger()
 	if s.timeout <= 0 {
-		s.timeout = DefaultEnvoyTimeout
+		s.timeout = DefaultTimeout
 	}
-	switch strings.ToLower(cfg.ResponseHeaders) {
-	case "", HeadersNone:
-	case HeadersDraft:
+	switch cfg.ResponseHeaders {
+	case envoyrules.HeadersNone, "":
+	case envoyrules.HeadersDraft:
 		s.hdr, s.headers = httplimit.Headers{DisableRateLimit: true, DisableRetryAfter: true}, true
-	case HeadersIETF:
+	case envoyrules.HeadersIETF:
 		s.hdr, s.headers = httplimit.Headers{DisableXRateLimit: true, DisableRetryAfter: true}, true
 	default:
-		return nil, fmt.Errorf("%w: envoy response_headers %q: use none, draft or ietf", ErrInvalidConfig, cfg.ResponseHeaders)
+		return nil, fmt.Errorf("envoyrls: response headers %q: use none, draft or ietf", cfg.ResponseHeaders)
 	}
-	if cfg.Descriptors == nil {
-		return nil, fmt.Errorf("%w: envoy: no descriptors configured (ratelimit_config)", ErrInvalidConfig)
+	if cfg.Rules == nil {
+		return nil, errors.New("envoyrls: no rules configured (ratelimit_config)")
 	}
-	s.SetDescriptors(cfg.Descriptors)
+	s.SetRules(cfg.Rules, cfg.Limiters)
 	return s, nil
 }
 
-// SetDescriptors replaces the descriptor configuration atomically.
-func (s *RLS) SetDescriptors(d Descriptors) {
-	dec, err := httplimit.NewDecider(httplimit.DeciderConfig{Headers: s.hdr, Body: httplimit.BodyNone, Logger: s.sample.log})
+// SetRules replaces the rules and their limiters atomically: a call is
+// decided under the old pair or the new one.
+func (s *Service) SetRules(rules *envoyrules.Rules, limiters map[string]floodgate.Limiter) {
+	dec, err := httplimit.NewDecider(httplimit.DeciderConfig{Headers: s.hdr, Body: httplimit.BodyNone, Logger: s.sample.Logger()})
 	if err != nil {
 		panic(err) // the config is fixed and valid
 	}
-	s.desc.Store(&descriptorSet{d: d, decider: dec})
+	s.rules.Store(&ruleSet{rules: rules, limiters: limiters, decider: dec})
 }
 
 // Register registers the rate limit service and the gRPC health service
 // (grpc.health.v1, serving for "" and the rate limit service's name) on
 // reg, for a caller that runs its own grpc.Server.
-func (s *RLS) Register(reg grpc.ServiceRegistrar) {
+func (s *Service) Register(reg grpc.ServiceRegistrar) {
 	rlsv3.RegisterRateLimitServiceServer(reg, s)
 	healthpb.RegisterHealthServer(reg, s.health)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 }
 
-// bind makes the gRPC server for ln; serve then serves it. They are apart
-// so that a shutdown right after Start finds the server to stop.
-func (s *RLS) bind(ln net.Listener) {
+// Serve serves the service and the health service on ln until Shutdown.
+// It returns nil after Shutdown.
+func (s *Service) Serve(ln net.Listener) error {
 	srv := grpc.NewServer()
 	s.Register(srv)
 	s.mu.Lock()
-	s.srv, s.ln = srv, ln
-	s.mu.Unlock()
-}
-
-func (s *RLS) serve() error {
-	s.mu.Lock()
-	srv, ln := s.srv, s.ln
+	if s.stopped {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.srv = srv
 	s.mu.Unlock()
 	err := srv.Serve(ln)
 	if errors.Is(err, grpc.ErrServerStopped) {
@@ -225,20 +184,13 @@ func (s *RLS) serve() error {
 	return err
 }
 
-func (s *RLS) addr() net.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ln == nil {
-		return nil
-	}
-	return s.ln.Addr()
-}
-
-// shutdown reports NOT_SERVING, then stops gracefully until ctx ends.
-func (s *RLS) shutdown(ctx context.Context) error {
+// Shutdown reports NOT_SERVING, then stops gracefully until ctx ends, when
+// the calls still running are cut off.
+func (s *Service) Shutdown(ctx context.Context) error {
 	s.health.Shutdown()
 	s.mu.Lock()
 	srv := s.srv
+	s.stopped = true
 	s.mu.Unlock()
 	if srv == nil {
 		return nil
@@ -257,22 +209,24 @@ func (s *RLS) shutdown(ctx context.Context) error {
 
 // rlsState is one call's scratch space, pooled.
 type rlsState struct {
-	entries []Entry
-	checks  []httplimit.Charge
-	owner   []int // per check: the descriptor it belongs to
-	shadow  []rlsShadow
-	v       httplimit.Verdict
+	descs  [][]envoyrules.Entry
+	checks []httplimit.Charge
+	owner  []int // per check: the descriptor it belongs to
+	shadow []rlsShadow
+	v      httplimit.Verdict
 }
 
 type rlsShadow struct {
 	desc int
-	lim  *DescriptorLimit
+	name string
+	key  string
+	lim  floodgate.Limiter
 }
 
 var rlsPool = sync.Pool{New: func() any { return new(rlsState) }}
 
 // ShouldRateLimit implements rlsv3.RateLimitServiceServer.
-func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if req.GetDomain() == "" {
 		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
 	}
@@ -284,58 +238,51 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 
 	st := rlsPool.Get().(*rlsState)
 	defer func() {
+		for i := range st.descs {
+			st.descs[i] = st.descs[i][:0]
+		}
 		clear(st.checks)
 		clear(st.shadow)
-		*st = rlsState{entries: st.entries[:0], checks: st.checks[:0], owner: st.owner[:0], shadow: st.shadow[:0]}
+		*st = rlsState{descs: st.descs[:0], checks: st.checks[:0], owner: st.owner[:0], shadow: st.shadow[:0]}
 		rlsPool.Put(st)
 	}()
-	ds := s.desc.Load()
+	rs := s.rules.Load()
 	reqCost := int64(max(req.GetHitsAddend(), 1))
 	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.Descriptors))
-	// Look every descriptor up first: a limit that another matched limit
-	// replaces (envoyproxy/ratelimit's replaces, by name) is dropped.
-	looked := make([][]DescriptorLimit, len(req.Descriptors))
-	var replaced map[string]bool
 	for i, d := range req.Descriptors {
-		st.entries = st.entries[:0]
+		if i == len(st.descs) {
+			st.descs = append(st.descs, nil)
+		}
 		for _, e := range d.GetEntries() {
-			st.entries = append(st.entries, Entry{Key: e.GetKey(), Value: e.GetValue()})
+			st.descs[i] = append(st.descs[i], envoyrules.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-		limits, ok := ds.d.Lookup(req.Domain, st.entries)
-		if !ok {
+	}
+	// A rule that another matched rule replaces (by name) is dropped.
+	matched := rs.rules.MatchRequest(req.Domain, st.descs[:len(req.Descriptors)])
+	for i, d := range req.Descriptors {
+		r := matched[i]
+		if r == nil || r.Unlimited {
 			continue
 		}
-		looked[i] = limits
-		for j := range limits {
-			for _, name := range limits[j].Replaces {
-				if replaced == nil {
-					replaced = make(map[string]bool)
-				}
-				replaced[name] = true
-			}
+		lim := rs.limiter(r)
+		if lim == nil {
+			continue
 		}
-	}
-	for i, d := range req.Descriptors {
-		limits := looked[i]
 		cost := reqCost
 		if h := d.GetHitsAddend(); h != nil {
 			cost = int64(min(h.GetValue(), math.MaxInt64))
 		}
-		for j := range limits {
-			l := &limits[j]
-			switch {
-			case l.Unlimited || l.Limiter == nil || replaced[l.Name]:
-			case d.GetIsNegativeHits():
-				if err := l.Limiter.RefundN(ctx, l.Key, cost); err != nil {
-					s.errs.error(ctx, "envoy: refund failed", slog.String("limit", l.Name), slog.Any("error", err))
-				}
-			case l.Shadow:
-				st.shadow = append(st.shadow, rlsShadow{desc: i, lim: l})
-			default:
-				st.checks = append(st.checks, httplimit.Charge{Limiter: l.Limiter, Key: l.Key, Cost: cost})
-				st.owner = append(st.owner, i)
+		switch {
+		case d.GetIsNegativeHits():
+			if err := lim.RefundN(ctx, r.Key, cost); err != nil {
+				s.errs.Error(ctx, "envoy: refund failed", slog.String("limit", r.Policy), slog.Any("error", err))
 			}
+		case r.Shadow:
+			st.shadow = append(st.shadow, rlsShadow{desc: i, name: ruleName(r), key: r.Key, lim: lim})
+		default:
+			st.checks = append(st.checks, httplimit.Charge{Limiter: lim, Key: r.Key, Cost: cost})
+			st.owner = append(st.owner, i)
 		}
 	}
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: statuses}
@@ -343,18 +290,18 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 	drive := 0
 	if len(st.checks) > 0 {
 		v := &st.v
-		ds.decider.Decide(ctx, v, st.checks...)
+		rs.decider.Decide(ctx, v, st.checks...)
 		var err error
 		res, drive, err = v.Result(), v.Drive(), v.Err()
 		if err != nil {
-			s.errs.error(ctx, "envoy: undecided", slog.String("policy", st.checks[drive].Limiter.Name()), slog.Any("error", err))
+			s.errs.Error(ctx, "envoy: undecided", slog.String("policy", st.checks[drive].Limiter.Name()), slog.Any("error", err))
 			return nil, status.Errorf(codes.Unavailable, "rate limiter could not decide: %v", err)
 		}
 		decided := len(st.checks)
 		if !res.Allowed {
 			decided = drive + 1
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			s.sample.denied(ctx, "envoy", st.checks[drive].Key, &res, false)
+			s.sample.Denied(ctx, "envoy", st.checks[drive].Key, &res, false)
 		}
 		best := make([]int, len(statuses)) // per descriptor: 1 + its driving check
 		results := make([]floodgate.Result, decided)
@@ -388,21 +335,21 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 // decideShadow decides the shadow limits of a request that passed: each is
 // charged like an enforced one, and one that would refuse is counted and
 // logged while the descriptor stays OK.
-func (s *RLS) decideShadow(ctx context.Context, st *rlsState, statuses []*rlsv3.RateLimitResponse_DescriptorStatus) {
+func (s *Service) decideShadow(ctx context.Context, st *rlsState, statuses []*rlsv3.RateLimitResponse_DescriptorStatus) {
 	for _, sh := range st.shadow {
-		res, err := sh.lim.Limiter.Allow(ctx, sh.lim.Key)
+		res, err := sh.lim.Allow(ctx, sh.key)
 		if err != nil {
-			s.errs.error(ctx, "envoy: shadow limit undecided", slog.String("limit", sh.lim.Name), slog.Any("error", err))
+			s.errs.Error(ctx, "envoy: shadow limit undecided", slog.String("limit", sh.name), slog.Any("error", err))
 			continue
 		}
 		if !res.Allowed {
 			if s.onShadow != nil {
-				s.onShadow(sh.lim.Name, res)
+				s.onShadow(sh.name, res)
 			}
-			s.sample.denied(ctx, "envoy", sh.lim.Key, &res, true)
+			s.sample.Denied(ctx, "envoy", sh.key, &res, true)
 		}
 		if statuses[sh.desc].CurrentLimit == nil {
-			fillStatus(statuses[sh.desc], &res, sh.lim.Name)
+			fillStatus(statuses[sh.desc], &res, sh.name)
 			statuses[sh.desc].Code = rlsv3.RateLimitResponse_OK
 		}
 	}
@@ -472,3 +419,41 @@ func currentLimit(l floodgate.Limit, name string) *rlsv3.RateLimitResponse_RateL
 	}
 	return cl
 }
+
+// limiter returns the limiter that decides r: the configured one of its
+// policy, or for a rule of requests_per_unit 0 one that denies everything.
+func (rs *ruleSet) limiter(r *envoyrules.Rule) floodgate.Limiter {
+	if r.Blocked {
+		return blocked(r.Policy)
+	}
+	return rs.limiters[r.Policy]
+}
+
+// ruleName is how a rule is named in logs and to OnShadow: its rate_limit
+// name, else its metric key.
+func ruleName(r *envoyrules.Rule) string {
+	if r.Name != "" {
+		return r.Name
+	}
+	return r.MetricKey
+}
+
+// blocked is the limiter of a rule with requests_per_unit 0: every request
+// is denied, and can never pass.
+type blocked string
+
+func (b blocked) Name() string { return string(b) }
+
+func (b blocked) Allow(ctx context.Context, key string) (floodgate.Result, error) {
+	return b.AllowN(ctx, key, 1)
+}
+
+func (b blocked) AllowN(_ context.Context, _ string, cost int64) (floodgate.Result, error) {
+	if cost == 0 {
+		return floodgate.Result{Allowed: true, Source: floodgate.SourcePolicy, Policy: string(b)}, nil
+	}
+	return floodgate.Result{RetryAfter: floodgate.RetryNever, Source: floodgate.SourcePolicy, Policy: string(b)}, nil
+}
+
+func (blocked) RefundN(context.Context, string, int64) error { return nil }
+func (blocked) Reset(context.Context, string) error          { return nil }

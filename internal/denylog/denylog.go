@@ -1,4 +1,8 @@
-package server
+// Package denylog is the front ends' logging of denials and errors: every
+// denial at debug level, at most one a second at info level, and errors at
+// most one a second, so that a flood of refused requests or a dead engine
+// cannot flood the log.
+package denylog
 
 import (
 	"context"
@@ -9,26 +13,30 @@ import (
 	"github.com/floodgate-go/floodgate"
 )
 
-// A sampler logs denials: every one at debug level, and at info level at
+// A Sampler logs denials: every one at debug level, and at info level at
 // most one a second with the number left out since the previous line, so a
 // flood of denied requests cannot flood the log. Keys are always written
 // redacted (floodgate.RedactKey): they are API keys and addresses.
-type sampler struct {
+type Sampler struct {
 	log        *slog.Logger
 	last       atomic.Int64
 	suppressed atomic.Uint64
 }
 
-func newSampler(l *slog.Logger) *sampler {
+// New returns a Sampler logging to l (slog.Default() when nil).
+func New(l *slog.Logger) *Sampler {
 	if l == nil {
 		l = slog.Default()
 	}
-	return &sampler{log: l}
+	return &Sampler{log: l}
 }
 
-// denied logs one denial by front end (proxy, check, envoy) of key under
+// Logger is the logger the Sampler writes to.
+func (s *Sampler) Logger() *slog.Logger { return s.log }
+
+// Denied logs one denial by front end (proxy, check, envoy) of key under
 // res; shadow marks a denial that was not enforced.
-func (s *sampler) denied(ctx context.Context, front, key string, res *floodgate.Result, shadow bool) {
+func (s *Sampler) Denied(ctx context.Context, front, key string, res *floodgate.Result, shadow bool) {
 	debug := s.log.Enabled(ctx, slog.LevelDebug)
 	now := time.Now().UnixNano()
 	last := s.last.Load()
@@ -46,7 +54,7 @@ func (s *sampler) denied(ctx context.Context, front, key string, res *floodgate.
 	s.log.LogAttrs(ctx, slog.LevelInfo, "request denied", attrs...)
 }
 
-func (s *sampler) attrs(front, key string, res *floodgate.Result, shadow bool) []slog.Attr {
+func (s *Sampler) attrs(front, key string, res *floodgate.Result, shadow bool) []slog.Attr {
 	return []slog.Attr{
 		slog.String("front", front),
 		slog.String("policy", res.Policy),
@@ -57,14 +65,19 @@ func (s *sampler) attrs(front, key string, res *floodgate.Result, shadow bool) [
 	}
 }
 
-// errorf logs an error at most once a second per sampler, at error level.
-type errorLog struct {
-	log        *slog.Logger
+// An Errors logs errors at error level, at most one a second, with the
+// number left out since the previous line. Its zero value is ready once Log
+// is set.
+type Errors struct {
+	// Log receives the lines.
+	Log *slog.Logger
+
 	last       atomic.Int64
 	suppressed atomic.Uint64
 }
 
-func (e *errorLog) error(ctx context.Context, msg string, attrs ...slog.Attr) {
+// Error logs msg unless another line was written within the last second.
+func (e *Errors) Error(ctx context.Context, msg string, attrs ...slog.Attr) {
 	now := time.Now().UnixNano()
 	last := e.last.Load()
 	if now-last < int64(time.Second) || !e.last.CompareAndSwap(last, now) {
@@ -72,5 +85,5 @@ func (e *errorLog) error(ctx context.Context, msg string, attrs ...slog.Attr) {
 		return
 	}
 	attrs = append(attrs, slog.Uint64("suppressed", e.suppressed.Swap(0)))
-	e.log.LogAttrs(ctx, slog.LevelError, msg, attrs...)
+	e.Log.LogAttrs(ctx, slog.LevelError, msg, attrs...)
 }

@@ -1,4 +1,9 @@
-package server
+// Package proxy is floodgate's rate-limiting reverse proxy: requests are
+// matched to routes, each route's limits decided through httplimit, and what
+// passes is forwarded upstream with httputil.ReverseProxy (streaming,
+// WebSockets, HTTP/2 over TLS with certificate rotation, shadow routes, 502
+// on upstream failure).
+package proxy
 
 import (
 	"bufio"
@@ -19,18 +24,16 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/internal/certfile"
+	"github.com/floodgate-go/floodgate/internal/denylog"
 	"github.com/floodgate-go/floodgate/internal/pathnet"
 )
 
 // ErrInvalidConfig is wrapped by every configuration error of this package.
-var ErrInvalidConfig = errors.New("server: invalid config")
+var ErrInvalidConfig = errors.New("proxy: invalid config")
 
-// ProxyConfig configures the rate-limiting reverse proxy, the YAML listener
-// "proxy".
-type ProxyConfig struct {
-	// Listen is the address the Server listens on, e.g. ":8080".
-	Listen string
-
+// Config configures the rate-limiting reverse proxy.
+type Config struct {
 	// Upstream is the URL requests are forwarded to, e.g.
 	// "http://127.0.0.1:3000". Empty means the built-in DemoUpstream,
 	// served in process.
@@ -79,13 +82,13 @@ type ProxyConfig struct {
 	Transport http.RoundTripper
 }
 
-// TLSFiles names a certificate and its key, PEM files, the YAML "tls".
+// TLSFiles names a certificate and its key, PEM files.
 type TLSFiles struct {
 	Cert string
 	Key  string
 }
 
-// A Route limits the requests it matches, the YAML "routes" item.
+// A Route limits the requests it matches.
 type Route struct {
 	// Name identifies the route in logs and OnShadow; empty means a name
 	// made of its match ("route 2").
@@ -101,8 +104,7 @@ type Route struct {
 	// a new limit.
 	Shadow bool
 
-	// Limits are the rules a matched request must pass (the YAML "limits":
-	// policy → Limiter, key → Key, cost → Cost, count → Count). Empty means
+	// Limits are the rules a matched request must pass. Empty means
 	// the route is unlimited. The proxy builds one httplimit.Middleware per
 	// route from them with the proxy's Headers and Body.
 	Limits []httplimit.Rule
@@ -134,15 +136,15 @@ type Match struct {
 // Proxy is the rate-limiting reverse proxy, an http.Handler. It is safe for
 // concurrent use; SetRoutes replaces its routes while it serves.
 type Proxy struct {
-	cfg       ProxyConfig
+	cfg       Config
 	upstream  http.Handler // what requests no route matched go to
 	target    *url.URL     // nil for the demo upstream
 	transport http.RoundTripper
 	trusted   []netip.Prefix
 	routes    atomic.Pointer[[]*route]
-	sample    *sampler
-	errs      errorLog
-	tls       *certFiles
+	sample    *denylog.Sampler
+	errs      denylog.Errors
+	tls       *certfile.Pair
 }
 
 type route struct {
@@ -155,10 +157,10 @@ type route struct {
 	h       http.Handler
 }
 
-// NewProxy validates cfg and returns its proxy.
-func NewProxy(cfg ProxyConfig) (*Proxy, error) {
-	p := &Proxy{cfg: cfg, sample: newSampler(cfg.Logger)}
-	p.errs.log = p.sample.log
+// New validates cfg and returns its proxy.
+func New(cfg Config) (*Proxy, error) {
+	p := &Proxy{cfg: cfg, sample: denylog.New(cfg.Logger)}
+	p.errs.Log = p.sample.Logger()
 	var errs []error
 	for _, s := range cfg.TrustedProxies {
 		pf, err := clientip.ParsePrefix(s)
@@ -192,12 +194,9 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 		}
 	}
 	if cfg.TLS != nil {
-		c, err := newCertFiles(cfg.TLS.Cert, cfg.TLS.Key)
+		c, err := certfile.Load(cfg.TLS.Cert, cfg.TLS.Key, "proxy", &p.errs)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%w: proxy tls: %v", ErrInvalidConfig, err))
-		}
-		if c != nil {
-			c.errs = &p.errs
 		}
 		p.tls = c
 	}
@@ -226,7 +225,7 @@ func (p *Proxy) reverseProxy(u *url.URL, name string) *httputil.ReverseProxy {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			p.upstreamError(w, r, name, err)
 		},
-		ErrorLog:   slog.NewLogLogger(p.sample.log.Handler(), slog.LevelWarn),
+		ErrorLog:   slog.NewLogLogger(p.sample.Logger().Handler(), slog.LevelWarn),
 		BufferPool: copyBuffers,
 	}
 }
@@ -293,7 +292,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, route stri
 		p.cfg.OnUpstreamError(route, err)
 	}
 	if !errors.Is(err, context.Canceled) {
-		p.errs.error(r.Context(), "proxy: upstream failed", slog.String("route", route), slog.Any("error", err))
+		p.errs.Error(r.Context(), "proxy: upstream failed", slog.String("route", route), slog.Any("error", err))
 	}
 	w.Header()["Content-Type"] = []string{"application/problem+json"}
 	w.WriteHeader(http.StatusBadGateway)
@@ -383,7 +382,7 @@ func (p *Proxy) compile(i int, rt Route) (*route, error) {
 			}
 		}
 	}
-	cfg := httplimit.Config{Rules: rules, Headers: p.cfg.Headers, Body: p.cfg.Body, Logger: p.sample.log}
+	cfg := httplimit.Config{Rules: rules, Headers: p.cfg.Headers, Body: p.cfg.Body, Logger: p.sample.Logger()}
 	if rt.Shadow {
 		cfg.Headers = httplimit.Headers{DisableXRateLimit: true, DisableRateLimit: true, DisableRetryAfter: true}
 		cfg.OnLimited = func(w http.ResponseWriter, _ *http.Request, res floodgate.Result) {
@@ -493,7 +492,7 @@ type loggedLimiter struct {
 func (l *loggedLimiter) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
 	res, err := l.Limiter.AllowN(ctx, key, cost)
 	if err == nil && !res.Allowed {
-		l.p.sample.denied(ctx, "proxy", key, &res, l.shadow)
+		l.p.sample.Denied(ctx, "proxy", key, &res, l.shadow)
 	}
 	return res, err
 }
@@ -608,11 +607,11 @@ func (w *shadowWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 }
 
 // TLSConfig returns the listener's TLS configuration (certificates reloaded
-// from ProxyConfig.TLS as they change, HTTP/2 offered), or nil when the
-// proxy serves plain HTTP.
+// from Config.TLS as they change, HTTP/2 offered), or nil when the proxy
+// serves plain HTTP.
 func (p *Proxy) TLSConfig() *tls.Config {
 	if p.tls == nil {
 		return nil
 	}
-	return p.tls.tlsConfig()
+	return p.tls.TLSConfig("h2", "http/1.1")
 }

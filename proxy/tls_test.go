@@ -1,4 +1,4 @@
-package server
+package proxy
 
 import (
 	"crypto/ecdsa"
@@ -75,15 +75,15 @@ func TestProxyTLSHTTP2AndRotation(t *testing.T) {
 
 	up, _ := upstream(t)
 	api := memLimiter(t, "api", floodgate.PerMinute(100))
-	_, addrs := start(t, Config{Proxy: &ProxyConfig{
+	_, addr := start(t, Config{
 		Upstream: up.URL,
 		TLS:      &TLSFiles{Cert: certFile, Key: keyFile},
 		Routes:   []Route{{Limits: []httplimit.Rule{{Limiter: api}}}},
-	}})
+	})
 	roots := x509.NewCertPool()
 	roots.AddCert(x1)
 	roots.AddCert(x2)
-	url := "https://" + addrs.Proxy.String() + "/"
+	url := "https://" + addr + "/"
 	// get makes a request on a new connection and returns the serial of
 	// the certificate served.
 	get := func() int64 {
@@ -116,7 +116,7 @@ func TestProxyTLSHTTP2AndRotation(t *testing.T) {
 	if s := get(); s != 2 {
 		t.Fatalf("after a mismatched key: serial %d, want 2 still", s)
 	}
-	if _, err := NewProxy(ProxyConfig{TLS: &TLSFiles{Cert: certFile, Key: filepath.Join(dir, "missing")}}); err == nil {
+	if _, err := New(Config{TLS: &TLSFiles{Cert: certFile, Key: filepath.Join(dir, "missing")}}); err == nil {
 		t.Error("a missing key file accepted")
 	}
 }

@@ -1,7 +1,9 @@
-package server
+package envoyrls
 
 import (
 	"context"
+	"log/slog"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,37 +19,33 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/envoyrules"
+	"github.com/floodgate-go/floodgate/memstore"
 )
 
-// mapDescriptors is a Descriptors of exact descriptors: the domain and the
-// entries written "domain|k=v,k=v". The key of a match is that string.
-type mapDescriptors map[string][]DescriptorLimit
-
-func descKey(domain string, entries []Entry) string {
-	var b strings.Builder
-	b.WriteString(domain)
-	b.WriteByte('|')
-	for i, e := range entries {
-		if i > 0 {
-			b.WriteByte(',')
+// rulesOf compiles an envoyproxy/ratelimit file and builds a limiter for
+// each of its policies over a fresh memory store, replacing the limits of
+// the policies named in over (for limits Envoy units cannot write).
+func rulesOf(t testing.TB, src string, over map[string][]floodgate.Limit) (*envoyrules.Rules, map[string]floodgate.Limiter) {
+	t.Helper()
+	rules, err := envoyrules.Parse("rl.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	lims := map[string]floodgate.Limiter{}
+	for name, p := range rules.Policies() {
+		if l, ok := over[name]; ok {
+			p.Limits = l
 		}
-		b.WriteString(e.Key + "=" + e.Value)
+		lim, err := floodgate.New(st, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims[name] = lim
 	}
-	return b.String()
-}
-
-func (m mapDescriptors) Lookup(domain string, entries []Entry) ([]DescriptorLimit, bool) {
-	k := descKey(domain, entries)
-	ls, ok := m[k]
-	if !ok {
-		return nil, false
-	}
-	out := make([]DescriptorLimit, len(ls))
-	for i, l := range ls {
-		l.Key = k
-		out[i] = l
-	}
-	return out, true
+	return rules, lims
 }
 
 func desc(hits *uint64, kv ...string) *ratelimitv3.RateLimitDescriptor {
@@ -63,10 +61,36 @@ func desc(hits *uint64, kv ...string) *ratelimitv3.RateLimitDescriptor {
 
 func u64(v uint64) *uint64 { return &v }
 
-func rlsClient(t *testing.T, cfg EnvoyConfig) (rlsv3.RateLimitServiceClient, *grpc.ClientConn) {
+// serve serves svc on a free loopback port until t ends.
+func serve(t testing.TB, svc *Service) string {
 	t.Helper()
-	_, addrs := start(t, Config{Envoy: &cfg})
-	conn, err := grpcDial(addrs.Envoy.String())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- svc.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		svc.Shutdown(ctx)
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+func rlsClient(t *testing.T, cfg Config) (rlsv3.RateLimitServiceClient, *grpc.ClientConn) {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	svc, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpcDial(serve(t, svc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,17 +117,18 @@ func call(t *testing.T, c rlsv3.RateLimitServiceClient, req *rlsv3.RateLimitRequ
 }
 
 func TestEnvoyDescriptors(t *testing.T) {
-	p1 := memLimiter(t, "p1", floodgate.PerMinute(2))
-	p2 := memLimiter(t, "p2", floodgate.Limit{Rate: 10, Period: 30 * time.Second})
+	rules, lims := rulesOf(t, `domain: edge
+descriptors:
+  - {key: k, value: a, rate_limit: {unit: minute, requests_per_unit: 2}}
+  - {key: k, value: b, rate_limit: {unit: minute, requests_per_unit: 1}}
+  - {key: k, value: free, rate_limit: {unlimited: true}}
+  - {key: k, value: shadow, shadow_mode: true, rate_limit: {name: shadow, unit: minute, requests_per_unit: 1}}
+`, map[string][]floodgate.Limit{"edge.k_b": {{Rate: 10, Period: 30 * time.Second, Algorithm: floodgate.FixedWindow}}})
 	var shadowed atomic.Int64
-	c, conn := rlsClient(t, EnvoyConfig{
-		ResponseHeaders: HeadersIETF,
-		Descriptors: mapDescriptors{
-			"edge|k=a":      {{Name: "a", Limiter: p1}},
-			"edge|k=b":      {{Name: "b", Limiter: p2}},
-			"edge|k=free":   {{Name: "free", Unlimited: true}},
-			"edge|k=shadow": {{Name: "shadow", Limiter: memLimiter(t, "p3", floodgate.PerMinute(1)), Shadow: true}},
-		},
+	c, conn := rlsClient(t, Config{
+		ResponseHeaders: envoyrules.HeadersIETF,
+		Rules:           rules,
+		Limiters:        lims,
 		OnShadow: func(name string, res floodgate.Result) {
 			if name == "shadow" && !res.Allowed {
 				shadowed.Add(1)
@@ -119,7 +144,7 @@ func TestEnvoyDescriptors(t *testing.T) {
 		t.Fatalf("first call: %v", resp)
 	}
 	sa, sb := resp.Statuses[0], resp.Statuses[1]
-	if sa.CurrentLimit.GetRequestsPerUnit() != 2 || sa.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE || sa.LimitRemaining != 1 || sa.CurrentLimit.GetName() != "p1" {
+	if sa.CurrentLimit.GetRequestsPerUnit() != 2 || sa.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE || sa.LimitRemaining != 1 || sa.CurrentLimit.GetName() != "edge.k_a" {
 		t.Errorf("status a: %v", sa)
 	}
 	if sb.CurrentLimit.GetRequestsPerUnit() != 10 || sb.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_SECOND || sb.CurrentLimit.GetUnitMultiplier().GetValue() != 30 || sb.LimitRemaining != 9 {
@@ -137,7 +162,7 @@ func TestEnvoyDescriptors(t *testing.T) {
 	for _, h := range resp.ResponseHeadersToAdd {
 		hdr[h.Key] += h.Value + ";"
 	}
-	if !strings.Contains(hdr["ratelimit-policy"], `"p1";q=2;w=60`) || !strings.Contains(hdr["ratelimit-policy"], `"p2";q=10;w=30`) || !strings.HasPrefix(hdr["ratelimit"], `"p1";r=1;t=`) {
+	if !strings.Contains(hdr["ratelimit-policy"], `"edge.k_a";q=2;w=60`) || !strings.Contains(hdr["ratelimit-policy"], `"edge.k_b";q=10;w=30`) || !strings.HasPrefix(hdr["ratelimit"], `"edge.k_a";r=1;t=`) {
 		t.Errorf("response headers %v", hdr)
 	}
 
@@ -181,11 +206,8 @@ func TestEnvoyDescriptors(t *testing.T) {
 }
 
 func TestEnvoyHitsAddend(t *testing.T) {
-	p := memLimiter(t, "p", floodgate.PerMinute(10))
-	c, _ := rlsClient(t, EnvoyConfig{
-		ResponseHeaders: HeadersDraft,
-		Descriptors:     mapDescriptors{"d|k=v": {{Name: "p", Limiter: p}}},
-	})
+	rules, lims := rulesOf(t, "domain: d\ndescriptors: [{key: k, value: v, rate_limit: {unit: minute, requests_per_unit: 10}}]\n", nil)
+	c, _ := rlsClient(t, Config{ResponseHeaders: envoyrules.HeadersDraft, Rules: rules, Limiters: lims})
 	remaining := func(reqHits uint32, descHits *uint64) uint32 {
 		t.Helper()
 		resp := call(t, c, &rlsv3.RateLimitRequest{Domain: "d", HitsAddend: reqHits, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc(descHits, "k", "v")}})
@@ -249,10 +271,11 @@ func TestCurrentLimitUnits(t *testing.T) {
 }
 
 func TestEnvoyConfigErrors(t *testing.T) {
-	if _, err := NewRLS(EnvoyConfig{Descriptors: mapDescriptors{}, ResponseHeaders: "both"}); err == nil {
+	rules, _ := rulesOf(t, "domain: d\n", nil)
+	if _, err := New(Config{Rules: rules, ResponseHeaders: "both"}); err == nil {
 		t.Error("response_headers both accepted")
 	}
-	if _, err := NewRLS(EnvoyConfig{}); err == nil {
-		t.Error("no descriptors accepted")
+	if _, err := New(Config{}); err == nil {
+		t.Error("no rules accepted")
 	}
 }

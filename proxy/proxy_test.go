@@ -1,4 +1,4 @@
-package server
+package proxy
 
 import (
 	"bufio"
@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +21,7 @@ import (
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/internal/pathnet"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // seen records what an upstream received.
@@ -60,11 +60,11 @@ func upstream(t *testing.T) (*httptest.Server, *seen) {
 func TestProxyHeadersAnd429(t *testing.T) {
 	up, seen := upstream(t)
 	api := memLimiter(t, "api", floodgate.PerMinute(3))
-	_, addrs := start(t, Config{Proxy: &ProxyConfig{
+	_, addr := start(t, Config{
 		Upstream: up.URL,
 		Routes:   []Route{{Limits: []httplimit.Rule{{Limiter: api}}}},
-	}})
-	base := "http://" + addrs.Proxy.String()
+	})
+	base := "http://" + addr
 	c := &http.Client{}
 	for i := range 3 {
 		resp, body := do(t, c, newRequest(t, "GET", base+"/x", nil))
@@ -96,7 +96,7 @@ func TestProxyHeadersAnd429(t *testing.T) {
 	}
 	seen.mu.Lock()
 	defer seen.mu.Unlock()
-	if seen.host[0] != addrs.Proxy.String() || seen.prot[0] != "http" {
+	if seen.host[0] != addr || seen.prot[0] != "http" {
 		t.Errorf("X-Forwarded-Host %q Proto %q", seen.host[0], seen.prot[0])
 	}
 }
@@ -111,15 +111,15 @@ func TestProxySpoofedXFFIsOneClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := memLimiter(t, "api", floodgate.PerMinute(5))
-	_, addrs := start(t, Config{Proxy: &ProxyConfig{
+	_, addr := start(t, Config{
 		Upstream:       up.URL,
 		TrustedProxies: []string{"10.0.0.0/8"},
 		Routes:         []Route{{Limits: []httplimit.Rule{{Limiter: api, Key: httplimit.KeyByIP(res)}}}},
-	}})
+	})
 	c := &http.Client{}
 	codes := map[int]int{}
 	for i := range 20 {
-		req := newRequest(t, "GET", "http://"+addrs.Proxy.String()+"/", nil)
+		req := newRequest(t, "GET", "http://"+addr+"/", nil)
 		req.Header.Set("X-Forwarded-For", fmt.Sprintf("198.51.100.%d", i+1))
 		req.Header.Set("X-Real-IP", fmt.Sprintf("198.51.100.%d", i+1))
 		resp, _ := do(t, c, req)
@@ -145,14 +145,14 @@ func TestProxyTrustedXFF(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := memLimiter(t, "api", floodgate.PerMinute(1))
-	_, addrs := start(t, Config{Proxy: &ProxyConfig{
+	_, addr := start(t, Config{
 		Upstream:       up.URL,
 		TrustedProxies: []string{"127.0.0.1"},
 		Routes:         []Route{{Limits: []httplimit.Rule{{Limiter: api, Key: httplimit.KeyByIP(res)}}}},
-	}})
+	})
 	c := &http.Client{}
 	for i := range 3 {
-		req := newRequest(t, "GET", "http://"+addrs.Proxy.String()+"/", nil)
+		req := newRequest(t, "GET", "http://"+addr+"/", nil)
 		req.Header.Set("X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i+1))
 		if resp, _ := do(t, c, req); resp.StatusCode != 200 {
 			t.Errorf("client %d: %d, want 200 (own key)", i+1, resp.StatusCode)
@@ -169,7 +169,7 @@ func TestProxyRoutes(t *testing.T) {
 	lim := func(name string) []httplimit.Rule {
 		return []httplimit.Rule{{Limiter: memLimiter(t, name, floodgate.PerMinute(100))}}
 	}
-	_, addrs := start(t, Config{Proxy: &ProxyConfig{
+	_, addr := start(t, Config{
 		Upstream: up.URL,
 		Routes: []Route{
 			{Name: "admin-host", Match: Match{Host: "admin.example.com"}, Limits: lim("host")},
@@ -179,8 +179,8 @@ func TestProxyRoutes(t *testing.T) {
 			{Name: "api", Match: Match{PathPrefix: "/api/"}, Limits: lim("api")},
 			{Name: "open", Match: Match{PathPrefix: "/open/"}},
 		},
-	}})
-	base := "http://" + addrs.Proxy.String()
+	})
+	base := "http://" + addr
 	cases := []struct {
 		method, path, host, policy string
 	}{
@@ -219,16 +219,16 @@ func TestProxyRouteErrors(t *testing.T) {
 		{Match: Match{Methods: []string{"G T"}}},
 		{Limits: []httplimit.Rule{{}}},
 	} {
-		if _, err := NewProxy(ProxyConfig{Upstream: "http://127.0.0.1:1", Routes: []Route{rt}}); err == nil {
+		if _, err := New(Config{Upstream: "http://127.0.0.1:1", Routes: []Route{rt}}); err == nil {
 			t.Errorf("route %+v accepted", rt)
 		}
 	}
 	for _, u := range []string{"127.0.0.1:80", "ftp://x", "http://", "::"} {
-		if _, err := NewProxy(ProxyConfig{Upstream: u}); err == nil {
+		if _, err := New(Config{Upstream: u}); err == nil {
 			t.Errorf("upstream %q accepted", u)
 		}
 	}
-	if _, err := NewProxy(ProxyConfig{TrustedProxies: []string{"10.1.2.3/8"}}); err == nil {
+	if _, err := New(Config{TrustedProxies: []string{"10.1.2.3/8"}}); err == nil {
 		t.Error("a trusted prefix with host bits accepted")
 	}
 }
@@ -237,7 +237,7 @@ func TestProxyShadowNeverDenies(t *testing.T) {
 	up, seen := upstream(t)
 	var shadowed atomic.Int64
 	api := memLimiter(t, "api", floodgate.PerMinute(2))
-	_, addrs := start(t, Config{Proxy: &ProxyConfig{
+	_, addr := start(t, Config{
 		Upstream: up.URL,
 		Routes:   []Route{{Name: "new-limit", Shadow: true, Limits: []httplimit.Rule{{Limiter: api}}}},
 		OnShadow: func(route string, res floodgate.Result) {
@@ -245,10 +245,10 @@ func TestProxyShadowNeverDenies(t *testing.T) {
 				shadowed.Add(1)
 			}
 		},
-	}})
+	})
 	c := &http.Client{}
 	for i := range 5 {
-		resp, body := do(t, c, newRequest(t, "GET", "http://"+addrs.Proxy.String()+"/", nil))
+		resp, body := do(t, c, newRequest(t, "GET", "http://"+addr+"/", nil))
 		if resp.StatusCode != 200 || body != "hello" {
 			t.Fatalf("request %d: %d %q, want the upstream's answer", i+1, resp.StatusCode, body)
 		}
@@ -282,15 +282,15 @@ func deadAddr(t *testing.T) string {
 func TestProxyBadGatewayCountsAsFailure(t *testing.T) {
 	var upErrs atomic.Int64
 	fails := memLimiter(t, "fails", floodgate.PerMinute(2))
-	_, addrs := start(t, Config{Proxy: &ProxyConfig{
+	_, addr := start(t, Config{
 		Upstream:        "http://" + deadAddr(t),
 		Routes:          []Route{{Name: "r", Limits: []httplimit.Rule{{Limiter: fails, Count: httplimit.CountFailed}}}},
 		OnUpstreamError: func(route string, err error) { upErrs.Add(1) },
-	}})
+	})
 	c := &http.Client{}
 	want := []int{502, 502, 429, 429}
 	for i, w := range want {
-		resp, body := do(t, c, newRequest(t, "GET", "http://"+addrs.Proxy.String()+"/", nil))
+		resp, body := do(t, c, newRequest(t, "GET", "http://"+addr+"/", nil))
 		if resp.StatusCode != w {
 			t.Fatalf("request %d: %d %q, want %d", i+1, resp.StatusCode, body, w)
 		}
@@ -318,11 +318,11 @@ func TestProxyStreams(t *testing.T) {
 	defer up.Close()
 	defer close(release)
 	api := memLimiter(t, "api", floodgate.PerMinute(10))
-	_, addrs := start(t, Config{Proxy: &ProxyConfig{
+	_, addr := start(t, Config{
 		Upstream: up.URL,
 		Routes:   []Route{{Limits: []httplimit.Rule{{Limiter: api, Count: httplimit.CountSuccessful}}}},
-	}})
-	resp, err := http.Get("http://" + addrs.Proxy.String() + "/events")
+	})
+	resp, err := http.Get("http://" + addr + "/events")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,11 +442,11 @@ func TestProxyWebSocket(t *testing.T) {
 	for _, shadow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shadow=%v", shadow), func(t *testing.T) {
 			api := memLimiter(t, "api", floodgate.PerMinute(10))
-			_, addrs := start(t, Config{Proxy: &ProxyConfig{
+			_, addr := start(t, Config{
 				Upstream: up.URL,
 				Routes:   []Route{{Shadow: shadow, Limits: []httplimit.Rule{{Limiter: api, Count: httplimit.CountFailed}}}},
-			}})
-			conn, err := net.DialTimeout("tcp", addrs.Proxy.String(), 10*time.Second)
+			})
+			conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -475,16 +475,16 @@ func TestProxyWebSocket(t *testing.T) {
 
 func TestDemoUpstream(t *testing.T) {
 	api := memLimiter(t, "demo", floodgate.PerMinute(2))
-	_, addrs := start(t, Config{Proxy: &ProxyConfig{Routes: []Route{{Limits: []httplimit.Rule{{Limiter: api}}}}}})
+	_, addr := start(t, Config{Routes: []Route{{Limits: []httplimit.Rule{{Limiter: api}}}}})
 	c := &http.Client{}
-	req := newRequest(t, "GET", "http://"+addrs.Proxy.String()+"/", nil)
+	req := newRequest(t, "GET", "http://"+addr+"/", nil)
 	req.Header.Set("Accept", "application/json")
 	resp, body := do(t, c, req)
 	if resp.StatusCode != 200 || !strings.Contains(body, "demo upstream") || resp.Header.Get("X-Ratelimit-Limit") != "2" {
 		t.Fatalf("%d %q %v", resp.StatusCode, body, resp.Header)
 	}
-	do(t, c, newRequest(t, "GET", "http://"+addrs.Proxy.String()+"/", nil))
-	if resp, _ := do(t, c, newRequest(t, "GET", "http://"+addrs.Proxy.String()+"/", nil)); resp.StatusCode != 429 {
+	do(t, c, newRequest(t, "GET", "http://"+addr+"/", nil))
+	if resp, _ := do(t, c, newRequest(t, "GET", "http://"+addr+"/", nil)); resp.StatusCode != 429 {
 		t.Errorf("3rd request: %d, want 429", resp.StatusCode)
 	}
 }
@@ -507,7 +507,7 @@ func TestProxyFailClosed(t *testing.T) {
 	up, seen := upstream(t)
 	lim := failClosed{memLimiter(t, "api", floodgate.PerMinute(10))}
 	var shadowed atomic.Int64
-	_, addrs := start(t, Config{Proxy: &ProxyConfig{
+	_, addr := start(t, Config{
 		Upstream: up.URL,
 		Headers:  httplimit.Headers{Source: true},
 		Routes: []Route{
@@ -519,13 +519,13 @@ func TestProxyFailClosed(t *testing.T) {
 				shadowed.Add(1)
 			}
 		},
-	}})
+	})
 	c := &http.Client{}
-	resp, _ := do(t, c, newRequest(t, "GET", "http://"+addrs.Proxy.String()+"/x", nil))
+	resp, _ := do(t, c, newRequest(t, "GET", "http://"+addr+"/x", nil))
 	if resp.StatusCode != 503 || resp.Header.Get("X-Ratelimit-Source") != "fail-closed" {
 		t.Errorf("enforcing route: %d %v, want 503 naming fail-closed", resp.StatusCode, resp.Header)
 	}
-	resp, body := do(t, c, newRequest(t, "GET", "http://"+addrs.Proxy.String()+"/shadow/x", nil))
+	resp, body := do(t, c, newRequest(t, "GET", "http://"+addr+"/shadow/x", nil))
 	if resp.StatusCode != 200 || body != "hello" || resp.Header.Get("X-Ratelimit-Source") != "" {
 		t.Errorf("shadow route: %d %q %v, want the upstream's answer", resp.StatusCode, body, resp.Header)
 	}
@@ -537,44 +537,6 @@ func TestProxyFailClosed(t *testing.T) {
 	}
 }
 
-// Denials are logged with the key redacted: every one at debug level.
-func TestDenialsLoggedRedacted(t *testing.T) {
-	var buf syncBuffer
-	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	api := memLimiter(t, "api", floodgate.PerMinute(1))
-	_, c := startCheckLogged(t, map[string]floodgate.Limiter{"api": api}, log)
-	for range 4 {
-		c.post(`{"policy":"api","key":"secret-api-key-123"}`)
-	}
-	out := buf.String()
-	if strings.Contains(out, "secret-api-key-123") {
-		t.Errorf("a key was logged in clear:\n%s", out)
-	}
-	if n := strings.Count(out, "request denied"); n != 3 {
-		t.Errorf("%d denial lines, want 3:\n%s", n, out)
-	}
-	if !strings.Contains(out, floodgate.RedactKey("secret-api-key-123")) {
-		t.Errorf("the redacted key is missing:\n%s", out)
-	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Routes replaced while requests flow: no request fails, and a client's
 // state survives because the limiter does.
 func TestProxySetRoutesUnderLoad(t *testing.T) {
@@ -583,7 +545,7 @@ func TestProxySetRoutesUnderLoad(t *testing.T) {
 	routes := func(prefix string) []Route {
 		return []Route{{Name: prefix, Match: Match{PathPrefix: "/" + prefix}, Limits: []httplimit.Rule{{Limiter: api}}}, {Limits: []httplimit.Rule{{Limiter: api}}}}
 	}
-	s, addrs := start(t, Config{Proxy: &ProxyConfig{Upstream: up.URL, Routes: routes("a")}})
+	s, addr := start(t, Config{Upstream: up.URL, Routes: routes("a")})
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var bad atomic.Int64
@@ -597,7 +559,7 @@ func TestProxySetRoutesUnderLoad(t *testing.T) {
 					return
 				default:
 				}
-				resp, err := c.Get("http://" + addrs.Proxy.String() + "/a/x")
+				resp, err := c.Get("http://" + addr + "/a/x")
 				if err != nil {
 					bad.Add(1)
 					continue
@@ -612,11 +574,11 @@ func TestProxySetRoutesUnderLoad(t *testing.T) {
 		})
 	}
 	for i := range 200 {
-		if err := s.Proxy().SetRoutes(routes([]string{"a", "b"}[i%2])); err != nil {
+		if err := s.SetRoutes(routes([]string{"a", "b"}[i%2])); err != nil {
 			t.Fatal(err)
 		}
 		if i%20 == 0 {
-			eventually(t, 20*time.Second, "requests flowing", func() bool { return total.Load() > int64(i/20) })
+			testkit.Eventually(t, 20*time.Second, "requests flowing", func() bool { return total.Load() > int64(i/20) })
 		}
 	}
 	close(stop)
@@ -624,7 +586,7 @@ func TestProxySetRoutesUnderLoad(t *testing.T) {
 	if bad.Load() != 0 || total.Load() == 0 {
 		t.Errorf("%d of %d requests failed during reloads", bad.Load(), total.Load())
 	}
-	if err := s.Proxy().SetRoutes([]Route{{Match: Match{Path: "/{"}}}); err == nil {
+	if err := s.SetRoutes([]Route{{Match: Match{Path: "/{"}}}); err == nil {
 		t.Error("a bad route list accepted")
 	}
 }
@@ -647,7 +609,7 @@ func TestDotSegmentsCannotDodgeRoutes(t *testing.T) {
 			t.Errorf("underPrefix(%q, %q) = %v", tc.path, tc.prefix, got)
 		}
 	}
-	p, err := NewProxy(ProxyConfig{Upstream: "", Routes: []Route{{Name: "admin", Match: Match{PathPrefix: "/admin/"}}}})
+	p, err := New(Config{Upstream: "", Routes: []Route{{Name: "admin", Match: Match{PathPrefix: "/admin/"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package server_test
+package checkapi_test
 
 import (
 	"fmt"
@@ -6,20 +6,20 @@ import (
 	"strings"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/checkapi"
 	"github.com/floodgate-go/floodgate/memstore"
-	"github.com/floodgate-go/floodgate/server"
 )
 
 // The check API decides for callers in any language: POST a policy, a key
 // and a cost, read the Result.
-func ExampleCheckAPI() {
+func ExampleAPI() {
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
 	api, _ := floodgate.New(store, floodgate.Policy{Name: "api", Limits: []floodgate.Limit{floodgate.PerMinute(100)}})
-	check := server.NewCheckAPI(server.CheckConfig{Policies: map[string]floodgate.Limiter{"api": api}})
+	check := checkapi.New(checkapi.Config{Policies: map[string]floodgate.Limiter{"api": api}})
 
 	rec := httptest.NewRecorder()
-	check.ServeHTTP(rec, httptest.NewRequest("POST", server.CheckPath, strings.NewReader(`{"policy":"api","key":"user:42"}`)))
+	check.ServeHTTP(rec, httptest.NewRequest("POST", checkapi.Path, strings.NewReader(`{"policy":"api","key":"user:42"}`)))
 	fmt.Println(rec.Code, rec.Header().Get("RateLimit"))
 	fmt.Print(rec.Body)
 	// Output:

@@ -1,4 +1,7 @@
-package server
+// Package certfile serves a TLS certificate from its PEM files and picks up a
+// rotated pair without a restart, for every listener of floodgate that
+// terminates TLS.
+package certfile
 
 import (
 	"context"
@@ -9,9 +12,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/floodgate-go/floodgate/internal/denylog"
 )
 
-// certFiles serves a certificate from two PEM files and reloads it when
+// A Pair serves a certificate from two PEM files and reloads it when
 // either file changes. Every handshake compares the files' size and
 // modification time with those of the loaded pair (two stat calls, small
 // next to a handshake), so a rotated certificate is served from the next
@@ -19,9 +24,10 @@ import (
 // not load (a rotation caught between writing the certificate and the key)
 // leaves the old certificate in service and is tried again on the next
 // handshake.
-type certFiles struct {
+type Pair struct {
 	certPath, keyPath string
-	errs              *errorLog
+	errs              *denylog.Errors
+	what              string
 
 	cur atomic.Pointer[loadedCert]
 	mu  sync.Mutex // serialises reloads
@@ -46,11 +52,14 @@ func stampOf(path string) (stamp, error) {
 	return stamp{fi.Size(), fi.ModTime()}, nil
 }
 
-func newCertFiles(certPath, keyPath string) (*certFiles, error) {
+// Load loads the pair at certPath and keyPath. A failed reload later is
+// logged on errs (when not nil) as a line starting with what, e.g.
+// "proxy", and the previous certificate stays in service.
+func Load(certPath, keyPath, what string, errs *denylog.Errors) (*Pair, error) {
 	if certPath == "" || keyPath == "" {
 		return nil, fmt.Errorf("give both cert and key files")
 	}
-	c := &certFiles{certPath: certPath, keyPath: keyPath}
+	c := &Pair{certPath: certPath, keyPath: keyPath, what: what, errs: errs}
 	if _, err := c.reload(); err != nil {
 		return nil, err
 	}
@@ -58,7 +67,7 @@ func newCertFiles(certPath, keyPath string) (*certFiles, error) {
 }
 
 // reload loads the pair if it changed since the loaded one.
-func (c *certFiles) reload() (*loadedCert, error) {
+func (c *Pair) reload() (*loadedCert, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cs, err := stampOf(c.certPath)
@@ -82,7 +91,7 @@ func (c *certFiles) reload() (*loadedCert, error) {
 }
 
 // GetCertificate is the tls.Config hook.
-func (c *certFiles) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (c *Pair) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	cur := c.cur.Load()
 	cs, err1 := stampOf(c.certPath)
 	ks, err2 := stampOf(c.keyPath)
@@ -92,18 +101,18 @@ func (c *certFiles) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, erro
 			return lc.cert, nil
 		}
 		if c.errs != nil {
-			c.errs.error(context.Background(), "proxy: tls certificate not reloaded; serving the previous one", slog.Any("error", err))
+			c.errs.Error(context.Background(), c.what+": tls certificate not reloaded; serving the previous one", slog.Any("error", err))
 		}
 	}
 	return cur.cert, nil
 }
 
-// tlsConfig is the listener's TLS configuration: HTTP/2 and HTTP/1.1 by
-// ALPN, TLS 1.2 at least.
-func (c *certFiles) tlsConfig() *tls.Config {
+// TLSConfig is a listener's TLS configuration serving the pair: TLS 1.2 at
+// least, and the protocols offered by ALPN (e.g. "h2", "http/1.1"), if any.
+func (c *Pair) TLSConfig(nextProtos ...string) *tls.Config {
 	return &tls.Config{
 		GetCertificate: c.GetCertificate,
-		NextProtos:     []string{"h2", "http/1.1"},
+		NextProtos:     nextProtos,
 		MinVersion:     tls.VersionTLS12,
 	}
 }
