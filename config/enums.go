@@ -14,7 +14,6 @@ var (
 	enumAlgorithms   = []string{"gcra", "token_bucket", "fixed_window", "sliding_window", "sliding_log"}
 	enumLogFormats   = []string{"text", "json"}
 	enumLogLevels    = []string{"debug", "info", "warn", "error"}
-	enumEnvoyUnits   = []string{"second", "minute", "hour", "day", "week", "month", "year"}
 )
 
 func names[T ~string](vs []T) []string {
