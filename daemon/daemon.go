@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -33,7 +32,6 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/admin"
 	"github.com/floodgate-go/floodgate/checkapi"
-	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/envoyrls"
 	"github.com/floodgate-go/floodgate/metrics"
@@ -303,8 +301,8 @@ func (d *Daemon) newFrontEnds(g *generation) error {
 	if p := cfg.Proxy; p != nil {
 		pc := proxy.Config{
 			TrustedProxies: p.ClientIP.TrustedProxies,
-			Headers:        headers(p.Headers),
-			Body:           body(p.Body),
+			Headers:        p.Headers,
+			Body:           p.Body,
 			Routes:         g.routes,
 			Logger:         d.log,
 			OnShadow: func(route string, _ floodgate.Result) {
@@ -453,17 +451,4 @@ func short(digest string) string {
 		return digest[:12]
 	}
 	return digest
-}
-
-// prefixes parses a list of trusted peers (clientip.ParsePrefix).
-func prefixes(list []string) ([]netip.Prefix, error) {
-	out := make([]netip.Prefix, 0, len(list))
-	for _, s := range list {
-		p, err := clientip.ParsePrefix(s)
-		if err != nil {
-			return nil, fmt.Errorf("%q: %v", s, err)
-		}
-		out = append(out, p)
-	}
-	return out, nil
 }

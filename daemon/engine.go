@@ -74,20 +74,11 @@ func newEngine(st config.Storage, m *metrics.Metrics) (*engine, error) {
 	case config.EngineHybrid:
 		e.store, err = hybrid.New(mem("local"), guard, hybrid.Options{Fraction: st.Hybrid.Fraction()})
 	default:
-		o := failover.Options{}
-		switch st.Failure.Mode {
-		case config.FailOpen:
-			o.Mode = failover.FailOpen
-		case config.FailClosed:
-			o.Mode = failover.FailClosed
-		case config.LocalFallback:
-			o.Mode, o.Local = failover.LocalFallback, mem("local")
-		default:
-			err = fmt.Errorf("storage.failure.mode %q is not one of fail_open, fail_closed, local_fallback", st.Failure.Mode)
+		o := failover.Options{Mode: st.Failure.Mode}
+		if o.Mode == failover.LocalFallback {
+			o.Local = mem("local")
 		}
-		if err == nil {
-			e.store, err = failover.New(guard, o)
-		}
+		e.store, err = failover.New(guard, o)
 	}
 	if err != nil {
 		e.close()
@@ -167,7 +158,7 @@ func (e *engine) ready(ctx context.Context, st config.Storage) error {
 		return nil
 	}
 	err := e.client.Ping(ctx).Err()
-	if err == nil || st.Engine == config.EngineHybrid || st.Failure.Mode != config.FailClosed {
+	if err == nil || st.Engine == config.EngineHybrid || st.Failure.Mode != failover.FailClosed {
 		return nil
 	}
 	return fmt.Errorf("redis is unreachable and the failure mode is fail_closed: %w", err)

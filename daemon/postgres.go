@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/pgproxy"
 )
@@ -49,15 +50,9 @@ func (d *Daemon) newPostgres(g *generation) (*pgproxy.Proxy, error) {
 		return nil, nil
 	}
 	c := pgproxy.Config{Listen: pg.Listen, Upstream: pg.Upstream, Limits: postgresLimits(pg, g.limiters), Logger: d.log,
-		ChargeEmptyQuery: pg.ChargeEmptyQuery}
-	switch pg.Replication {
-	case "exempt":
-		c.Replication = pgproxy.ReplicationExempt
-	case "refuse":
-		c.Replication = pgproxy.ReplicationRefuse
-	}
+		ChargeEmptyQuery: pg.ChargeEmptyQuery, Replication: pg.Replication}
 	var err error
-	if c.ProxyProtocolFrom, err = prefixes(pg.ProxyProtocolFrom); err != nil {
+	if c.ProxyProtocolFrom, err = clientip.ParsePrefixes(pg.ProxyProtocolFrom); err != nil {
 		return nil, fmt.Errorf("postgres.proxy_protocol_from: %w", err)
 	}
 	if pg.UpstreamTLS != nil {

@@ -129,7 +129,7 @@ admin: {listen: 127.0.0.1:0, raw_keys: true}
 		t.Fatalf("the counts did not follow the traffic: %v\n%s", err, text(section("api")))
 	}
 	after := text(section("api"))
-	if first := text(wantRow); !strings.HasPrefix(first, "header:alice") || !strings.Contains(first, "15") {
+	if first := text(wantRow); !strings.HasPrefix(first, "x-user:alice") || !strings.Contains(first, "15") {
 		t.Errorf("top limited key: %q, want alice with 15 denials\n%s", first, after)
 	}
 	if !strings.Contains(after, "bob") || !strings.Contains(after, "carol") || strings.Contains(after, "none in the window") {
@@ -146,7 +146,7 @@ admin: {listen: 127.0.0.1:0, raw_keys: true}
 	// Forgive alice from the page, by the key the panel shows.
 	if err := chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.CSS("#key-policy"), "api"),
-		chromedp.SendKeys(chromedp.CSS("#key-key"), "header:alice"),
+		chromedp.SendKeys(chromedp.CSS("#key-key"), "x-user:alice"),
 		chromedp.Click(chromedp.CSS(`#key-form button[value=reset]`)),
 		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
 			_, err := chromedp.Poll[bool](`document.getElementById("key-result").textContent.startsWith("Reset.")`,
