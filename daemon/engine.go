@@ -97,7 +97,7 @@ func redisClient(r *config.Redis) (redis.UniversalClient, error) {
 	var tlsConf *tls.Config
 	if r.TLS != nil {
 		var err error
-		if tlsConf, err = clientTLS("storage.redis.tls", r.TLS); err != nil {
+		if tlsConf, err = clientTLS(r.TLS); err != nil {
 			return nil, err
 		}
 	}
@@ -125,25 +125,24 @@ func redisClient(r *config.Redis) (redis.UniversalClient, error) {
 	return redis.NewClient(o.Simple()), nil
 }
 
-// clientTLS is the tls.Config of a connection floodgate makes; path names
-// the configuration's field in errors.
-func clientTLS(path string, t *config.ClientTLS) (*tls.Config, error) {
+// clientTLS is the tls.Config of a connection floodgate makes.
+func clientTLS(t *config.ClientTLS) (*tls.Config, error) {
 	c := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
 	if t.CA != "" {
 		pem, err := os.ReadFile(t.CA)
 		if err != nil {
-			return nil, fmt.Errorf("%s.ca: %w", path, err)
+			return nil, fmt.Errorf("ca: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s.ca: %s holds no PEM certificate", path, t.CA)
+			return nil, fmt.Errorf("ca: %s holds no PEM certificate", t.CA)
 		}
 		c.RootCAs = pool
 	}
 	if t.Cert != "" {
 		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
 		if err != nil {
-			return nil, fmt.Errorf("%s.cert/key: %w", path, err)
+			return nil, fmt.Errorf("cert/key: %w", err)
 		}
 		c.Certificates = []tls.Certificate{cert}
 	}

@@ -1,12 +1,13 @@
 package daemon
 
 import (
-	"crypto/tls"
 	"fmt"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/config"
+	"github.com/floodgate-go/floodgate/internal/certfile"
+	"github.com/floodgate-go/floodgate/internal/denylog"
 	"github.com/floodgate-go/floodgate/pgproxy"
 )
 
@@ -43,36 +44,36 @@ func postgresLimits(pg *config.Postgres, limiters map[string]floodgate.Limiter) 
 	return l
 }
 
-// newPostgres builds the PostgreSQL proxy of g's configuration, or nil.
-func (d *Daemon) newPostgres(g *generation) (*pgproxy.Proxy, error) {
+// newPostgres builds the PostgreSQL proxy of g's configuration; an error
+// comes with the path of the field it is about.
+func (d *Daemon) newPostgres(g *generation) (*pgproxy.Proxy, string, error) {
 	pg := g.cfg.Postgres
-	if pg == nil {
-		return nil, nil
-	}
 	c := pgproxy.Config{Listen: pg.Listen, Upstream: pg.Upstream, Limits: postgresLimits(pg, g.limiters), Logger: d.log,
 		ChargeEmptyQuery: pg.ChargeEmptyQuery, Replication: pg.Replication}
 	var err error
 	if c.ProxyProtocolFrom, err = clientip.ParsePrefixes(pg.ProxyProtocolFrom); err != nil {
-		return nil, fmt.Errorf("postgres.proxy_protocol_from: %w", err)
+		return nil, "postgres.proxy_protocol_from", err
 	}
 	if pg.UpstreamTLS != nil {
-		if c.UpstreamTLS, err = clientTLS("postgres.upstream_tls", pg.UpstreamTLS); err != nil {
-			return nil, err
+		if c.UpstreamTLS, err = clientTLS(pg.UpstreamTLS); err != nil {
+			return nil, "postgres.upstream_tls", err
 		}
 	}
 	if pg.TLS != nil {
-		cert, err := tls.LoadX509KeyPair(pg.TLS.Cert, pg.TLS.Key)
+		// The same certificate files as the proxy's: a rotated pair is
+		// served from the next connection on.
+		pair, err := certfile.Load(pg.TLS.Cert, pg.TLS.Key, "postgres", &denylog.Errors{Log: d.log})
 		if err != nil {
-			return nil, fmt.Errorf("postgres.tls: %w", err)
+			return nil, "postgres.tls", err
 		}
-		c.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		c.TLS = pair.TLSConfig()
 	}
 	p, err := pgproxy.New(c)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
+		return nil, "postgres", err
 	}
 	if err := d.reg.Register(p); err != nil {
-		return nil, fmt.Errorf("postgres metrics: %w", err)
+		return nil, "postgres", fmt.Errorf("metrics: %w", err)
 	}
-	return p, nil
+	return p, "", nil
 }
