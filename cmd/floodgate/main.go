@@ -101,7 +101,7 @@ func serve(args []string, stderr io.Writer) int {
 		cfg = config.Default()
 	} else {
 		// The watcher's first load must succeed; later loads call back.
-		w, err := config.Watch(ctx, *path, func(c *config.Config, err error) {
+		w, err := daemon.Watch(ctx, *path, func(c *config.Config, err error) {
 			if d == nil {
 				return
 			}
