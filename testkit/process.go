@@ -46,7 +46,7 @@ func missing(t testing.TB, what, debPackage string) {
 }
 
 // lookBinary finds name on PATH or reports it missing.
-func lookBinary(t testing.TB, name, debPackage string) string {
+func RequireBinary(t testing.TB, name, debPackage string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {

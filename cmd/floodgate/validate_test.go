@@ -29,6 +29,9 @@ import (
 // `floodgate validate` accepts exactly the files `floodgate serve` starts
 // with, and every refusal names a line of the file.
 func TestValidateAgreesWithServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long test; make test runs it")
+	}
 	t.Setenv("REDIS_PASSWORD", "secret")
 	t.Setenv("ADMIN_TOKEN", "token")
 	dir := t.TempDir()
