@@ -688,8 +688,8 @@ type pgConnLevel struct {
 
 func (c *PostgresConnections) levels() []pgConnLevel {
 	return []pgConnLevel{
-		{"per_user", "postgres.connections.per_user", c.PerUser},
-		{"per_ip", "postgres.connections.per_ip", c.PerIP},
+		{"per_user", PolicyPostgresConnPerUser, c.PerUser},
+		{"per_ip", PolicyPostgresConnPerIP, c.PerIP},
 	}
 }
 
@@ -700,11 +700,22 @@ type pgLevel struct {
 
 func (r *PostgresRateLimit) levels() []pgLevel {
 	return []pgLevel{
-		{"global", "postgres.global", r.Global},
-		{"per_user", "postgres.per_user", r.PerUser},
-		{"per_ip", "postgres.per_ip", r.PerIP},
+		{"global", PolicyPostgresGlobal, r.Global},
+		{"per_user", PolicyPostgresPerUser, r.PerUser},
+		{"per_ip", PolicyPostgresPerIP, r.PerIP},
 	}
 }
+
+// The names of the PostgreSQL proxy's policies, one per level, under which
+// FloodgatePolicies returns them (and metrics, logs and the status page
+// show them).
+const (
+	PolicyPostgresGlobal      = "postgres.global"
+	PolicyPostgresPerUser     = "postgres.per_user"
+	PolicyPostgresPerIP       = "postgres.per_ip"
+	PolicyPostgresConnPerUser = "postgres.connections.per_user"
+	PolicyPostgresConnPerIP   = "postgres.connections.per_ip"
+)
 
 func (k *checker) checkAdmin() {
 	a := k.c.Admin

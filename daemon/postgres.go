@@ -11,16 +11,6 @@ import (
 	"github.com/floodgate-go/floodgate/pgproxy"
 )
 
-// The policies of the postgres listener's levels, as
-// config.FloodgatePolicies names them.
-const (
-	pgGlobal      = "postgres.global"
-	pgPerUser     = "postgres.per_user"
-	pgPerIP       = "postgres.per_ip"
-	pgConnPerUser = "postgres.connections.per_user"
-	pgConnPerIP   = "postgres.connections.per_ip"
-)
-
 // postgresLimits maps the configured levels onto the proxy's scopes.
 func postgresLimits(pg *config.Postgres, limiters map[string]floodgate.Limiter) pgproxy.Limits {
 	scope := func(l *config.PostgresLimit, policy string) pgproxy.Scope {
@@ -31,15 +21,15 @@ func postgresLimits(pg *config.Postgres, limiters map[string]floodgate.Limiter) 
 	}
 	rl := pg.RateLimit
 	l := pgproxy.Limits{
-		Global:  scope(rl.Global, pgGlobal),
-		PerUser: scope(rl.PerUser, pgPerUser),
-		PerIP:   scope(rl.PerIP, pgPerIP),
+		Global:  scope(rl.Global, config.PolicyPostgresGlobal),
+		PerUser: scope(rl.PerUser, config.PolicyPostgresPerUser),
+		PerIP:   scope(rl.PerIP, config.PolicyPostgresPerIP),
 	}
 	if pg.Connections.PerUser != nil {
-		l.Connections.PerUser = limiters[pgConnPerUser]
+		l.Connections.PerUser = limiters[config.PolicyPostgresConnPerUser]
 	}
 	if pg.Connections.PerIP != nil {
-		l.Connections.PerIP = limiters[pgConnPerIP]
+		l.Connections.PerIP = limiters[config.PolicyPostgresConnPerIP]
 	}
 	return l
 }
