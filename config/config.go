@@ -59,9 +59,18 @@ type Config struct {
 	// Log configures the daemon's log/slog output.
 	Log Log `yaml:"log"`
 
-	// ShutdownTimeout bounds how long a stopping daemon waits for
-	// in-flight requests to finish. Default 10s.
+	// ShutdownTimeout bounds how long a stopping daemon (SIGTERM, ^C) waits
+	// for in-flight requests and sessions to finish; what is still running
+	// then is cut off. The process exits within ShutdownDelay +
+	// ShutdownTimeout. Default 10s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+
+	// ShutdownDelay is how long a stopping daemon keeps serving with
+	// /readyz failing before it closes its listeners, so that a load
+	// balancer that polls readiness (a Kubernetes Service) stops sending
+	// new connections first. Default 0; a few seconds behind such a
+	// balancer.
+	ShutdownDelay Duration `yaml:"shutdown_delay"`
 
 	// File is the name the configuration was parsed under.
 	File string `yaml:"-"`

@@ -89,6 +89,9 @@ func (k *checker) check() {
 	if c.ShutdownTimeout <= 0 {
 		k.errf("shutdown_timeout", "must be positive")
 	}
+	if c.ShutdownDelay < 0 {
+		k.errf("shutdown_delay", "must not be negative")
+	}
 	if c.Proxy == nil && c.Check == nil && c.Envoy == nil && c.Postgres == nil {
 		k.errf("", "nothing to serve: configure at least one of proxy, check, envoy or postgres")
 	}

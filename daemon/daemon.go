@@ -304,7 +304,7 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 	cfg := g.cfg
 	var errs config.Errors
 	fail := func(path string, err error) { errs = append(errs, errorsAt(cfg, path, err)...) }
-	d.run = &runner{log: d.log}
+	d.run = &runner{log: d.log, delay: cfg.ShutdownDelay.D()}
 	if p := cfg.Proxy; p != nil {
 		pc := proxy.Config{
 			TrustedProxies: p.ClientIP.TrustedProxies,

@@ -64,13 +64,14 @@ func httpFrontEnd(name, addr string, h http.Handler, tc *tls.Config, log *slog.L
 }
 
 // A runner starts the front ends, reports the first that fails, and drains
-// them: readiness off first (draining), then every listener but the admin
-// one at once, the admin listener last, so probes see the draining state
-// until the end.
+// them: readiness off first (draining), then, after delay, every listener
+// but the admin one at once, the admin listener last, so probes see the
+// draining state until the end.
 type runner struct {
 	log      *slog.Logger
 	fronts   []*frontEnd
-	draining func() // turns readiness off; may be nil
+	draining func()        // turns readiness off; may be nil
+	delay    time.Duration // between readiness off and closing the listeners
 
 	mu      sync.Mutex
 	started bool
@@ -138,6 +139,14 @@ func (r *runner) shutdown(ctx context.Context) error {
 	}
 	if r.draining != nil {
 		r.draining()
+	}
+	// Load balancers stop sending new requests once they see readiness
+	// fail; until then the listeners keep serving.
+	if r.delay > 0 {
+		select {
+		case <-time.After(r.delay):
+		case <-ctx.Done():
+		}
 	}
 	errs := make([]error, len(r.fronts))
 	var wg sync.WaitGroup
