@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -88,12 +89,14 @@ type Admin struct {
 	cfg      Config
 	mux      *http.ServeMux
 	draining atomic.Bool
+	token    atomic.Pointer[string] // Config.Token, then SetToken's
 }
 
 // New returns the admin handler of cfg. The error is the registration of
 // its metric.
 func New(cfg Config) (*Admin, error) {
 	a := &Admin{cfg: cfg, mux: http.NewServeMux()}
+	a.SetToken(cfg.Token)
 	if a.cfg.ReadyTimeout <= 0 {
 		a.cfg.ReadyTimeout = time.Second
 	}
@@ -131,19 +134,27 @@ func New(cfg Config) (*Admin, error) {
 	return a, nil
 }
 
+// SetToken replaces the token, e.g. when a reload read a rotated
+// token_file: the next request needs the new one. An empty token turns the
+// check off.
+func (a *Admin) SetToken(token string) { a.token.Store(&token) }
+
 // mutation refuses requests that may change state on a listener off
 // loopback without a token.
 func (a *Admin) mutation(h http.Handler) http.Handler {
-	if a.cfg.Token != "" || pathnet.Loopback(a.cfg.Listen) {
+	if pathnet.Loopback(a.cfg.Listen) {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
-			h.ServeHTTP(w, r)
-			return
+		default:
+			if *a.token.Load() == "" {
+				writeText(w, http.StatusForbidden, "this admin listener is reachable off loopback and has no token: set admin.token (or admin.token_file) to change state through it")
+				return
+			}
 		}
-		writeText(w, http.StatusForbidden, "this admin listener is reachable off loopback and has no token: set admin.token (or admin.token_file) to change state through it")
+		h.ServeHTTP(w, r)
 	})
 }
 
@@ -186,12 +197,14 @@ func (a *Admin) config(w http.ResponseWriter, _ *http.Request) {
 
 // auth requires the bearer token, when one is configured.
 func (a *Admin) auth(h http.Handler) http.Handler {
-	if a.cfg.Token == "" {
-		return h
-	}
-	want := []byte("Bearer " + a.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		token := *a.token.Load()
+		if token == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate admin"`)
 			writeText(w, http.StatusUnauthorized, "send the admin token as Authorization: Bearer <token>")
 			return

@@ -91,7 +91,7 @@ type Config struct {
 //
 // An API is safe for concurrent use.
 type API struct {
-	token    []byte
+	token    atomic.Pointer[[]byte]
 	timeout  time.Duration
 	maxBody  int64
 	hdr      httplimit.Headers
@@ -114,7 +114,6 @@ func New(cfg Config) *API {
 		timeout: cfg.Timeout,
 		maxBody: cfg.MaxBody,
 		hdr:     cfg.Headers,
-		token:   []byte(cfg.Token),
 		sample:  denylog.New(cfg.Logger),
 	}
 	if c.timeout <= 0 {
@@ -124,8 +123,17 @@ func New(cfg Config) *API {
 		c.maxBody = DefaultMaxBody
 	}
 	c.errs.Log = c.sample.Logger()
+	c.SetToken(cfg.Token)
 	c.SetPolicies(cfg.Policies)
 	return c
+}
+
+// SetToken replaces the token, e.g. when a reload read a rotated
+// token_file: the next request needs the new one. An empty token turns the
+// check off.
+func (c *API) SetToken(token string) {
+	b := []byte(token)
+	c.token.Store(&b)
 }
 
 // SetPolicies replaces the policies atomically: a request decides under the
@@ -175,9 +183,9 @@ func (c *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "use POST with a JSON body")
 		return
 	}
-	if len(c.token) > 0 {
+	if token := *c.token.Load(); len(token) > 0 {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), c.token) != 1 {
+		if !ok || subtle.ConstantTimeCompare([]byte(got), token) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate check"`)
 			writeError(w, http.StatusUnauthorized, "send the check API's token as Authorization: Bearer <token>")
 			return

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -70,14 +71,17 @@ func httpFrontEnd(name, addr string, h http.Handler, tc *tls.Config, log *slog.L
 type runner struct {
 	log      *slog.Logger
 	fronts   []*frontEnd
-	draining func()        // turns readiness off; may be nil
-	delay    time.Duration // between readiness off and closing the listeners
+	draining func()       // turns readiness off; may be nil
+	delay    atomic.Int64 // nanoseconds between readiness off and closing the listeners
 
 	mu      sync.Mutex
 	started bool
 	addrs   map[string]net.Addr
 	errc    chan error
 }
+
+// setDelay sets the delay between readiness off and closing the listeners.
+func (r *runner) setDelay(d time.Duration) { r.delay.Store(int64(d)) }
 
 // start binds every front end's address and serves them in the
 // background. When one cannot be bound, none is left open.
@@ -142,9 +146,9 @@ func (r *runner) shutdown(ctx context.Context) error {
 	}
 	// Load balancers stop sending new requests once they see readiness
 	// fail; until then the listeners keep serving.
-	if r.delay > 0 {
+	if delay := time.Duration(r.delay.Load()); delay > 0 {
 		select {
-		case <-time.After(r.delay):
+		case <-time.After(delay):
 		case <-ctx.Done():
 		}
 	}

@@ -112,7 +112,6 @@ func serve(args []string, stderr io.Writer) int {
 	var cfg *config.Config
 	var reload func()
 	var d atomic.Pointer[daemon.Daemon]
-	log := slog.New(slog.NewTextHandler(stderr, nil))
 	if *path == "" {
 		cfg = config.Default()
 	} else {
@@ -124,7 +123,7 @@ func serve(args []string, stderr io.Writer) int {
 			case err != nil:
 				dm.ReloadFailed(err)
 			case c == nil:
-				log.Info("configuration unchanged", "file", *path)
+				dm.Logger().Info("configuration unchanged", "file", *path)
 			default:
 				_ = dm.Apply(c)
 			}
@@ -135,8 +134,7 @@ func serve(args []string, stderr io.Writer) int {
 		}
 		cfg, reload = w.Config(), w.Reload
 	}
-	log = daemon.NewLogger(stderr, cfg.Log)
-	dm, err := daemon.New(cfg, daemon.Options{Logger: log})
+	dm, err := daemon.New(cfg, daemon.Options{LogOutput: stderr})
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate: %v\n", err)
 		return 1
@@ -147,6 +145,7 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "floodgate: %v\n", err)
 		return 1
 	}
+	log := dm.Logger()
 	banner(stderr, dm, *path)
 	if *path == "" {
 		log.Warn("running on the built-in defaults: memory engine, the demo upstream, the proxy on every interface; give a configuration file to serve yours",
