@@ -383,7 +383,7 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 		d.run.fronts = append(d.run.fronts, httpFrontEnd("proxy", p.Listen, h, tc, d.log))
 	}
 	if c := cfg.Check; c != nil {
-		d.check = checkapi.New(checkapi.Config{Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, Token: c.Token})
+		d.check = checkapi.New(checkapi.Config{Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, Token: c.Token, AllowedHosts: c.AllowedHosts})
 		d.run.fronts = append(d.run.fronts, httpFrontEnd("check", c.Listen, d.check, nil, d.log))
 	}
 	if e := cfg.Envoy; e != nil {
@@ -414,15 +414,16 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 	}
 	if a := cfg.Admin; a != nil && a.Listen != "" {
 		ac := admin.Config{
-			Listen:     a.Listen,
-			Pprof:      a.Pprof,
-			Token:      a.Token,
-			Gatherer:   d.reg,
-			Registerer: d.reg,
-			Logger:     d.log,
-			RawKeys:    a.RawKeys,
-			Keys:       func() map[string]floodgate.Limiter { return d.cur.Load().limiters },
-			Config:     func() ([]byte, error) { return config.MarshalRedacted(d.cur.Load().cfg) },
+			Listen:       a.Listen,
+			Pprof:        a.Pprof,
+			Token:        a.Token,
+			Gatherer:     d.reg,
+			Registerer:   d.reg,
+			Logger:       d.log,
+			RawKeys:      a.RawKeys,
+			AllowedHosts: a.AllowedHosts,
+			Keys:         func() map[string]floodgate.Limiter { return d.cur.Load().limiters },
+			Config:       func() ([]byte, error) { return config.MarshalRedacted(d.cur.Load().cfg) },
 			Ready: func(ctx context.Context) error {
 				return d.engine.ready(ctx, d.cur.Load().cfg.Storage)
 			},

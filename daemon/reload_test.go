@@ -282,6 +282,7 @@ func reloadCases() []reloadCase {
 			post := func(token string) int {
 				req, _ := http.NewRequest("POST", "http://"+e.d.Addrs().Check.String()+"/v1/check", strings.NewReader(`{"policy":"api","key":"k"}`))
 				req.Header.Set("Authorization", "Bearer "+token)
+				req.Header.Set("Content-Type", "application/json")
 				r, _ := e.do(req)
 				return r.StatusCode
 			}
