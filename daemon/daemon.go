@@ -23,6 +23,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -115,9 +117,13 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Help: "Requests a shadow route or descriptor would have refused, by route or descriptor."}, []string{"name"})
 	d.upstreamErrs = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "proxy_upstream_errors_total",
 		Help: "Proxied requests answered 502 because the upstream failed, by route."}, []string{"route"})
-	d.reg.MustRegister(d.reloads, d.reloadErrors, d.lastReload, d.shadowed, d.upstreamErrs)
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Name: "build_info",
+		Help: "The floodgate binary serving: its version, commit and Go version (always 1)."}, []string{"version", "revision", "goversion"})
+	version, revision, goversion := buildVersion()
+	buildInfo.WithLabelValues(version, revision, goversion).Set(1)
+	d.reg.MustRegister(d.reloads, d.reloadErrors, d.lastReload, d.shadowed, d.upstreamErrs, buildInfo)
 
-	if d.engine, err = newEngine(cfg.Storage, m); err != nil {
+	if d.engine, err = newEngine(cfg.Storage, m, d.log); err != nil {
 		return nil, errAt(cfg, "storage", err)
 	}
 	if d.status, err = d.newStatus(cfg); err != nil {
@@ -503,4 +509,23 @@ func withClientCA(tc *tls.Config, caFile string) (*tls.Config, error) {
 	tc = tc.Clone()
 	tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	return tc, nil
+}
+
+// buildVersion is the module version, the VCS revision and the Go version
+// the binary was built with, "unknown" where the build does not say.
+func buildVersion() (version, revision, goversion string) {
+	version, revision, goversion = "unknown", "unknown", runtime.Version()
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return
+	}
+	if bi.Main.Version != "" {
+		version = bi.Main.Version
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			revision = s.Value
+		}
+	}
+	return
 }

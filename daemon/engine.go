@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync/atomic"
 
@@ -45,7 +46,7 @@ func (e *engine) setCredentials(r *config.Redis) {
 // newEngine builds the store of st, registering its collectors with m under
 // the engine names "memory", "local" and "redis". A daemon builds its
 // engine once: the storage section cannot change by a reload.
-func newEngine(st config.Storage, m *metrics.Metrics) (*engine, error) {
+func newEngine(st config.Storage, m *metrics.Metrics, log *slog.Logger) (*engine, error) {
 	e := &engine{remote: st.Remote()}
 	mem := func(name string) *memstore.Store {
 		s := memstore.New(memstore.Options{MaxKeys: st.Memory.MaxKeys})
@@ -79,6 +80,16 @@ func newEngine(st config.Storage, m *metrics.Metrics) (*engine, error) {
 		Backoff:      st.Failure.Breaker.Backoff.D(),
 		MaxBackoff:   st.Failure.Breaker.MaxBackoff.D(),
 		ContextBound: true, // redisstore returns when the call's context ends
+		// Operators learn that Redis went away, and what floodgate does
+		// about it, from the log too, not only from a metric.
+		OnStateChange: func(from, to failover.BreakerState) {
+			level, what := slog.LevelInfo, "Redis answers again; decisions are Redis's"
+			if to == failover.Open {
+				level, what = slog.LevelWarn, "Redis keeps failing; decisions follow the failure mode until a probe succeeds"
+			}
+			log.Log(context.Background(), level, "circuit breaker "+to.String(), "engine", "redis", "from", from.String(),
+				"failure_mode", failureMode(st), "detail", what)
+		},
 	})
 	guard, err := failover.NewGuard(rs, gopts)
 	if err != nil {
@@ -184,4 +195,13 @@ func (e *engine) close() {
 	for _, c := range e.closers {
 		_ = c()
 	}
+}
+
+// failureMode names what decides while Redis is down.
+func failureMode(st config.Storage) string {
+	if st.Engine == config.EngineHybrid {
+		return "local_fallback (the hybrid engine's local filter)"
+	}
+	b, _ := st.Failure.Mode.MarshalText()
+	return string(b)
 }

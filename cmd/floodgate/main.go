@@ -1,7 +1,7 @@
 // Command floodgate is the rate-limiting daemon and its tools.
 //
-//	floodgate serve [-config FILE]     run the daemon (no file: the built-in defaults)
-//	floodgate validate FILE            check a configuration file, print every error
+//	floodgate serve [FILE]             run the daemon (no file: the built-in defaults)
+//	floodgate validate FILE | -        check a configuration file, print every error
 //	floodgate check -policy P -key K   ask a running daemon's check API
 //	floodgate key show|reset -policy P -key K   inspect or forgive a key
 //	floodgate version                  print the version
@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -33,8 +34,8 @@ import (
 )
 
 const usage = `usage:
-  floodgate serve [-config FILE]     run the daemon (without -config: built-in defaults)
-  floodgate validate FILE            check a configuration file and print every error
+  floodgate serve [FILE]             run the daemon (without a file: the built-in defaults)
+  floodgate validate FILE | -        check a configuration file (- reads standard input) and print every error
   floodgate check -policy P -key K [-cost N] [-addr URL] [-token T]
                                      ask a running daemon's check API (exit 0 allowed, 1 denied)
   floodgate key show|reset -policy P -key K [-addr URL] [-token T]
@@ -227,29 +228,85 @@ func banner(w io.Writer, d *daemon.Daemon, path string) {
 		fmt.Fprintf(w, "admin:         http://%s (the status page; /metrics /healthz /readyz /v1/config /v1/keys)\n", local(a.Admin))
 	}
 	if a.Proxy != nil {
-		fmt.Fprintf(w, "try:           for i in $(seq 7); do curl -si http://%s/ | head -1; done\n", local(a.Proxy))
+		if try := tryLine(cfg.Proxy, local(a.Proxy)); try != "" {
+			fmt.Fprintf(w, "try:           %s\n", try)
+		}
 	}
 }
 
+// tryLine is a command that shows the first limited route's limit: enough
+// requests to it to reach a 429, or "" when no route is limited.
+func tryLine(p *config.Proxy, addr string) string {
+	for _, r := range p.Routes {
+		if len(r.Limits) == 0 {
+			continue
+		}
+		m := r.Match
+		path := "/"
+		switch {
+		case m.Path != "":
+			path = strings.NewReplacer("{$}", "", "...}", "}").Replace(m.Path)
+			path = regexp.MustCompile(`\{[^}]*\}`).ReplaceAllString(path, "1")
+		case len(m.PathPrefix) > 0:
+			path = m.PathPrefix[0]
+		}
+		opts := ""
+		if len(m.Methods) > 0 && m.Methods[0] != http.MethodGet {
+			opts += " -X " + m.Methods[0]
+		}
+		if m.Host != "" {
+			opts += " -H 'Host: " + strings.Replace(m.Host, "*.", "www.", 1) + "'"
+		}
+		return fmt.Sprintf("for i in $(seq 12); do curl -si%s http://%s%s | head -1; done   # route %q", opts, addr, path, r.Name)
+	}
+	return ""
+}
+
 func validate(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
-		fmt.Fprint(stderr, "usage: floodgate validate FILE\n")
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "the configuration `file` to check (or give it as the argument; - reads it from standard input)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: floodgate validate [-config] FILE | -\n\nBuilds everything serve would from the file, short of listening, and prints every\nerror as file:line:column: field: message. Exit 0 valid, 1 invalid, 2 usage.\n")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
-	n, err := checkFile(args[0])
+	switch rest := fs.Args(); {
+	case len(rest) == 1 && *path == "":
+		*path = rest[0]
+	case len(rest) > 0 || *path == "":
+		fs.Usage()
+		return 2
+	}
+	name := *path
+	var n int
+	var err error
+	if name == "-" {
+		name = "(stdin)"
+		var data []byte
+		if data, err = io.ReadAll(os.Stdin); err == nil {
+			n, err = checkConfig(config.Parse(name, data))
+		}
+	} else {
+		n, err = checkFile(name)
+	}
 	if err != nil {
 		var errs config.Errors
 		if errors.As(err, &errs) {
 			for _, e := range errs {
 				fmt.Fprintln(stderr, e)
 			}
-			fmt.Fprintf(stderr, "%s: %d error(s)\n", args[0], len(errs))
+			fmt.Fprintf(stderr, "%s: %d error(s)\n", name, len(errs))
 		} else {
-			fmt.Fprintf(stderr, "%s: %v\n", args[0], err)
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		}
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d policies, those of postgres and envoy rules included)\n", args[0], n)
+	fmt.Fprintf(stdout, "%s: ok (%d policies, those of postgres and envoy rules included)\n", name, n)
 	return 0
 }
 
@@ -258,8 +315,10 @@ func validate(args []string, stdout, stderr io.Writer) int {
 // limiters, routes, front ends, TLS files) and released again. A file it
 // passes is one serve starts with; every error serve could give before
 // listening, it gives. It returns the number of policies built.
-func checkFile(path string) (int, error) {
-	cfg, err := config.Load(path)
+func checkFile(path string) (int, error) { return checkConfig(config.Load(path)) }
+
+// checkConfig builds the daemon of a loaded configuration and releases it.
+func checkConfig(cfg *config.Config, err error) (int, error) {
 	if err != nil {
 		return 0, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -178,4 +179,52 @@ func mutations(text string) []string {
 		}
 	}
 	return out
+}
+
+// TestValidateForms: validate takes its file as an argument, as -config or
+// on standard input, and -h is help, not an error.
+func TestValidateForms(t *testing.T) {
+	good := "policies: {api: {rate: 1/s}}\ncheck: {listen: 127.0.0.1:0}\n"
+	file := filepath.Join(t.TempDir(), "f.yaml")
+	os.WriteFile(file, []byte(good), 0o644)
+	for _, args := range [][]string{{"validate", file}, {"validate", "-config", file}} {
+		var out, errOut strings.Builder
+		if code := run(args, &out, &errOut); code != 0 || !strings.Contains(out.String(), "ok") {
+			t.Errorf("%v: exit %d %s%s", args, code, out.String(), errOut.String())
+		}
+	}
+	var out, errOut strings.Builder
+	if code := run([]string{"validate", "-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "usage: floodgate validate") {
+		t.Errorf("validate -h: exit %d %q", code, errOut.String())
+	}
+	cmd := exec.Command(binary, "validate", "-")
+	cmd.Stdin = strings.NewReader("policies: {api: {rate: fast}}\ncheck: {}\n")
+	b, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(b), "(stdin):1:") || !strings.Contains(string(b), "policies.api.rate") {
+		t.Errorf("validate - with a bad file on stdin: %v %s", err, b)
+	}
+}
+
+// TestBannerTriesALimitedRoute: the banner's try: line sends enough
+// requests to the first route that has limits to reach its 429.
+func TestBannerTriesALimitedRoute(t *testing.T) {
+	c, err := config.Parse("f.yaml", []byte(`
+policies: {login: {rate: 5/min}}
+proxy:
+  upstream: demo
+  routes:
+    - {name: health, match: {path: /healthz}}
+    - {name: login, match: {path: "/users/{id}/login", methods: [POST]}, limits: [{policy: login}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tryLine(c.Proxy, "localhost:8080")
+	if !strings.Contains(got, "-X POST") || !strings.Contains(got, "http://localhost:8080/users/1/login") || !strings.Contains(got, `route "login"`) {
+		t.Errorf("try line %q", got)
+	}
+	c.Proxy.Routes = c.Proxy.Routes[:1]
+	if got := tryLine(c.Proxy, "localhost:8080"); got != "" {
+		t.Errorf("with no limited route: %q", got)
+	}
 }

@@ -114,7 +114,8 @@ func (d *Decoder) Parse(data []byte) ast.Node {
 				p.Line, p.Column = tk.Position.Line, tk.Position.Column
 			}
 		}
-		d.Errs = append(d.Errs, &Error{Pos: p, Msg: "invalid YAML: " + msg, Err: err})
+		p, hint := indentHint(data, p, msg)
+		d.Errs = append(d.Errs, &Error{Pos: p, Msg: "invalid YAML: " + msg + hint, Err: err})
 		return nil
 	}
 	var body ast.Node
@@ -130,6 +131,37 @@ func (d *Decoder) Parse(data []byte) ast.Node {
 		body = doc.Body
 	}
 	return body
+}
+
+// indentHint turns the parser's view of a layout mistake into the line to
+// fix and what to do: YAML nests by indentation, and a field indented more
+// than the fields beside it (after a field with a value) is reported by the
+// parser at the value before it.
+func indentHint(data []byte, p Pos, msg string) (Pos, string) {
+	lines := strings.Split(string(data), "\n")
+	if p.Line < 1 || p.Line > len(lines) {
+		return p, ""
+	}
+	if strings.Contains(msg, "'\t'") || strings.HasPrefix(strings.TrimLeft(lines[p.Line-1], " "), "\t") {
+		return p, "; YAML indents with spaces, never tabs"
+	}
+	if !strings.Contains(msg, "not allowed in this context") {
+		return p, ""
+	}
+	indent := func(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
+	cur := lines[p.Line-1]
+	for i := p.Line; i < len(lines); i++ {
+		next := lines[i]
+		if t := strings.TrimSpace(next); t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		if indent(next) > indent(cur) && strings.Contains(cur, ": ") && !strings.HasSuffix(strings.TrimSpace(cur), ":") {
+			return Pos{File: p.File, Line: i + 1, Column: indent(next) + 1},
+				fmt.Sprintf("; this line is indented more than line %d, which already has a value: line it up with the fields beside it", p.Line)
+		}
+		break
+	}
+	return p, "; check the indentation here: fields of one mapping line up, each nested mapping one step further in"
 }
 
 func (d *Decoder) at(n ast.Node) Pos {
