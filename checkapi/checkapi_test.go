@@ -3,17 +3,16 @@ package checkapi
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/memstore"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // checkClient posts bodies to a check API.
@@ -25,7 +24,7 @@ type checkClient struct {
 
 func (c checkClient) post(body string) (*http.Response, map[string]any) {
 	c.t.Helper()
-	resp, b := do(c.t, c.c, newRequest(c.t, "POST", c.url, strings.NewReader(body)))
+	resp, b := testkit.Do(c.t, c.c, testkit.NewRequest(c.t, "POST", c.url, strings.NewReader(body)))
 	var m map[string]any
 	if err := json.Unmarshal([]byte(b), &m); err != nil {
 		c.t.Fatalf("answer is not JSON: %q (%v)", b, err)
@@ -145,7 +144,7 @@ func TestCheckErrors(t *testing.T) {
 		})
 	}
 	c.t = t
-	resp, _ := do(t, c.c, newRequest(t, "GET", c.url, nil))
+	resp, _ := testkit.Do(t, c.c, testkit.NewRequest(t, "GET", c.url, nil))
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("GET: %d", resp.StatusCode)
 	}
@@ -218,7 +217,7 @@ func TestCheckToken(t *testing.T) {
 
 // Denials are logged with the key redacted: every one at debug level.
 func TestDenialsLoggedRedacted(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	api := memLimiter(t, "api", floodgate.PerMinute(1))
 	_, c := startCheckLogged(t, map[string]floodgate.Limiter{"api": api}, log)
@@ -237,23 +236,6 @@ func TestDenialsLoggedRedacted(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // memLimiter returns a limiter of one policy over a fresh memory store.
 func memLimiter(t testing.TB, name string, limits ...floodgate.Limit) floodgate.Limiter {
 	t.Helper()
@@ -264,33 +246,6 @@ func memLimiter(t testing.TB, name string, limits ...floodgate.Limit) floodgate.
 		t.Fatal(err)
 	}
 	return l
-}
-
-// do sends a request and returns the response with its body read.
-func do(t testing.TB, c *http.Client, req *http.Request) (*http.Response, string) {
-	t.Helper()
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, string(b)
-}
-
-func newRequest(t testing.TB, method, url string, body io.Reader) *http.Request {
-	t.Helper()
-	req, err := http.NewRequest(method, url, body)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return req
 }
 
 // TestCheckRefusesOtherSites: what a browser sends on a web page's behalf

@@ -159,7 +159,7 @@ admin: {listen: ""}
 // that it closed.
 func TestBreakerTransitionsLogged(t *testing.T) {
 	srv := testkit.Redis(t)
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	d, err := New(mustParse(t, fmt.Sprintf(`
 storage:
   engine: redis

@@ -58,7 +58,7 @@ type reloadEnv struct {
 	d    *Daemon
 	dir  string
 	up   [2]string // two upstreams; each answers its own name
-	logs *syncBuffer
+	logs *testkit.Buffer
 }
 
 func (e *reloadEnv) proxyURL(path string) string {
@@ -99,11 +99,21 @@ func (e *reloadEnv) statuses(n int, path string, hdr ...string) []int {
 // has reports whether the configuration in service has the section at
 // path (a nil section is absent).
 func (e *reloadEnv) has(path string) bool {
-	v := reflect.ValueOf(e.d.Config()).Elem()
+	v, ok := fieldAt(reflect.ValueOf(e.d.Config()).Elem(), path, false)
+	return ok && !(v.Kind() == reflect.Pointer && v.IsNil())
+}
+
+// fieldAt finds the field at the YAML path below v. Sections on the way
+// that are absent are made when create is set; otherwise fieldAt reports
+// false for them.
+func fieldAt(v reflect.Value, path string, create bool) (reflect.Value, bool) {
 	for _, name := range strings.Split(path, ".") {
-		for v.Kind() == reflect.Pointer {
+		if v.Kind() == reflect.Pointer {
 			if v.IsNil() {
-				return false
+				if !create {
+					return v, false
+				}
+				v.Set(reflect.New(v.Type().Elem()))
 			}
 			v = v.Elem()
 		}
@@ -114,11 +124,11 @@ func (e *reloadEnv) has(path string) bool {
 			}
 		}
 		if !next.IsValid() {
-			return false
+			return v, false
 		}
 		v = next
 	}
-	return !(v.Kind() == reflect.Pointer && v.IsNil())
+	return v, true
 }
 
 func (e *reloadEnv) limiter(name string) *floodgate.LimitSet {
@@ -417,7 +427,7 @@ func TestReloadAppliesOrRefusesEveryField(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		logs := &syncBuffer{}
+		logs := &testkit.Buffer{}
 		d, err := New(cfg, Options{LogOutput: logs})
 		if err != nil {
 			t.Fatal(err)
@@ -516,28 +526,9 @@ func TestReloadAppliesOrRefusesEveryField(t *testing.T) {
 // (creating the section if it is absent, or removing a section), and
 // reports whether it knew how.
 func setDifferent(c *config.Config, path string) bool {
-	v := reflect.ValueOf(c).Elem()
-	parts := strings.Split(path, ".")
-	for i, name := range parts {
-		if v.Kind() == reflect.Pointer {
-			if v.IsNil() {
-				v.Set(reflect.New(v.Type().Elem()))
-				if i == len(parts) {
-					return true
-				}
-			}
-			v = v.Elem()
-		}
-		var next reflect.Value
-		for _, f := range yamlpos.Fields(v.Type()) {
-			if f.Name == name {
-				next = v.FieldByIndex(f.Index)
-			}
-		}
-		if !next.IsValid() {
-			return false
-		}
-		v = next
+	v, ok := fieldAt(reflect.ValueOf(c).Elem(), path, true)
+	if !ok {
+		return false
 	}
 	switch v.Kind() {
 	case reflect.Pointer:
@@ -568,24 +559,6 @@ func setDifferent(c *config.Config, path string) bool {
 		return false
 	}
 	return true
-}
-
-// syncBuffer is a log destination safe for the daemon's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // newUpstream serves h on loopback until t ends.

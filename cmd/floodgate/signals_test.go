@@ -40,7 +40,7 @@ shutdown_timeout: 1s
 	// The daemon's output is copied to a buffer that Wait completes, so
 	// the lines it writes on its way out are all there.
 	cmd := exec.Command(binary, "serve", file)
-	var stderr lockedBuffer
+	var stderr testkit.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func TestSIGHUPDuringStart(t *testing.T) {
 	for i := range 5 {
 		opened := watchOpen(t, file)
 		cmd := exec.Command(binary, "serve", file)
-		var stderr lockedBuffer
+		var stderr testkit.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
