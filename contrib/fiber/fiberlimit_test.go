@@ -16,8 +16,8 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
 	fiberlimit "github.com/floodgate-go/floodgate/contrib/fiber"
-	"github.com/floodgate-go/floodgate/contrib/internal/adaptertest"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/httplimit/httplimittest"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/gofiber/fiber/v3"
 )
@@ -41,12 +41,12 @@ func serve(t *testing.T, app *fiber.App) string {
 }
 
 func TestAdapter(t *testing.T) {
-	adaptertest.Run(t, func(t *testing.T, s adaptertest.Setup) string {
+	httplimittest.Run(t, func(t *testing.T, s httplimittest.Setup) string {
 		app := fiber.New()
 		app.Get("/hello", fiberlimit.New(fiberlimit.Config{Limiter: s.API, ClientIP: s.ClientIP}),
 			func(c fiber.Ctx) error { return c.SendString("hello") })
 		app.Post("/login", fiberlimit.New(fiberlimit.Config{Limiter: s.Login, ClientIP: s.ClientIP, SkipSuccessfulRequests: true}),
-			func(c fiber.Ctx) error { return c.SendStatus(adaptertest.LoginStatus(c.FormValue("password"))) })
+			func(c fiber.Ctx) error { return c.SendStatus(httplimittest.LoginStatus(c.FormValue("password"))) })
 		return serve(t, app)
 	})
 }

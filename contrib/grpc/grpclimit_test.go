@@ -11,8 +11,8 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
 	grpclimit "github.com/floodgate-go/floodgate/contrib/grpc"
-	"github.com/floodgate-go/floodgate/contrib/internal/redistest"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httplimit/httplimittest"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/redisstore"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -251,7 +251,7 @@ func TestCountFailed(t *testing.T) {
 }
 
 func TestRedis(t *testing.T) {
-	client := redistest.Start(t)
+	client := httplimittest.Redis(t)
 	store, err := redisstore.New(client, redisstore.Options{})
 	if err != nil {
 		t.Fatal(err)

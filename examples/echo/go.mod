@@ -3,8 +3,8 @@ module github.com/floodgate-go/floodgate/examples/echo
 go 1.26.0
 
 require (
-	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-go/floodgate/contrib/echo v0.0.0-00010101000000-000000000000
+	github.com/floodgate-go/floodgate v0.1.0
+	github.com/floodgate-go/floodgate/contrib/echo v0.1.0
 	github.com/labstack/echo/v4 v4.16.0
 )
 
@@ -19,10 +19,4 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
-)
-
-replace (
-	github.com/floodgate-go/floodgate => ../..
-	github.com/floodgate-go/floodgate/contrib/echo => ../../contrib/echo
-	github.com/floodgate-go/floodgate/contrib/internal => ../../contrib/internal
 )

@@ -3,8 +3,8 @@ module github.com/floodgate-go/floodgate/examples/gin
 go 1.26.0
 
 require (
-	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-go/floodgate/contrib/gin v0.0.0-00010101000000-000000000000
+	github.com/floodgate-go/floodgate v0.1.0
+	github.com/floodgate-go/floodgate/contrib/gin v0.1.0
 	github.com/gin-gonic/gin v1.12.0
 )
 
@@ -38,10 +38,4 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-replace (
-	github.com/floodgate-go/floodgate => ../..
-	github.com/floodgate-go/floodgate/contrib/gin => ../../contrib/gin
-	github.com/floodgate-go/floodgate/contrib/internal => ../../contrib/internal
 )
