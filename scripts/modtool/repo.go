@@ -76,7 +76,9 @@ func openRepo(root string) (*repo, error) {
 		}
 	}
 	// The main module first: the others require it.
-	slices.SortStableFunc(r.published, func(a, b mod) int { return strings.Compare(strings.TrimPrefix(a.dir, "."), strings.TrimPrefix(b.dir, ".")) })
+	slices.SortStableFunc(r.published, func(a, b mod) int {
+		return strings.Compare(strings.TrimPrefix(a.dir, "."), strings.TrimPrefix(b.dir, "."))
+	})
 	if len(r.published) == 0 || r.published[0].dir != "." {
 		return nil, fmt.Errorf("%s: no go.mod at the root; run modtool in floodgate's repository", abs)
 	}
