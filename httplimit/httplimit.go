@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/floodgate-go/floodgate"
 )
@@ -361,16 +359,25 @@ func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, v *Verdict,
 	case outNone:
 		return true, nil
 	case outError:
-		return m.onError(w, r, v.err), nil
-	case outInvalidCost:
-		v.writeFixed(w, http.StatusInternalServerError)
+		tw := &trackWriter{ResponseWriter: w}
+		if m.onError(tw, r, v.err) {
+			return true, nil
+		}
+		if !tw.wrote {
+			// OnError refused and left the answer to the middleware
+			// (UnavailableOnError): a refusal like the others.
+			v.Refuse()
+			m.refuse(w, r, v)
+		}
+		return false, nil
+	case outInvalidCost, outRefused:
+		m.refuse(w, r, v)
 		return false, nil
 	case outFailOpen:
 		v.writeSource(w)
 		return true, nil
 	case outFailClosed:
-		v.writeSource(w)
-		v.writeFixed(w, http.StatusServiceUnavailable)
+		m.refuse(w, r, v)
 		return false, nil
 	}
 	withWriter = withWriter && v.counting && v.v.res.Allowed
@@ -389,31 +396,45 @@ func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, v *Verdict,
 	return false, nil
 }
 
+// refuse answers a request that no limit denied but that is not served
+// (a limiter that failed closed or could not decide: 503; an invalid
+// cost: 500) as the middleware answers a 429: Config.OnLimited when set,
+// with the Result that says why (see Status), else the body Config.Body
+// selects.
+func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, v *Verdict) {
+	h := w.Header()
+	v.Headers(func(name, value string) { h[name] = []string{value} })
+	if m.onLimited != nil {
+		m.onLimited(w, r, v.Result())
+		return
+	}
+	if ct := v.ContentType(); ct != "" {
+		h[headerType] = []string{ct}
+	}
+	w.WriteHeader(v.Status())
+	w.Write(v.AppendBody(nil))
+}
+
 // ServeOnError is the default Config.OnError: the request is served as if
 // no limit applied, without rate-limit headers.
 func ServeOnError(http.ResponseWriter, *http.Request, error) bool { return true }
 
-// UnavailableOnError is a Config.OnError that answers 503 Service
-// Unavailable with an RFC 9457 problem detail, never 500: the request is not
-// at fault.
-func UnavailableOnError(w http.ResponseWriter, _ *http.Request, _ error) bool {
-	writeUnavailable(w, 0)
-	return false
+// UnavailableOnError is a Config.OnError that refuses the request and
+// leaves the answer to the middleware: 503 Service Unavailable (never 500:
+// the request is not at fault), written by Config.OnLimited with a Result
+// of Source SourceError when it is set, else with the body Config.Body
+// selects.
+func UnavailableOnError(http.ResponseWriter, *http.Request, error) bool { return false }
+
+// trackWriter records whether Config.OnError wrote a response.
+type trackWriter struct {
+	http.ResponseWriter
+	wrote bool
 }
 
-// writeUnavailable answers 503 with a problem detail, and Retry-After when
-// the engine's failure policy said when it will try again (a circuit
-// breaker's next probe). The middleware answers so for a denial whose Source
-// is fail-closed: a limiter that cannot decide is the service's failure.
-func writeUnavailable(w http.ResponseWriter, retry time.Duration) {
-	h := w.Header()
-	h[headerType] = []string{"application/problem+json"}
-	if retry > 0 && retry != floodgate.RetryNever {
-		h[headerRetryAfter] = []string{strconv.FormatInt(max(ceilSeconds(retry), 1), 10)}
-	}
-	w.WriteHeader(http.StatusServiceUnavailable)
-	w.Write([]byte(failClosedBody))
-}
+func (w *trackWriter) WriteHeader(code int) { w.wrote = true; w.ResponseWriter.WriteHeader(code) }
 
-const failClosedBody = `{"type":"about:blank","title":"Service Unavailable","status":503,` +
-	`"detail":"The rate limiter is unavailable; retry shortly."}`
+func (w *trackWriter) Write(b []byte) (int, error) { w.wrote = true; return w.ResponseWriter.Write(b) }
+
+// Unwrap returns the writer underneath, for http.ResponseController.
+func (w *trackWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
