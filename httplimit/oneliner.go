@@ -154,21 +154,11 @@ func oneLiner(policy string, n int64, per time.Duration, opts []Option, key func
 	store := c.store
 	switch {
 	case c.redis != nil:
-		rs, err := redisstore.New(c.redis, redisstore.Options{})
+		ss, err := RedisStore(c.redis)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+			return nil, err
 		}
-		local := memstore.New(memstore.Options{})
-		fs, err := failover.New(rs, failover.Options{
-			Mode: failover.LocalFallback, Local: local,
-			Guard: failover.GuardOptions{ContextBound: true},
-		})
-		if err != nil {
-			rs.Close()
-			local.Close()
-			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-		}
-		store, closers = fs, []func() error{rs.Close, local.Close}
+		store, closers = ss, []func() error{ss.Close}
 	case store == nil:
 		ms := memstore.New(memstore.Options{})
 		store, closers = ms, []func() error{ms.Close}
@@ -210,4 +200,44 @@ func must(fn string, n int64, per time.Duration) func(*Middleware, error) *Middl
 		}
 		return m
 	}
+}
+
+// RedisStore returns the store of the option Redis: the limits kept in
+// Redis through client, shared by every instance, with the failure mode
+// failover.LocalFallback (see Redis). Front ends that take a store rather
+// than options (fiberlimit's Config.Store and ByHeader, a Rule's limiter)
+// share limits through Redis the same way with it. Its Close closes the
+// stores it made, not client.
+func RedisStore(client redis.UniversalClient) (*SharedStore, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: RedisStore(nil); pass a client", ErrInvalidConfig)
+	}
+	rs, err := redisstore.New(client, redisstore.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	local := memstore.New(memstore.Options{})
+	fs, err := failover.New(rs, failover.Options{
+		Mode: failover.LocalFallback, Local: local,
+		Guard: failover.GuardOptions{ContextBound: true},
+	})
+	if err != nil {
+		rs.Close()
+		local.Close()
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return &SharedStore{Store: fs, remote: rs, local: local}, nil
+}
+
+// A SharedStore is the store RedisStore returns: a failover.Store over a
+// redisstore.Store, falling back to a memstore.Store of its own.
+type SharedStore struct {
+	*failover.Store
+	remote *redisstore.Store
+	local  *memstore.Store
+}
+
+// Close closes the Redis and memory stores underneath (not the client).
+func (s *SharedStore) Close() error {
+	return errors.Join(s.remote.Close(), s.local.Close())
 }

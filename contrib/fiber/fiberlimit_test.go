@@ -174,7 +174,7 @@ func TestLongKeys(t *testing.T) {
 func TestAlgorithmAndStore(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	defer s.Close()
-	a := app(fiberlimit.Config{Max: 2, Expiration: time.Hour, Algorithm: floodgate.FixedWindow, Store: s, Name: "fixed"})
+	a := app(fiberlimit.Config{Max: 2, Expiration: time.Hour, LimiterMiddleware: fiberlimit.FixedWindow{Aligned: true}, Store: s, Name: "fixed"})
 	equal(t, "fixed window", statuses(t, a, 3, "/"), 200, 200, 429)
 	_, h, _ := do(t, a, "GET", "/")
 	if h.Get("Ratelimit-Policy") != `"fixed";q=2;w=3600` {
