@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate-go/floodgate/algo"
 	fiberlimit "github.com/floodgate-go/floodgate/contrib/fiber"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/httplimit/httplimittest"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/gofiber/fiber/v3"
@@ -221,5 +222,27 @@ func TestFailClosed(t *testing.T) {
 	status, h, body := do(t, app(fiberlimit.Config{Store: fs}), "GET", "/")
 	if status != 503 || h.Get("Content-Type") != "application/problem+json" || !strings.Contains(body, `"status":503`) {
 		t.Errorf("fail closed: %d %v %s", status, h, body)
+	}
+}
+
+// The fail-closed 503 takes the Body format and LimitReached, as the 429
+// does.
+func TestFailClosedShaped(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	defer s.Close()
+	fs, err := failover.New(down{s}, failover.Options{Mode: failover.FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, h, body := do(t, app(fiberlimit.Config{Store: fs, Body: httplimit.BodyJSON}), "GET", "/")
+	if status != 503 || h.Get("Content-Type") != "application/json" || !strings.Contains(body, `"error":"rate limiter unavailable"`) {
+		t.Errorf("JSON body: %d %v %s", status, h, body)
+	}
+	status, _, body = do(t, app(fiberlimit.Config{Store: fs, LimitReached: func(c fiber.Ctx) error {
+		code := httplimit.Status(fiberlimit.ResultOf(c))
+		return c.Status(code).JSON(fiber.Map{"error": "refused", "code": code})
+	}}), "GET", "/")
+	if status != 503 || body != `{"code":503,"error":"refused"}` {
+		t.Errorf("LimitReached: %d %s", status, body)
 	}
 }
