@@ -2,6 +2,7 @@ package grpclimit_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -321,5 +322,46 @@ func TestConfigErrors(t *testing.T) {
 		if _, err := grpclimit.New(cfg); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// RetryStream gives streams what RetryUnary gives unary calls: a stream
+// refused at its opening is opened and sent again after the RetryInfo
+// delay, and the caller reads its first message as if nothing happened;
+// not past maxWait.
+func TestRetryStream(t *testing.T) {
+	s := memstore.New(memstore.Options{Clock: floodgate.SystemClock})
+	t.Cleanup(func() { s.Close() })
+	lims := limiters(t, s, map[string]floodgate.Limit{
+		"fast": {Rate: 1, Period: 200 * time.Millisecond}, "slow": floodgate.PerHour(1)})
+	key := func(context.Context, string) string { return "k" }
+	watchOnce := func(c healthpb.HealthClient) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		st, err := c.Watch(ctx, &healthpb.HealthCheckRequest{Service: "known"})
+		if err != nil {
+			return err
+		}
+		resp, err := st.Recv()
+		if err == nil && resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("first message %v, want SERVING", resp)
+		}
+		return err
+	}
+	c, _ := start(t, grpclimit.Config{Rules: []grpclimit.Rule{{Limiter: lims["fast"], Key: key}}},
+		grpc.WithStreamInterceptor(grpclimit.RetryStream(0)))
+	for i := range 3 {
+		wantCode(t, fmt.Sprint("stream ", i+1), watchOnce(c), codes.OK)
+	}
+	plain, _ := start(t, grpclimit.Config{Rules: []grpclimit.Rule{{Limiter: lims["slow"], Key: key}}})
+	wantCode(t, "without the interceptor, first", watchOnce(plain), codes.OK)
+	wantCode(t, "without the interceptor, second", watchOnce(plain), codes.ResourceExhausted)
+	capped, _ := start(t, grpclimit.Config{Rules: []grpclimit.Rule{{Limiter: lims["slow"], Key: func(context.Context, string) string { return "capped" }}}},
+		grpc.WithStreamInterceptor(grpclimit.RetryStream(time.Second)))
+	wantCode(t, "capped first", watchOnce(capped), codes.OK)
+	begin := time.Now()
+	wantCode(t, "beyond maxWait", watchOnce(capped), codes.ResourceExhausted)
+	if time.Since(begin) > 5*time.Second {
+		t.Errorf("waited %v for a retry beyond maxWait", time.Since(begin))
 	}
 }
