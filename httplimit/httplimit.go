@@ -53,7 +53,7 @@ const (
 // limiter that decides, and the key and cost of each request.
 type Rule struct {
 	// Limiter decides for every request the rule matches. Exactly one of
-	// Limiter and LimiterFor must be set.
+	// Limiter and LimiterFor must be set; nil means LimiterFor picks.
 	Limiter floodgate.Limiter
 
 	// LimiterFor picks the limiter per request: a plan or tier known from
@@ -61,6 +61,7 @@ type Rule struct {
 	// from its key. Returning nil exempts the request from the rule. It must
 	// be cheap and safe for concurrent use. A tier that follows from the key
 	// alone is better expressed in the policy (floodgate.Policy.TierOf).
+	// Nil means Limiter decides.
 	LimiterFor func(r *http.Request) floodgate.Limiter
 
 	// Key returns the key of a request. Nil means the client's address as
@@ -81,7 +82,8 @@ type Rule struct {
 	// Config.OnError says.
 	Cost func(r *http.Request) int64
 
-	// Count selects the responses that count; the zero value counts all.
+	// Count selects the responses that count; the zero value, CountAll,
+	// counts all.
 	Count Count
 
 	// ResponseCost, when set, returns what a request really cost once its
@@ -93,7 +95,8 @@ type Rule struct {
 	// instead (there is no debt below zero), so a request can overrun the
 	// budget by its own overage once; the next ones wait for the refill.
 	// It runs after the handler, with the status and the final header map
-	// (trailers included), and only for responses the rule counts.
+	// (trailers included), and only for responses the rule counts. Nil
+	// means a request costs what Cost said, whatever its response.
 	ResponseCost func(status int, h http.Header) int64
 }
 
@@ -104,25 +107,26 @@ type Rule struct {
 // formats.
 type Headers struct {
 	// DisableXRateLimit leaves out X-RateLimit-Limit, X-RateLimit-Remaining
-	// and X-RateLimit-Reset.
+	// and X-RateLimit-Reset; false sends them.
 	DisableXRateLimit bool
 
 	// DisableRateLimit leaves out the RateLimit-Policy and RateLimit fields
-	// of draft-ietf-httpapi-ratelimit-headers.
+	// of draft-ietf-httpapi-ratelimit-headers; false sends them.
 	DisableRateLimit bool
 
-	// DisableRetryAfter leaves out Retry-After on 429 responses.
+	// DisableRetryAfter leaves out Retry-After on 429 responses (and on
+	// the 503 of a limiter that failed closed); false sends it.
 	DisableRetryAfter bool
 
 	// Source adds X-RateLimit-Source, naming what decided (memory, redis,
 	// hybrid:local-fallback, …). It tells operators more than clients, so it
-	// is off by default.
+	// is off by default: false leaves it out.
 	Source bool
 
 	// UnixReset sends X-RateLimit-Reset as the Unix time (in seconds, rounded
 	// up) at which the limit is full again, instead of the seconds until
 	// then. Relative seconds need no clock agreement with the client, so
-	// they are the default.
+	// they are the default: false sends seconds from now.
 	UnixReset bool
 }
 
@@ -148,7 +152,8 @@ const (
 // Config configures a Middleware. Rules is the only field that must be set;
 // the zero value of every other field is the usual choice.
 type Config struct {
-	// Rules are the limits a request must pass. Every rule that matches a
+	// Rules are the limits a request must pass; empty is an error (New
+	// reports it), never a middleware that limits nothing. Every rule that matches a
 	// request is checked, in order; when one denies, the units charged by
 	// the rules before it are refunded (floodgate.AllowAll), so a denied
 	// request consumes nothing anywhere. Order them from the widest to the
@@ -157,17 +162,26 @@ type Config struct {
 
 	// Skip exempts requests from every rule: they pass without a decision
 	// and without rate-limit headers (health checks, internal callers).
+	// Nil exempts none.
 	Skip func(r *http.Request) bool
 
-	// Headers selects the rate-limit header fields sent.
+	// Headers selects the rate-limit header fields sent; the zero value
+	// sends them all (see Headers).
 	Headers Headers
 
-	// Body selects the body of the default 429 response.
+	// Body selects the body of every refusal the middleware writes itself:
+	// the 429 of a limit, the 503 of a limiter that failed closed or could
+	// not decide, the 500 of an invalid cost. The zero value, BodyProblem,
+	// is an RFC 9457 problem detail.
 	Body Body
 
-	// OnLimited writes the response to a denied request. The rate-limit
-	// headers, Retry-After included, are already set when it runs. Nil means
-	// status 429 with the body Body selects.
+	// OnLimited writes the response to every refused request: a limit's
+	// denial, and the refusals no limit made, whose Result's Source says
+	// why (floodgate.SourceFailClosed or SourceError: 503; SourceInvalidCost:
+	// 500; Status maps a Result to its status), so that one handler shapes
+	// them all (an application's JSON error envelope). The rate-limit
+	// headers, Retry-After included, are already set when it runs. Nil
+	// means the status with the body Body selects.
 	OnLimited func(w http.ResponseWriter, r *http.Request, res floodgate.Result)
 
 	// OnError decides what happens to a request whose limiter could not
@@ -194,7 +208,7 @@ type Config struct {
 	Clock floodgate.Clock
 
 	// LogKeys writes the keys of failed decisions to the log as they are.
-	// By default a log line names a key by floodgate.RedactKey's stand-in,
+	// False, the default, names a key by floodgate.RedactKey's stand-in,
 	// since keys are addresses, API keys and logins.
 	LogKeys bool
 }

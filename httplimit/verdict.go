@@ -15,12 +15,19 @@ import (
 )
 
 // DeciderConfig configures a Decider: how its verdicts are written. The
-// fields mean what the fields of the same names in Config mean.
+// fields mean what the fields of the same names in Config mean, and so do
+// their zero values.
 type DeciderConfig struct {
+	// Headers selects the rate-limit fields; the zero value sends them all.
 	Headers Headers
-	Body    Body
-	Logger  *slog.Logger
-	Clock   floodgate.Clock
+	// Body selects the body of refusals; the zero value is BodyProblem.
+	Body Body
+	// Logger receives limiter errors; nil means slog.Default().
+	Logger *slog.Logger
+	// Clock tells the time for Headers.UnixReset; nil means
+	// floodgate.SystemClock.
+	Clock floodgate.Clock
+	// LogKeys logs keys as they are; false logs redacted stand-ins.
 	LogKeys bool
 }
 
@@ -76,13 +83,17 @@ func (d *Decider) init(cfg DeciderConfig) []error {
 // A Charge is one limit a request is checked against: what a Rule amounts
 // to once its functions have run on the request.
 type Charge struct {
+	// Limiter decides the charge. It must be set.
 	Limiter floodgate.Limiter
-	Key     string
+	// Key is the key charged; "" is a valid key, shared by every request
+	// that gets it.
+	Key string
 	// Cost is the units the request costs; 0 peeks. A negative cost makes
 	// the Verdict answer 500 (see Rule.Cost).
 	Cost int64
 	// Count and ResponseCost mean what Rule's fields of the same names
-	// mean; they take effect in Verdict.Settle.
+	// mean, zero values included (all responses count; the cost stands);
+	// they take effect in Verdict.Settle.
 	Count        Count
 	ResponseCost func(status int, h http.Header) int64
 }

@@ -2,6 +2,7 @@ package grpclimit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -10,8 +11,10 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/clientip"
 	grpclimit "github.com/floodgate-go/floodgate/contrib/grpc"
+	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/httplimit/httplimittest"
 	"github.com/floodgate-go/floodgate/memstore"
@@ -363,5 +366,41 @@ func TestRetryStream(t *testing.T) {
 	wantCode(t, "beyond maxWait", watchOnce(capped), codes.ResourceExhausted)
 	if time.Since(begin) > 5*time.Second {
 		t.Errorf("waited %v for a retry beyond maxWait", time.Since(begin))
+	}
+}
+
+// downStore is an engine that always fails, as a dead Redis does.
+type downStore struct{ floodgate.Store }
+
+func (downStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
+	return algo.Verdict{}, errors.New("connection refused")
+}
+
+// OnLimited shapes every refusal: a limit's and a failed-closed
+// limiter's, each with the Result that says which.
+func TestOnLimitedShapesEveryRefusal(t *testing.T) {
+	s := memory(t)
+	fs, err := failover.New(downStore{s}, failover.Options{Mode: failover.FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, err := floodgate.New(fs, floodgate.Policy{Name: "closed", Limits: []floodgate.Limit{floodgate.PerHour(5)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := func(_ context.Context, _ string, res floodgate.Result) error {
+		return status.Errorf(codes.Aborted, "refused by %s: %d", res.Policy, httplimit.Status(res))
+	}
+	lims := limiters(t, s, map[string]floodgate.Limit{"one": floodgate.PerHour(1)})
+	c, _ := start(t, grpclimit.Config{OnLimited: shape, Rules: []grpclimit.Rule{{Limiter: lims["one"]}}})
+	call(t, c, "known")
+	_, err = call(t, c, "known")
+	if status.Code(err) != codes.Aborted || status.Convert(err).Message() != "refused by one: 429" {
+		t.Errorf("denial: %v", err)
+	}
+	c, _ = start(t, grpclimit.Config{OnLimited: shape, Rules: []grpclimit.Rule{{Limiter: closed}}})
+	_, err = call(t, c, "known")
+	if status.Code(err) != codes.Aborted || status.Convert(err).Message() != "refused by closed: 503" {
+		t.Errorf("fail closed: %v", err)
 	}
 }
