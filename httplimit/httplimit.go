@@ -108,26 +108,26 @@ type Rule struct {
 type Headers struct {
 	// DisableXRateLimit leaves out X-RateLimit-Limit, X-RateLimit-Remaining
 	// and X-RateLimit-Reset; false sends them.
-	DisableXRateLimit bool
+	DisableXRateLimit bool `yaml:"disable_x_ratelimit,omitempty"`
 
 	// DisableRateLimit leaves out the RateLimit-Policy and RateLimit fields
 	// of draft-ietf-httpapi-ratelimit-headers; false sends them.
-	DisableRateLimit bool
+	DisableRateLimit bool `yaml:"disable_ratelimit,omitempty"`
 
 	// DisableRetryAfter leaves out Retry-After on 429 responses (and on
 	// the 503 of a limiter that failed closed); false sends it.
-	DisableRetryAfter bool
+	DisableRetryAfter bool `yaml:"disable_retry_after,omitempty"`
 
 	// Source adds X-RateLimit-Source, naming what decided (memory, redis,
 	// hybrid:local-fallback, …). It tells operators more than clients, so it
 	// is off by default: false leaves it out.
-	Source bool
+	Source bool `yaml:"source,omitempty"`
 
 	// UnixReset sends X-RateLimit-Reset as the Unix time (in seconds, rounded
 	// up) at which the limit is full again, instead of the seconds until
 	// then. Relative seconds need no clock agreement with the client, so
 	// they are the default: false sends seconds from now.
-	UnixReset bool
+	UnixReset bool `yaml:"unix_reset,omitempty"`
 }
 
 // Body selects the body of the default 429 response.
