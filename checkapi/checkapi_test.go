@@ -1,6 +1,7 @@
 package checkapi
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -190,6 +191,7 @@ func TestCheckToken(t *testing.T) {
 	url := srv.URL + Path
 	post := func(auth string) int {
 		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"policy":"api","key":"k"}`))
+		req.Header.Set("Content-Type", "application/json")
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
@@ -282,8 +284,54 @@ func do(t testing.TB, c *http.Client, req *http.Request) (*http.Response, string
 func newRequest(t testing.TB, method, url string, body io.Reader) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(method, url, body)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	return req
+}
+
+// TestCheckRefusesOtherSites: what a browser sends on a web page's behalf
+// without asking (a text/plain or form POST, a cross-site Origin, a
+// rebound Host) decides nothing and charges nothing.
+func TestCheckRefusesOtherSites(t *testing.T) {
+	api := memLimiter(t, "api", floodgate.PerMinute(1))
+	c := New(Config{Policies: map[string]floodgate.Limiter{"api": api}, AllowedHosts: []string{"check.internal"}, Logger: slog.New(slog.DiscardHandler)})
+	body := `{"policy":"api","key":"victim","cost":1}`
+	for _, tc := range []struct {
+		ctype, host, origin string
+		want                int
+	}{
+		{"text/plain", "127.0.0.1", "", 415},
+		{"application/x-www-form-urlencoded", "127.0.0.1", "", 415},
+		{"", "127.0.0.1", "", 415},
+		{"application/json", "attacker.example", "", 403},
+		{"application/json", "127.0.0.1", "http://attacker.example", 403},
+	} {
+		req := httptest.NewRequest("POST", "http://127.0.0.1"+Path, strings.NewReader(body))
+		req.Host = tc.host
+		if tc.ctype != "" {
+			req.Header.Set("Content-Type", tc.ctype)
+		}
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		rec := httptest.NewRecorder()
+		c.ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("%q Host %q Origin %q: %d, want %d", tc.ctype, tc.host, tc.origin, rec.Code, tc.want)
+		}
+	}
+	if res, _ := api.AllowN(context.Background(), "victim", 0); res.Remaining != 1 {
+		t.Fatalf("refused requests charged the victim: %d left", res.Remaining)
+	}
+	req := httptest.NewRequest("POST", "http://check.internal"+Path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	rec := httptest.NewRecorder()
+	c.ServeHTTP(rec, req)
+	if rec.Code != 200 {
+		t.Errorf("an allowed host with JSON: %d %s", rec.Code, rec.Body)
+	}
 }

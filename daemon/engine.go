@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -26,7 +27,19 @@ type engine struct {
 	remote  bool
 	guard   *failover.Guard // nil for the memory engine
 	client  redis.UniversalClient
+	creds   atomic.Pointer[credentials] // Redis's user and password, which a reload may rotate
 	closers []func() error
+}
+
+// credentials are what new connections to Redis authenticate with.
+type credentials struct{ username, password string }
+
+// setCredentials makes new connections to Redis authenticate as r says
+// (a rotated password_file); connections already open stay as they are.
+func (e *engine) setCredentials(r *config.Redis) {
+	if r != nil {
+		e.creds.Store(&credentials{r.Username, r.Password})
+	}
 }
 
 // newEngine builds the store of st, registering its collectors with m under
@@ -44,7 +57,11 @@ func newEngine(st config.Storage, m *metrics.Metrics) (*engine, error) {
 		e.store = mem("memory")
 		return e, nil
 	}
-	client, err := redisClient(st.Redis)
+	e.setCredentials(st.Redis)
+	client, err := redisClient(st.Redis, func() (string, string) {
+		c := e.creds.Load()
+		return c.username, c.password
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -89,8 +106,9 @@ func newEngine(st config.Storage, m *metrics.Metrics) (*engine, error) {
 
 // redisClient opens the client the configuration describes. Every command
 // has a deadline from its context (ContextTimeoutEnabled), so a stalled
-// Redis costs a decision its failure timeout, not the socket's.
-func redisClient(r *config.Redis) (redis.UniversalClient, error) {
+// Redis costs a decision its failure timeout, not the socket's. New
+// connections authenticate with what creds returns at the time.
+func redisClient(r *config.Redis, creds func() (username, password string)) (redis.UniversalClient, error) {
 	if r == nil {
 		return nil, errors.New("storage.redis is required by the redis and hybrid engines")
 	}
@@ -106,8 +124,7 @@ func redisClient(r *config.Redis) (redis.UniversalClient, error) {
 		MasterName:            r.MasterName,
 		SentinelUsername:      r.SentinelUsername,
 		SentinelPassword:      r.SentinelPassword,
-		Username:              r.Username,
-		Password:              r.Password,
+		CredentialsProvider:   creds,
 		DB:                    r.DB,
 		TLSConfig:             tlsConf,
 		PoolSize:              r.PoolSize,

@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -85,31 +86,47 @@ func version() string {
 }
 
 func serve(args []string, stderr io.Writer) int {
+	// Signals are taken before anything else: a SIGHUP or SIGTERM that
+	// arrives while the daemon starts is handled, never the default action
+	// (which would kill the process).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "configuration `file` (watched and reloaded on change and on SIGHUP); empty: built-in defaults")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	switch rest := fs.Args(); {
+	case len(rest) == 1 && *path == "":
+		*path = rest[0] // floodgate serve FILE, as floodgate validate FILE
+	case len(rest) > 0:
+		fmt.Fprintf(stderr, "floodgate serve: unexpected arguments %q; usage: floodgate serve [-config] [FILE]\n", rest)
+		return 2
+	}
 
 	var cfg *config.Config
 	var reload func()
-	var d *daemon.Daemon
+	var d atomic.Pointer[daemon.Daemon]
 	if *path == "" {
 		cfg = config.Default()
 	} else {
 		// The watcher's first load must succeed; later loads call back.
 		w, err := daemon.Watch(ctx, *path, func(c *config.Config, err error) {
-			if d == nil {
-				return
+			dm := d.Load()
+			switch {
+			case dm == nil:
+			case err != nil:
+				dm.ReloadFailed(err)
+			case c == nil:
+				dm.Logger().Info("configuration unchanged", "file", *path)
+			default:
+				_ = dm.Apply(c)
 			}
-			if err != nil {
-				d.ReloadFailed(err)
-				return
-			}
-			_ = d.Apply(c)
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "floodgate: %v\n", err)
@@ -117,38 +134,53 @@ func serve(args []string, stderr io.Writer) int {
 		}
 		cfg, reload = w.Config(), w.Reload
 	}
-	d, err := daemon.New(cfg, daemon.Options{})
+	dm, err := daemon.New(cfg, daemon.Options{LogOutput: stderr})
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate: %v\n", err)
 		return 1
 	}
-	if err := d.Start(); err != nil {
+	d.Store(dm)
+	if err := dm.Start(); err != nil {
+		dm.Close()
 		fmt.Fprintf(stderr, "floodgate: %v\n", err)
 		return 1
 	}
-	banner(stderr, d, *path)
+	log := dm.Logger()
+	banner(stderr, dm, *path)
+	if *path == "" {
+		log.Warn("running on the built-in defaults: memory engine, the demo upstream, the proxy on every interface; give a configuration file to serve yours",
+			"usage", "floodgate serve FILE")
+	}
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	// drain shuts down within the configured time: shutdown_delay with
+	// readiness off and the listeners still serving, then
+	// shutdown_timeout for what is in flight.
+	drain := func() error {
+		c := dm.Config()
+		sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownDelay.D()+c.ShutdownTimeout.D())
+		defer cancel()
+		return dm.Shutdown(sctx)
+	}
 	for {
 		select {
 		case <-hup:
-			if reload != nil {
-				reload()
+			if reload == nil {
+				log.Info("SIGHUP: running on the built-in defaults, nothing to reload")
+				continue
 			}
-		case err := <-d.Failed():
-			fmt.Fprintf(stderr, "floodgate: %v; shutting down\n", err)
-			sctx, cancel := context.WithTimeout(context.Background(), d.Config().ShutdownTimeout.D())
-			defer cancel()
-			d.Shutdown(sctx)
+			log.Info("SIGHUP: reading the configuration again", "file", *path)
+			reload()
+		case err := <-dm.Failed():
+			log.Error("a listener failed; shutting down", "error", err)
+			drain()
 			return 1
 		case <-ctx.Done():
-			sctx, cancel := context.WithTimeout(context.Background(), d.Config().ShutdownTimeout.D()+5*time.Second)
-			defer cancel()
-			if err := d.Shutdown(sctx); err != nil {
-				fmt.Fprintf(stderr, "floodgate: shutdown: %v\n", err)
-				return 1
+			c := dm.Config()
+			log.Info("stopping: readiness off, draining the listeners", "delay", c.ShutdownDelay.D(), "timeout", c.ShutdownTimeout.D())
+			if err := drain(); err != nil {
+				log.Warn("shutdown: requests still in flight were cut off", "error", err)
+			} else {
+				log.Info("stopped")
 			}
 			return 0
 		}

@@ -2,16 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,6 +14,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/daemon"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // TestValidateAgreesWithServe: for every example configuration and
@@ -35,7 +29,8 @@ func TestValidateAgreesWithServe(t *testing.T) {
 	t.Setenv("REDIS_PASSWORD", "secret")
 	t.Setenv("ADMIN_TOKEN", "token")
 	dir := t.TempDir()
-	cert, key := writeCert(t, dir)
+	c := testkit.WriteCert(t, dir, "server", 1)
+	cert, key := c.CertFile, c.KeyFile
 	if err := os.MkdirAll(filepath.Join(dir, "envoy"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -183,31 +178,4 @@ func mutations(text string) []string {
 		}
 	}
 	return out
-}
-
-// writeCert writes a self-signed certificate for localhost and its key.
-func writeCert(t *testing.T, dir string) (certPath, keyPath string) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"}, DNSNames: []string{"localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPath, keyPath = filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
-	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certPath, keyPath
 }

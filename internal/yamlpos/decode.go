@@ -529,20 +529,22 @@ func keyText(k ast.MapKeyNode) string {
 	return ""
 }
 
-type fieldInfo struct {
-	name  string
-	index []int
+// A Field is one YAML field of a struct type: its name in the file and its
+// index path (through inline embedded structs).
+type Field struct {
+	Name  string
+	Index []int
 }
 
 var fieldCache sync.Map // reflect.Type → []fieldInfo
 
-// fieldsOf lists the YAML fields of a struct type, with inline embedded
-// structs flattened.
-func fieldsOf(t reflect.Type) []fieldInfo {
+// Fields lists the YAML fields of a struct type, with inline embedded
+// structs flattened and fields tagged yaml:"-" left out.
+func Fields(t reflect.Type) []Field {
 	if f, ok := fieldCache.Load(t); ok {
-		return f.([]fieldInfo)
+		return f.([]Field)
 	}
-	var out []fieldInfo
+	var out []Field
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		if !sf.IsExported() {
@@ -553,15 +555,15 @@ func fieldsOf(t reflect.Type) []fieldInfo {
 			continue
 		}
 		if strings.Contains(opts, "inline") {
-			for _, inner := range fieldsOf(sf.Type) {
-				out = append(out, fieldInfo{inner.name, append([]int{i}, inner.index...)})
+			for _, inner := range Fields(sf.Type) {
+				out = append(out, Field{inner.Name, append([]int{i}, inner.Index...)})
 			}
 			continue
 		}
 		if name == "" {
 			name = strings.ToLower(sf.Name)
 		}
-		out = append(out, fieldInfo{name, []int{i}})
+		out = append(out, Field{name, []int{i}})
 	}
 	fieldCache.Store(t, out)
 	return out
@@ -575,7 +577,7 @@ func (d *Decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
 	if path == "" && len(pairs) > 0 {
 		d.Pos[""] = d.at(pairs[0].Key) // the document starts at its first field
 	}
-	fields := fieldsOf(v.Type())
+	fields := Fields(v.Type())
 	seen := map[string]bool{}
 	for _, mv := range pairs {
 		key := keyText(mv.Key)
@@ -586,9 +588,9 @@ func (d *Decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
 			d.registerAnchors(mv.Value, 0)
 			continue
 		}
-		var f *fieldInfo
+		var f *Field
 		for i := range fields {
-			if fields[i].name == key {
+			if fields[i].Name == key {
 				f = &fields[i]
 				break
 			}
@@ -596,7 +598,7 @@ func (d *Decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
 		if f == nil {
 			names := make([]string, len(fields))
 			for i, fi := range fields {
-				names[i] = fi.name
+				names[i] = fi.Name
 			}
 			if s := Suggest(key, names); s != "" {
 				d.errorf(mv.Key, fpath, "unknown field %q; did you mean %q?", key, s)
@@ -611,7 +613,7 @@ func (d *Decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
 			continue
 		}
 		seen[key] = true
-		d.Decode(mv.Value, v.FieldByIndex(f.index), fpath)
+		d.Decode(mv.Value, v.FieldByIndex(f.Index), fpath)
 		// Errors about a field point at its name, where the eye looks.
 		d.Pos[fpath] = d.at(mv.Key)
 	}
