@@ -192,7 +192,7 @@ func serve(args []string, stderr io.Writer) int {
 func banner(w io.Writer, d *daemon.Daemon, path string) {
 	cfg := d.Config()
 	a := d.Addrs()
-	src := "built-in defaults (floodgate serve -config FILE to use yours)"
+	src := "built-in defaults (floodgate serve FILE to use yours)"
 	if path != "" {
 		src = path
 	}
