@@ -23,9 +23,10 @@ func TestCourseExperiments(t *testing.T) {
 	if !f.HeadersShown || !f.Got429 {
 		t.Errorf("1: headers shown %v, 429 with Retry-After %v", f.HeadersShown, f.Got429)
 	}
-	// Two local instances: twice the burst, give or take refills during the run.
-	if f.LocalAdmitted < 2*f.Limit || f.LocalAdmitted > 2*f.Limit+100 {
-		t.Errorf("2: two local instances admitted %d, want about %d", f.LocalAdmitted, 2*f.Limit)
+	// Two local instances: twice the burst, plus what each refilled while
+	// the requests ran (on a slow machine they run longer).
+	if f.LocalAdmitted < 2*f.Limit || f.LocalAdmitted > f.LocalBound {
+		t.Errorf("2: two local instances admitted %d, want %d to %d", f.LocalAdmitted, 2*f.Limit, f.LocalBound)
 	}
 	// Hybrid: the global burst, plus what refilled while the 400 requests ran.
 	if f.HybridAdmitted < f.Limit || f.HybridAdmitted > f.HybridBound {

@@ -35,6 +35,7 @@ type Findings struct {
 	HeadersShown   bool  // 1: X-RateLimit-* on every answer
 	Got429         bool  // 1: a 429 with Retry-After past the limit
 	LocalAdmitted  int64 // 2: admitted by two local instances
+	LocalBound     int64 // 2: what two whole limits allow in the time the requests took
 	HybridAdmitted int64 // 3: admitted by two hybrid instances
 	HybridBound    int64 // 3: what one global limit allows in the time the requests took
 	Limit          int64 // the burst both modes were asked to admit
@@ -208,6 +209,7 @@ func Run(ctx context.Context, w io.Writer) (*Findings, error) {
 	if f.LocalAdmitted, _, err = burst("memory"); err != nil {
 		return nil, err
 	}
+	f.LocalBound = 2 * (f.Limit + int64(took.Seconds()*50) + 1)
 	fmt.Fprintf(w, "   admitted %d: %.1f× the burst of %d — each instance enforces the whole limit\n", f.LocalAdmitted, float64(f.LocalAdmitted)/float64(f.Limit), f.Limit)
 	fmt.Fprintln(w, "\n3. The same two instances in hybrid mode, sharing Redis (local shares sized for two instances):")
 	if f.HybridAdmitted, f.SourcesSeen, err = burst("hybrid-2"); err != nil {
