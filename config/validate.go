@@ -726,7 +726,9 @@ func (k *checker) checkEnvoy() {
 		}
 		files = append(files, envoyrules.Source{Name: path, Data: data})
 	}
-	rules, errs := envoyrules.Compile(files, alg)
+	k.oneOf("envoy.descriptors", e.Descriptors, "all_or_nothing", "independent")
+	k.oneOf("envoy.engine_errors", e.EngineErrors, "failure_mode", "status")
+	rules, errs := envoyrules.CompileWith(files, envoyrules.Options{Algorithm: alg, MergeDomains: e.MergeDomains})
 	k.d.Errs = append(k.d.Errs, errs...)
 	e.Rules = rules
 }

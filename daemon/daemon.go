@@ -333,6 +333,7 @@ func (d *Daemon) newFrontEnds(g *generation) error {
 	}
 	if e := cfg.Envoy; e != nil {
 		svc, err := envoyrls.New(envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg),
+			ShadowMode: e.ShadowMode, Independent: e.Descriptors == "independent", ChargeDenied: e.ChargeDenied, ErrorStatus: e.EngineErrors == "status",
 			Rules: e.Rules, Limiters: g.limiters, Logger: d.log,
 			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() }})
 		if err != nil {

@@ -12,19 +12,14 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate-go/floodgate"
@@ -57,6 +52,30 @@ type Config struct {
 	// Limiters decide, by rule policy (envoyrules.Rule.Policy): one for
 	// every policy of Rules.Policies. SetRules replaces them.
 	Limiters map[string]floodgate.Limiter
+
+	// ShadowMode answers every request OK overall, while counting as
+	// usual; each descriptor's status still says whether it was over its
+	// limit (envoyproxy/ratelimit's SHADOW_MODE).
+	ShadowMode bool
+
+	// Independent decides and charges each descriptor of a request on its
+	// own, as envoyproxy/ratelimit does: one over its limit refuses the
+	// request, and the others are charged all the same. The default is all
+	// or nothing: a request refused by one descriptor is charged to none.
+	Independent bool
+
+	// ChargeDenied charges a descriptor that is over its limit too
+	// (envoyproxy/ratelimit adds the hits, then compares), so a client that
+	// keeps retrying while limited stays limited; its status then reports
+	// limit_remaining 0. The default charges only what is admitted.
+	ChargeDenied bool
+
+	// ErrorStatus answers a call whose limits the storage could not reach
+	// with the gRPC error UNAVAILABLE, as envoyproxy/ratelimit does when
+	// Redis fails, so that Envoy's failure_mode_deny decides, instead of
+	// the answer of the storage's failure mode (fail-open: OK,
+	// fail-closed: OVER_LIMIT).
+	ErrorStatus bool
 
 	// OnShadow, when set, is called for every descriptor limit in shadow
 	// mode that would have been over limit.
@@ -99,6 +118,7 @@ type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
 	timeout  time.Duration
+	mode     mode
 	hdr      httplimit.Headers // the fields response_headers selects
 	headers  bool
 	onShadow func(string, floodgate.Result)
@@ -123,7 +143,8 @@ type ruleSet struct {
 
 // New validates cfg and returns its service.
 func New(cfg Config) (*Service, error) {
-	s := &Service{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger), health: health.NewServer()}
+	s := &Service{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger), health: health.NewServer(),
+		mode: mode{shadow: cfg.ShadowMode, independent: cfg.Independent, chargeDenied: cfg.ChargeDenied, errorStatus: cfg.ErrorStatus}}
 	s.errs.Log = s.sample.Logger()
 	if s.timeout <= 0 {
 		s.timeout = DefaultTimeout
@@ -207,187 +228,13 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	}
 }
 
-// rlsState is one call's scratch space, pooled.
-type rlsState struct {
-	descs  [][]envoyrules.Entry
-	checks []httplimit.Charge
-	owner  []int // per check: the descriptor it belongs to
-	shadow []rlsShadow
-	v      httplimit.Verdict
-}
-
-type rlsShadow struct {
-	desc int
-	name string
-	key  string
-	lim  floodgate.Limiter
-}
-
-var rlsPool = sync.Pool{New: func() any { return new(rlsState) }}
-
-// ShouldRateLimit implements rlsv3.RateLimitServiceServer.
-func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	if req.GetDomain() == "" {
-		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
-	}
-	if len(req.GetDescriptors()) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-
-	st := rlsPool.Get().(*rlsState)
-	defer func() {
-		for i := range st.descs {
-			st.descs[i] = st.descs[i][:0]
-		}
-		clear(st.checks)
-		clear(st.shadow)
-		*st = rlsState{descs: st.descs[:0], checks: st.checks[:0], owner: st.owner[:0], shadow: st.shadow[:0]}
-		rlsPool.Put(st)
-	}()
-	rs := s.rules.Load()
-	reqCost := int64(max(req.GetHitsAddend(), 1))
-	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.Descriptors))
-	for i, d := range req.Descriptors {
-		if i == len(st.descs) {
-			st.descs = append(st.descs, nil)
-		}
-		for _, e := range d.GetEntries() {
-			st.descs[i] = append(st.descs[i], envoyrules.Entry{Key: e.GetKey(), Value: e.GetValue()})
-		}
-		statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-	}
-	// A rule that another matched rule replaces (by name) is dropped.
-	matched := rs.rules.MatchRequest(req.Domain, st.descs[:len(req.Descriptors)])
-	for i, d := range req.Descriptors {
-		r := matched[i]
-		if r == nil || r.Unlimited {
-			continue
-		}
-		lim := rs.limiter(r)
-		if lim == nil {
-			continue
-		}
-		cost := reqCost
-		if h := d.GetHitsAddend(); h != nil {
-			cost = int64(min(h.GetValue(), math.MaxInt64))
-		}
-		switch {
-		case d.GetIsNegativeHits():
-			if err := lim.RefundN(ctx, r.Key, cost); err != nil {
-				s.errs.Error(ctx, "envoy: refund failed", slog.String("limit", r.Policy), slog.Any("error", err))
-			}
-		case r.Shadow:
-			st.shadow = append(st.shadow, rlsShadow{desc: i, name: ruleName(r), key: r.Key, lim: lim})
-		default:
-			st.checks = append(st.checks, httplimit.Charge{Limiter: lim, Key: r.Key, Cost: cost})
-			st.owner = append(st.owner, i)
-		}
-	}
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: statuses}
-	var res floodgate.Result
-	drive := 0
-	if len(st.checks) > 0 {
-		v := &st.v
-		rs.decider.Decide(ctx, v, st.checks...)
-		var err error
-		res, drive, err = v.Result(), v.Drive(), v.Err()
-		if err != nil {
-			s.errs.Error(ctx, "envoy: undecided", slog.String("policy", st.checks[drive].Limiter.Name()), slog.Any("error", err))
-			return nil, status.Errorf(codes.Unavailable, "rate limiter could not decide: %v", err)
-		}
-		decided := len(st.checks)
-		if !res.Allowed {
-			decided = drive + 1
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			s.sample.Denied(ctx, "envoy", st.checks[drive].Key, &res, false)
-		}
-		best := make([]int, len(statuses)) // per descriptor: 1 + its driving check
-		results := make([]floodgate.Result, decided)
-		for k := range decided {
-			results[k] = v.ResultOf(k)
-			i := st.owner[k]
-			if b := best[i]; b == 0 || restrictive(&results[k], &results[b-1]) {
-				best[i] = k + 1
-			}
-		}
-		for i, b := range best {
-			if b > 0 {
-				fillStatus(statuses[i], &results[b-1], "")
-			}
-		}
-		if res.Source == floodgate.SourceFailClosed && !res.Allowed {
-			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "x-ratelimit-source", Value: string(floodgate.SourceFailClosed)})
-		}
-		if s.headers {
-			v.Headers(func(name, value string) {
-				resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: strings.ToLower(name), Value: value})
-			})
-		}
-	}
-	if resp.OverallCode == rlsv3.RateLimitResponse_OK {
-		s.decideShadow(ctx, st, statuses)
-	}
-	return resp, nil
-}
-
-// decideShadow decides the shadow limits of a request that passed: each is
-// charged like an enforced one, and one that would refuse is counted and
-// logged while the descriptor stays OK.
-func (s *Service) decideShadow(ctx context.Context, st *rlsState, statuses []*rlsv3.RateLimitResponse_DescriptorStatus) {
-	for _, sh := range st.shadow {
-		res, err := sh.lim.Allow(ctx, sh.key)
-		if err != nil {
-			s.errs.Error(ctx, "envoy: shadow limit undecided", slog.String("limit", sh.name), slog.Any("error", err))
-			continue
-		}
-		if !res.Allowed {
-			if s.onShadow != nil {
-				s.onShadow(sh.name, res)
-			}
-			s.sample.Denied(ctx, "envoy", sh.key, &res, true)
-		}
-		if statuses[sh.desc].CurrentLimit == nil {
-			fillStatus(statuses[sh.desc], &res, sh.name)
-			statuses[sh.desc].Code = rlsv3.RateLimitResponse_OK
-		}
-	}
-}
-
-// restrictive reports whether a drives a descriptor's status rather than b:
-// a denial over an admission, else the fewer units remaining.
-func restrictive(a, b *floodgate.Result) bool {
-	if a.Allowed != b.Allowed {
-		return !a.Allowed
-	}
-	return a.Remaining < b.Remaining
-}
-
-// fillStatus describes res in st: its code, and, when it read state, the
-// limit, the units remaining and the time until the limit is full again.
-func fillStatus(st *rlsv3.RateLimitResponse_DescriptorStatus, res *floodgate.Result, name string) {
-	if res.Allowed {
-		st.Code = rlsv3.RateLimitResponse_OK
-	} else {
-		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-	}
-	if res.Set == nil || res.Source == floodgate.SourceFailOpen || res.Source == floodgate.SourceFailClosed {
-		return
-	}
-	if name == "" {
-		name = res.Policy
-	}
-	st.CurrentLimit = currentLimit(res.Limit, name)
-	st.LimitRemaining = uint32(min(res.Remaining, math.MaxUint32))
-	st.DurationUntilReset = durationpb.New(res.ResetAfter)
-}
-
 // units are the Envoy units that are exact durations, longest first.
 var units = [...]struct {
 	d time.Duration
 	u rlsv3.RateLimitResponse_RateLimit_Unit
 }{
+	{365 * 24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_YEAR},
+	{30 * 24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_MONTH},
 	{7 * 24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_WEEK},
 	{24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_DAY},
 	{time.Hour, rlsv3.RateLimitResponse_RateLimit_HOUR},

@@ -22,6 +22,7 @@ const (
 	diffKeyJoin      = "wildcards compare the entry's key exactly"
 	diffNewer        = "newer than the reference built here"
 	diffOverride     = "a limit sent in the descriptor is not supported"
+	diffPeekOver     = "no count above the limit"
 )
 
 // exampleSeqs are sequences over the reference's examples/ratelimit
@@ -38,11 +39,11 @@ var exampleSeqs = []struct {
 	{sequence: sequence{name: "key only at the second level", calls: []call{req(5, d("foo=a", "bar=x")), req(1, d("foo=a", "bar=y"))}}},
 	{sequence: sequence{name: "named limit", calls: []call{req(3, d("foo=a", "bar=bkthomps"))}}},
 	{sequence: sequence{name: "replaces drops the named limit", calls: []call{req(5, d("category=account"), d("foo=a", "bar=bkthomps"))}}},
-	{sequence: sequence{name: "requests_per_unit 0", calls: []call{req(2, d("foo=a", "bar=banned")), req(1, dh(0, "foo=a", "bar=banned"))}}},
+	{sequence: sequence{name: "requests_per_unit 0", calls: []call{req(1, dh(0, "foo=a", "bar=banned")), req(2, d("foo=a", "bar=banned"))}}},
 	{sequence: sequence{name: "replacing the blocked limit", calls: []call{req(3, d("source_cluster=proxy", "destination_cluster=override"), d("foo=a", "bar=banned"))}}},
 	{sequence: sequence{name: "shadow mode", calls: []call{req(5, d("foo=a", "baz=shady"))}}},
-	{sequence: sequence{name: "shadow mode with hits_addend 2", calls: []call{reqHits(3, 2, d("foo=a", "baz=shady"))}}},
-	{sequence: sequence{name: "shadow mode with a descriptor's hits_addend", calls: []call{req(3, dh(2, "foo=a", "baz=shady"))}}},
+	{sequence: sequence{name: "shadow mode with hits_addend 2", calls: []call{reqHits(3, 2, d("foo=a", "baz=shady"))}}, byDefault: diffNotCharged},
+	{sequence: sequence{name: "shadow mode with a descriptor's hits_addend", calls: []call{req(3, dh(2, "foo=a", "baz=shady"))}}, byDefault: diffNotCharged},
 	{sequence: sequence{name: "unlimited", calls: []call{req(2, d("foo=a", "bay=z")), req(2, d("qux=1"))}}},
 	{sequence: sequence{name: "detailed metric", calls: []call{req(3, d("unspec=u1")), req(1, d("unspec=u2"))}}},
 	{sequence: sequence{name: "per second", calls: []call{req(3, d("foo=a", "baz=q"))}}},
@@ -51,6 +52,7 @@ var exampleSeqs = []struct {
 		{descs: d1("category=account"), domain: "no-such-domain"},
 	}}},
 	{sequence: sequence{name: "peek with hits_addend 0", calls: []call{req(1, dh(0, "category=account")), req(4, d("category=account")), req(1, dh(0, "category=account"))}}},
+	{sequence: sequence{name: "a peek after a denial", calls: []call{req(5, d("category=account")), req(1, dh(0, "category=account"))}, differs: diffPeekOver}},
 	{sequence: sequence{name: "hits_addend past the limit", calls: []call{reqHits(3, 3, d("category=account")), req(1, d("category=account"))}}, byDefault: diffNotCharged},
 	{sequence: sequence{name: "a denied request with two descriptors", calls: []call{req(3, d("foo=a"), d("foo=a", "bar=bkthomps"))}}, byDefault: diffAllOrNothing},
 	{sequence: sequence{name: "nine descriptors in one request", calls: []call{req(1, nine("category=account")...)}}, byDefault: diffAllOrNothing},
@@ -126,7 +128,7 @@ func TestShadowModeConfig(t *testing.T) {
 		{name: "shadow with hits_addend 7", calls: []call{reqHits(4, 7, d("key2=x"))}},
 		{name: "enforced beside it", calls: []call{req(2, d("key2=value2")), req(6, d("key1=value1", "subkey1=s"))}},
 	}
-	compare(t, setup{domain: "test-domain", files: files, seqs: seqs})
+	compare(t, setup{domain: "test-domain", files: files, floodgate: parity, seqs: seqs})
 	compare(t, setup{domain: "test-domain", files: files, floodgate: parity, seqs: []sequence{
 		{name: "shadow beside a denying limit", calls: []call{req(8, d("key2=x"), d("key1=value1", "subkey1=s"))}},
 	}})
