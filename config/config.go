@@ -674,6 +674,11 @@ type Envoy struct {
 	// two of them is an error.
 	MergeDomains bool `yaml:"merge_domains,omitempty"`
 
+	// DynamicMetadata sends the request's descriptors and the metadata of
+	// the rules that passed in each answer's dynamic_metadata
+	// (envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA).
+	DynamicMetadata bool `yaml:"dynamic_metadata,omitempty"`
+
 	// EngineErrors is failure_mode (the default: an outage of the storage
 	// is answered by storage.failure, e.g. OK under fail_open) or status
 	// (a gRPC UNAVAILABLE error, as envoyproxy/ratelimit answers when Redis

@@ -233,6 +233,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	}
 	if d.envoy != nil && cfg.Envoy != nil && cfg.Envoy.Rules != nil {
 		d.envoy.SetRules(cfg.Envoy.Rules, g.limiters)
+		d.envoy.SetMode(envoyMode(cfg.Envoy))
 	}
 	if d.pg != nil && cfg.Postgres != nil {
 		if err := d.pg.SetLimits(postgresLimits(cfg.Postgres, g.limiters)); err != nil {
@@ -333,7 +334,7 @@ func (d *Daemon) newFrontEnds(g *generation) error {
 	}
 	if e := cfg.Envoy; e != nil {
 		svc, err := envoyrls.New(envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg),
-			ShadowMode: e.ShadowMode, Independent: e.Descriptors == "independent", ChargeDenied: e.ChargeDenied, ErrorStatus: e.EngineErrors == "status",
+			Mode:  envoyMode(e),
 			Rules: e.Rules, Limiters: g.limiters, Logger: d.log,
 			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() }})
 		if err != nil {
@@ -467,4 +468,10 @@ func prefixes(list []string) ([]netip.Prefix, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// envoyMode is how the envoy section asks descriptors to be counted.
+func envoyMode(e *config.Envoy) envoyrls.Mode {
+	return envoyrls.Mode{ShadowMode: e.ShadowMode, Independent: e.Descriptors == "independent",
+		ChargeDenied: e.ChargeDenied, ErrorStatus: e.EngineErrors == "status", DynamicMetadata: e.DynamicMetadata}
 }

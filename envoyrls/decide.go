@@ -13,16 +13,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/envoyrules"
+	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/hybrid"
 )
-
-// mode is how the service counts (see Config).
-type mode struct {
-	shadow, independent, chargeDenied, errorStatus bool
-}
 
 // kind is what a descriptor's rule does with its limit.
 type kind uint8
@@ -72,6 +70,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	defer cancel()
 
 	rs := s.rules.Load()
+	m := s.mode.Load()
 	descs := make([][]envoyrules.Entry, len(req.Descriptors))
 	for i, d := range req.Descriptors {
 		es := make([]envoyrules.Entry, len(d.GetEntries()))
@@ -119,14 +118,14 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		checks = append(checks, check{desc: i, rule: r, lim: lim, key: r.Key, cost: cost, kind: k})
 	}
 
-	if s.mode.independent {
+	if m.Independent {
 		all := make([]*check, len(checks))
 		for i := range checks {
 			all[i] = &checks[i]
 		}
-		s.each(ctx, all)
+		s.each(ctx, m, all)
 	} else {
-		s.allOrNothing(ctx, checks)
+		s.allOrNothing(ctx, m, checks)
 	}
 
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: statuses}
@@ -140,7 +139,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			return nil, status.Errorf(codes.Unavailable, "rate limiter could not decide: %v", c.err)
 		}
 		src := c.res.Source
-		if s.mode.errorStatus && (src == floodgate.SourceFailOpen || src == floodgate.SourceFailClosed) {
+		if m.ErrorStatus && outage(src) {
 			return nil, status.Error(codes.Unavailable, "rate limit storage unavailable")
 		}
 		failClosed = failClosed || (src == floodgate.SourceFailClosed && !c.res.Allowed)
@@ -173,7 +172,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		if drive >= 0 {
 			s.sample.Denied(ctx, "envoy", checks[drive].key, &checks[drive].res, false)
 		}
-		if s.mode.shadow {
+		if m.ShadowMode {
 			resp.OverallCode = rlsv3.RateLimitResponse_OK
 		}
 	}
@@ -183,7 +182,62 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if s.headers {
 		s.addHeaders(ctx, rs, resp, checks, drive)
 	}
+	if m.DynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(req, matched, statuses)
+	}
 	return resp, nil
+}
+
+// dynamicMetadata is an answer's dynamic_metadata (Config.DynamicMetadata).
+func dynamicMetadata(req *rlsv3.RateLimitRequest, matched []*envoyrules.Rule, statuses []*rlsv3.RateLimitResponse_DescriptorStatus) *structpb.Struct {
+	fields := map[string]*structpb.Value{"domain": structpb.NewStringValue(req.Domain)}
+	descs := make([]*structpb.Value, 0, len(req.Descriptors))
+	for _, d := range req.Descriptors {
+		df := map[string]*structpb.Value{}
+		es := make([]*structpb.Value, len(d.GetEntries()))
+		for i, e := range d.GetEntries() {
+			es[i] = structpb.NewStringValue(e.GetKey() + "=" + e.GetValue())
+		}
+		df["entries"] = structpb.NewListValue(&structpb.ListValue{Values: es})
+		if l := d.GetLimit(); l != nil {
+			df["limit"] = structpb.NewStringValue(l.String())
+		}
+		if h := d.GetHitsAddend(); h != nil {
+			df["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+		}
+		descs = append(descs, structpb.NewStructValue(&structpb.Struct{Fields: df}))
+	}
+	fields["descriptors"] = structpb.NewListValue(&structpb.ListValue{Values: descs})
+	if h := req.GetHitsAddend(); h != 0 {
+		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
+	}
+	merged := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for i, r := range matched {
+		if r == nil || len(r.Metadata) == 0 || statuses[i].Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+			continue
+		}
+		if m, err := structpb.NewStruct(r.Metadata); err == nil {
+			mergeMetadata(merged, m)
+		}
+	}
+	if len(merged.Fields) > 0 {
+		fields["metadata"] = structpb.NewStructValue(merged)
+	}
+	return &structpb.Struct{Fields: fields}
+}
+
+// mergeMetadata adds src's fields to dst: a field dst has keeps its value,
+// except that two maps merge field by field.
+func mergeMetadata(dst, src *structpb.Struct) {
+	for k, v := range src.GetFields() {
+		have, ok := dst.Fields[k]
+		switch {
+		case !ok:
+			dst.Fields[k] = v
+		case have.GetStructValue() != nil && v.GetStructValue() != nil:
+			mergeMetadata(have.GetStructValue(), v.GetStructValue())
+		}
+	}
 }
 
 // allOrNothing decides checks so that a request refused by one enforced
@@ -192,7 +246,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 // quota checks, each on its own, when the enforced ones passed, and
 // otherwise only looked at (cost 0), so that every descriptor still reports
 // what the engine holds.
-func (s *Service) allOrNothing(ctx context.Context, checks []check) {
+func (s *Service) allOrNothing(ctx context.Context, m *Mode, checks []check) {
 	var enf, rest []*check
 	for i := range checks {
 		if checks[i].kind == enforced {
@@ -202,7 +256,7 @@ func (s *Service) allOrNothing(ctx context.Context, checks []check) {
 		}
 	}
 	groups := groupChecks(enf)
-	s.decideGroups(ctx, groups)
+	s.decideGroups(ctx, m, groups)
 	passed := true
 	for _, g := range groups {
 		passed = passed && g.err == nil && g.res.Allowed
@@ -213,7 +267,7 @@ func (s *Service) allOrNothing(ctx context.Context, checks []check) {
 			c.cost = 0
 		}
 	}
-	s.each(ctx, rest)
+	s.each(ctx, m, rest)
 	if !passed {
 		return
 	}
@@ -234,13 +288,13 @@ func (s *Service) allOrNothing(ctx context.Context, checks []check) {
 
 // each decides checks independently: the checks of one bucket in order,
 // different buckets at once.
-func (s *Service) each(ctx context.Context, checks []*check) {
+func (s *Service) each(ctx context.Context, m *Mode, checks []*check) {
 	groups := groupChecks(checks)
 	run := func(g *group) {
 		for _, c := range g.checks {
 			c.res, c.err = c.lim.AllowN(ctx, c.key, c.cost)
 			c.charged = c.err == nil && c.res.Allowed && c.cost > 0
-			if c.err == nil && !c.res.Allowed && c.cost > 0 && s.mode.chargeDenied {
+			if c.err == nil && !c.res.Allowed && c.cost > 0 && m.ChargeDenied {
 				s.chargeDenied(ctx, c.lim, c.key, &c.res)
 				c.charged = true
 			}
@@ -252,7 +306,7 @@ func (s *Service) each(ctx context.Context, checks []*check) {
 // decideGroups decides each group as one check of its summed cost, the
 // groups at once, and gives every check of a group its own numbers: in an
 // admitted group, the units left after it and the checks before it.
-func (s *Service) decideGroups(ctx context.Context, groups []*group) {
+func (s *Service) decideGroups(ctx context.Context, m *Mode, groups []*group) {
 	parallel(groups, func(g *group) {
 		g.res, g.err = g.checks[0].lim.AllowN(ctx, g.checks[0].key, g.cost)
 		if g.err == nil && !g.res.Allowed && g.res.Source == floodgate.SourcePolicy && g.res.Set != nil {
@@ -262,14 +316,14 @@ func (s *Service) decideGroups(ctx context.Context, groups []*group) {
 				g.res.Remaining, g.res.ResetAfter = peek.Remaining, peek.ResetAfter
 			}
 		}
-		if g.err == nil && !g.res.Allowed && g.cost > 0 && s.mode.chargeDenied {
+		if g.err == nil && !g.res.Allowed && g.cost > 0 && m.ChargeDenied {
 			s.chargeDenied(ctx, g.checks[0].lim, g.checks[0].key, &g.res)
 		}
 		after := int64(0)
 		for i := len(g.checks) - 1; i >= 0; i-- {
 			c := g.checks[i]
 			c.res, c.err = g.res, g.err
-			c.charged = g.err == nil && (g.res.Allowed || s.mode.chargeDenied) && g.cost > 0
+			c.charged = g.err == nil && (g.res.Allowed || m.ChargeDenied) && g.cost > 0
 			if g.err == nil && g.res.Allowed {
 				c.res.Remaining += after
 				after += c.cost
@@ -438,4 +492,14 @@ func (s *Service) addHeaders(ctx context.Context, rs *ruleSet, resp *rlsv3.RateL
 	v.Headers(func(name, value string) {
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: strings.ToLower(name), Value: value})
 	})
+}
+
+// outage reports whether a decision was made by a failure mode rather than
+// by the storage (which the Result's Source names).
+func outage(src floodgate.Source) bool {
+	switch src {
+	case floodgate.SourceFailOpen, floodgate.SourceFailClosed, failover.SourceLocalFallback, hybrid.SourceLocalFallback:
+		return true
+	}
+	return false
 }

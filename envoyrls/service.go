@@ -53,6 +53,23 @@ type Config struct {
 	// every policy of Rules.Policies. SetRules replaces them.
 	Limiters map[string]floodgate.Limiter
 
+	// Mode is how descriptors are counted and answered; SetMode
+	// replaces it.
+	Mode Mode
+
+	// OnShadow, when set, is called for every descriptor limit in shadow
+	// mode that would have been over limit.
+	OnShadow func(name string, res floodgate.Result)
+
+	// Logger receives denials (sampled) and errors. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Mode is how the service counts descriptors and what its answers carry.
+// The zero value is floodgate's own: all or nothing, denials not charged,
+// failures answered by the storage's failure mode, no dynamic metadata.
+type Mode struct {
 	// ShadowMode answers every request OK overall, while counting as
 	// usual; each descriptor's status still says whether it was over its
 	// limit (envoyproxy/ratelimit's SHADOW_MODE).
@@ -77,29 +94,41 @@ type Config struct {
 	// fail-closed: OVER_LIMIT).
 	ErrorStatus bool
 
-	// OnShadow, when set, is called for every descriptor limit in shadow
-	// mode that would have been over limit.
-	OnShadow func(name string, res floodgate.Result)
-
-	// Logger receives denials (sampled) and errors. Nil means
-	// slog.Default().
-	Logger *slog.Logger
+	// DynamicMetadata sets each answer's dynamic_metadata as
+	// envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA does: the domain,
+	// the request's descriptors (entries as "key=value", limit,
+	// hitsAddend), the request's hitsAddend, and the metadata of the rules
+	// of every descriptor that was not over its limit, merged (the first
+	// value of a field wins; maps merge field by field).
+	DynamicMetadata bool
 }
 
 // Service is the Envoy rate limit service. Each descriptor of a request is
-// looked up; every limit found (shadow ones apart) is decided all or
-// nothing (floodgate.AllowAll), so a request over one limit charges none.
+// matched to its rule (envoyrules.Rules.MatchRequest, replaces applied) and
+// decided under Mode: by default all or nothing, so a request over one
+// limit charges none; the descriptors of one bucket (the same rule and
+// values) are decided as one check of their summed cost, and different
+// buckets at once, so the engine can batch them into one round trip.
 //
-// Answers:
+// Answers, as envoyproxy/ratelimit gives them:
 //
-//   - overall_code OK when every limit passed, OVER_LIMIT when one did not;
-//     one status per descriptor, in the request's order, with
-//     current_limit, limit_remaining and duration_until_reset of the
-//     descriptor's most restrictive limit.
+//   - overall_code OK when every enforced limit passed, OVER_LIMIT when one
+//     did not, or when every quota_mode descriptor of the request is over
+//     its quota; OK whatever happened under Mode.ShadowMode.
+//   - one status per descriptor, in the request's order, each saying what
+//     the engine holds for it after the call (a descriptor refunded because
+//     another one denied reports the units it still has): code,
+//     current_limit (requests_per_unit and unit of its rule, named by the
+//     rate_limit's name), limit_remaining, and duration_until_reset in
+//     whole seconds, rounded up (for a fixed window, the end of the epoch
+//     window). A shadow_mode descriptor is always OK; unlimited: true is OK
+//     with limit_remaining 4294967295 and no current_limit;
+//     requests_per_unit 0 is OVER_LIMIT with a current_limit of 0.
 //   - A Redis outage is answered by the engine's failure policy: fail-open
 //     is OK (no current_limit: no state was read), fail-closed is
 //     OVER_LIMIT with the header x-ratelimit-source: fail-closed, local
-//     fallback decides on local state.
+//     fallback decides on local state; with Mode.ErrorStatus it is the
+//     gRPC error UNAVAILABLE instead.
 //   - A call the engine could not decide within Timeout fails with gRPC
 //     code UNAVAILABLE, so Envoy applies its own failure_mode_deny.
 //   - An empty domain or no descriptors is INVALID_ARGUMENT.
@@ -111,14 +140,14 @@ type Config struct {
 // override (RateLimitDescriptor.limit) is ignored: limits come from
 // configuration.
 //
-// Shadow limits are decided after the enforced ones, and only when those
-// pass: a request that is over an enforced limit is refused anyway and
-// charged nowhere, so the shadow limit would not have seen it either.
+// In all-or-nothing counting, shadow and quota limits are decided after
+// the enforced ones, and only looked at (cost 0) when those denied: a
+// request that is refused is charged nowhere.
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
 	timeout  time.Duration
-	mode     mode
+	mode     atomic.Pointer[Mode]
 	hdr      httplimit.Headers // the fields response_headers selects
 	headers  bool
 	onShadow func(string, floodgate.Result)
@@ -143,8 +172,9 @@ type ruleSet struct {
 
 // New validates cfg and returns its service.
 func New(cfg Config) (*Service, error) {
-	s := &Service{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger), health: health.NewServer(),
-		mode: mode{shadow: cfg.ShadowMode, independent: cfg.Independent, chargeDenied: cfg.ChargeDenied, errorStatus: cfg.ErrorStatus}}
+	s := &Service{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger), health: health.NewServer()}
+	s.SetMode(cfg.Mode)
+
 	s.errs.Log = s.sample.Logger()
 	if s.timeout <= 0 {
 		s.timeout = DefaultTimeout
@@ -174,6 +204,10 @@ func (s *Service) SetRules(rules *envoyrules.Rules, limiters map[string]floodgat
 	}
 	s.rules.Store(&ruleSet{rules: rules, limiters: limiters, decider: dec})
 }
+
+// SetMode replaces how descriptors are counted and answered: a call is
+// answered under the old Mode or the new one.
+func (s *Service) SetMode(m Mode) { s.mode.Store(&m) }
 
 // Register registers the rate limit service and the gRPC health service
 // (grpc.health.v1, serving for "" and the rate limit service's name) on
