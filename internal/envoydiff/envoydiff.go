@@ -119,11 +119,20 @@ func BuildReference(ctx context.Context) (*Reference, error) {
 	return ref, nil
 }
 
-// BuildFloodgate builds the floodgate command of the module holding this
-// package into dir.
+// BuildFloodgate builds the floodgate command into dir, from the
+// floodgate module the calling build uses (this tree, or what a go.mod
+// replaces it with), in that module's own directory so that its own
+// go.mod and go.sum resolve the command's dependencies.
 func BuildFloodgate(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "floodgate")
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", bin, "github.com/floodgate-go/floodgate/cmd/floodgate")
+	out, err := exec.CommandContext(ctx, goTool(), "list", "-m", "-f", "{{.Dir}}", "github.com/floodgate-go/floodgate").Output()
+	root := strings.TrimSpace(string(out))
+	if err != nil || root == "" {
+		return "", fmt.Errorf("envoydiff: locating the floodgate module: %v %s", err, out)
+	}
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", bin, "./cmd/floodgate")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("envoydiff: go build ./cmd/floodgate: %w\n%s", err, out)
 	}
@@ -279,6 +288,13 @@ var listening = regexp.MustCompile(`msg=listening listener=envoy addr=(\S+)`)
 // "shadow_mode: true". It waits until the listener is bound and its gRPC
 // health service answers SERVING (at most 30 s).
 func StartFloodgate(ctx context.Context, bin, dir, redisAddr string, files []File, envoy string) (*Server, error) {
+	return StartFloodgateStorage(ctx, bin, dir, redisAddr, files, envoy, "redis")
+}
+
+// StartFloodgateStorage is StartFloodgate with the engine named: redis
+// (failing open) or hybrid (a local filter holding each limit in front of
+// Redis, for one instance).
+func StartFloodgateStorage(ctx context.Context, bin, dir, redisAddr string, files []File, envoy, engine string) (*Server, error) {
 	var names []string
 	for _, f := range files {
 		p := filepath.Join(dir, f.Name)
@@ -288,7 +304,14 @@ func StartFloodgate(ctx context.Context, bin, dir, redisAddr string, files []Fil
 		names = append(names, strconv.Quote(p))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "storage:\n  engine: redis\n  redis:\n    addrs: [%s]\n  failure: {mode: fail_open}\n", redisAddr)
+	switch engine {
+	case "redis":
+		fmt.Fprintf(&b, "storage:\n  engine: redis\n  redis:\n    addrs: [%s]\n  failure: {mode: fail_open, timeout: 2s}\n", redisAddr)
+	case "hybrid":
+		fmt.Fprintf(&b, "storage:\n  engine: hybrid\n  redis:\n    addrs: [%s]\n  hybrid: {instances: 1}\n", redisAddr)
+	default:
+		return nil, fmt.Errorf("envoydiff: engine %q: redis or hybrid", engine)
+	}
 	fmt.Fprintf(&b, "envoy:\n  listen: 127.0.0.1:0\n  ratelimit_config: [%s]\n", strings.Join(names, ", "))
 	for _, l := range strings.Split(strings.TrimSpace(envoy), "\n") {
 		if l != "" {

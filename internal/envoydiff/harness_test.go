@@ -98,7 +98,6 @@ type sequence struct {
 // A setup is the configuration both servers get and the sequences sent to
 // them.
 type setup struct {
-	name   string
 	domain string
 	files  []File
 	// floodgate holds lines of floodgate's envoy section; ref the
