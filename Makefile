@@ -4,6 +4,9 @@
 #                postgresql and prometheus for promtool; staticcheck), then runs
 #                gofmt, go vet, staticcheck and every test under -race against
 #                real servers the tests start.
+#   make quick   the inner loop: go test -short (no race detector, the long
+#                soak, fault and browser tests left out). CI runs make test.
+#   make fuzz    every fuzz target for FUZZTIME (default 60s) each.
 #   make bench   runs the side-by-side benchmarks (see docs/BENCHMARKS.md).
 #   make demo    a tour: real headers and a 429, a spoofed X-Forwarded-For, Redis failing over.
 
@@ -12,6 +15,7 @@ GOBIN       := $(shell $(GO) env GOPATH)/bin
 STATICCHECK := $(GOBIN)/staticcheck
 STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 30m
+FUZZTIME    ?= 60s
 # The framework adapters and their examples are modules of their own
 # (contrib/*/go.mod, examples/<framework>/go.mod), each built against its own
 # go.mod as a user's build sees it, not the go.work of development; so is
@@ -20,7 +24,7 @@ CONTRIB     := contrib/chi contrib/echo contrib/fiber contrib/gin contrib/grpc c
                examples/chi examples/echo examples/fiber examples/gin examples/grpc
 NOWORK      := GOWORK=off
 
-.PHONY: test deps servers tools fmt-check mod-check vet lint unit bench-compile bench demo course fuzz
+.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile bench demo course fuzz
 
 test: deps fmt-check mod-check vet lint unit bench-compile
 
@@ -64,8 +68,11 @@ mod-check:
 		(cd $$m && $(NOWORK) $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go.mod is not tidy; run: (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; \
 	done
 
+# The main module is vetted and tested as a user's build sees it (GOWORK=off:
+# the versions its own go.mod selects), and vetted in the workspace too.
 vet:
 	$(GO) vet ./...
+	$(NOWORK) $(GO) vet ./...
 	cd bench && $(NOWORK) $(GO) vet ./...
 	for m in $(CONTRIB); do (cd $$m && $(NOWORK) $(GO) vet ./...) || exit 1; done
 
@@ -75,7 +82,7 @@ lint: $(STATICCHECK)
 	for m in $(CONTRIB); do (cd $$m && $(NOWORK) $(STATICCHECK) ./...) || exit 1; done
 
 unit:
-	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	$(NOWORK) $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 	for m in $(CONTRIB); do (cd $$m && $(NOWORK) $(GO) test -race -timeout $(TEST_TIMEOUT) ./...) || exit 1; done
 
 # The benchmark module's own tests check that every compared limiter limits;
@@ -93,5 +100,15 @@ demo:
 course:
 	$(GO) run ./examples/course
 
+quick:
+	$(NOWORK) $(GO) test -short ./...
+
+# Every FuzzXxx of the main module, one after the other; a failing input is
+# kept under the package's testdata/fuzz, where it becomes a regression test.
 fuzz:
-	$(GO) test -run=^$$ -fuzz=FuzzResolver -fuzztime=30s ./clientip/
+	@for pkg in $$($(NOWORK) $(GO) list ./...); do \
+		for f in $$($(NOWORK) $(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+			$(NOWORK) $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done

@@ -15,6 +15,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/redisstore"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // redisCallers is how many goroutines decide at once in the Redis family.
@@ -161,12 +162,11 @@ func runCallers(b *testing.B, e engine, keys []string, callers int) {
 // one local redis-server that this benchmark starts, on 65,536 keys with the
 // quota of the in-memory 64k workload (every decision allowed).
 func BenchmarkRedis(b *testing.B) {
-	srv := startRedis(b)
-	defer srv.stop()
+	srv := testkit.Redis(b)
 	keys := ipKeys(1 << 16)
 	for _, im := range redisImpls {
 		b.Run("impl="+im.name+"/callers=64", func(b *testing.B) {
-			client := newRedisClient(srv.addr)
+			client := newRedisClient(srv.Addr)
 			defer client.Close()
 			e := im.new(b, client, throughputQuota)
 			defer e.close()
@@ -182,11 +182,10 @@ func BenchmarkRedis(b *testing.B) {
 // TestRedisEnginesLimit checks that every Redis adapter really limits: a key
 // gets its burst and no more, another key is not affected.
 func TestRedisEnginesLimit(t *testing.T) {
-	srv := startRedis(t)
-	defer srv.stop()
+	srv := testkit.Redis(t)
 	for _, im := range redisImpls {
 		t.Run(im.name, func(t *testing.T) {
-			client := newRedisClient(srv.addr)
+			client := newRedisClient(srv.Addr)
 			defer client.Close()
 			if err := client.FlushAll(context.Background()).Err(); err != nil {
 				t.Fatal(err)

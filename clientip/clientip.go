@@ -157,7 +157,7 @@ const (
 // the loopback ::1 have that form too, and stay IPv6, as does the rest of
 // ::/104. Other translation prefixes, such as 64:ff9b:1::/48, stay IPv6.
 type Resolver struct {
-	trusted []netip.Prefix
+	trusted Prefixes
 	hops    int
 	header  string // canonical form, for direct map access
 	kind    headerKind
@@ -233,7 +233,13 @@ func New(cfg Config) (*Resolver, error) {
 	return r, nil
 }
 
-// parseTrusted reads one TrustedProxies entry.
+// ParsePrefix reads one entry of a list of trusted peers, as
+// Config.TrustedProxies describes them: a CIDR prefix with no host bits
+// set, or a single address without a zone; a prefix of IPv4 addresses
+// written in IPv6 is read as the IPv4 prefix. It is the one parser of every
+// such list in floodgate (trusted proxies, the daemon's user_trusted_from
+// and proxy_protocol_from), so that a list means the same wherever it is
+// written and `floodgate validate` refuses what serve would.
 func ParsePrefix(s string) (netip.Prefix, error) {
 	s = strings.TrimSpace(s)
 	var p netip.Prefix
@@ -350,13 +356,55 @@ func (r *Resolver) trustsPeer(peer netip.Addr) bool {
 	return r.isTrusted(peer)
 }
 
-func (r *Resolver) isTrusted(a netip.Addr) bool {
-	for _, p := range r.trusted {
+func (r *Resolver) isTrusted(a netip.Addr) bool { return r.trusted.Contains(a) }
+
+// Prefixes is a list of trusted peers, parsed by ParsePrefixes.
+type Prefixes []netip.Prefix
+
+// ParsePrefixes parses every entry with ParsePrefix. The error names each
+// entry that does not parse.
+func ParsePrefixes(list []string) (Prefixes, error) {
+	out := make(Prefixes, 0, len(list))
+	var errs []error
+	for _, s := range list {
+		p, err := ParsePrefix(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%q: %v", s, err))
+			continue
+		}
+		out = append(out, p)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// Contains reports whether a, normalised as Resolver describes (zone
+// removed, IPv4 written in IPv6 folded to IPv4), is in one of the
+// prefixes. Each call scans the list.
+func (ps Prefixes) Contains(a netip.Addr) bool {
+	if len(ps) == 0 {
+		return false
+	}
+	a = normalize(a)
+	for _, p := range ps {
 		if p.Contains(a) {
 			return true
 		}
 	}
 	return false
+}
+
+// ContainsPeer reports whether the peer of an http.Request.RemoteAddr
+// ("ip:port") is in one of the prefixes; a peer that is not an IP address
+// (a Unix socket) never is.
+func (ps Prefixes) ContainsPeer(remoteAddr string) bool {
+	if len(ps) == 0 {
+		return false
+	}
+	a, _ := parsePeer(remoteAddr)
+	return a.IsValid() && ps.Contains(a)
 }
 
 // fromHeader reads the configured header of a request from a trusted peer.

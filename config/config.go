@@ -4,7 +4,13 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/envoyrules"
+	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/hybrid"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
+	"github.com/floodgate-go/floodgate/memstore"
+	"github.com/floodgate-go/floodgate/pgproxy"
+	"github.com/floodgate-go/floodgate/redisstore"
 
 	"github.com/floodgate-go/floodgate/clientip"
 )
@@ -79,22 +85,24 @@ func (c *Config) Position(path string) Pos {
 
 // Defaults of fields that the structs below name.
 const (
-	DefaultProxyListen       = ":8080"
-	DefaultCheckListen       = "127.0.0.1:8081"
-	DefaultEnvoyListen       = "127.0.0.1:8082"
-	DefaultPostgresListen    = "127.0.0.1:6432"
-	DefaultAdminListen       = "127.0.0.1:9090"
-	DefaultMaxKeys           = 1 << 21
-	DefaultRedisAddr         = "127.0.0.1:6379"
-	DefaultKeyPrefix         = "floodgate:"
-	DefaultDialTimeout       = time.Second
-	DefaultIOTimeout         = 500 * time.Millisecond
-	DefaultFailureTimeout    = 100 * time.Millisecond
-	DefaultBreakerFailures   = 5
-	DefaultBreakerBackoff    = time.Second
-	DefaultBreakerMaxBackoff = 2 * time.Second
-	DefaultHeadroom          = 2.0
-	DefaultShutdownTimeout   = 10 * time.Second
+	DefaultProxyListen     = ":8080"
+	DefaultCheckListen     = "127.0.0.1:8081"
+	DefaultEnvoyListen     = "127.0.0.1:8082"
+	DefaultPostgresListen  = "127.0.0.1:6432"
+	DefaultAdminListen     = "127.0.0.1:9090"
+	DefaultRedisAddr       = "127.0.0.1:6379"
+	DefaultDialTimeout     = time.Second
+	DefaultIOTimeout       = 500 * time.Millisecond
+	DefaultShutdownTimeout = 10 * time.Second
+
+	// The library's defaults, which the file's defaults are.
+	DefaultMaxKeys           = memstore.DefaultMaxKeys
+	DefaultKeyPrefix         = redisstore.DefaultPrefix
+	DefaultFailureTimeout    = failover.DefaultTimeout
+	DefaultBreakerFailures   = failover.DefaultFailures
+	DefaultBreakerBackoff    = failover.DefaultBackoff
+	DefaultBreakerMaxBackoff = failover.DefaultMaxBackoff
+	DefaultHeadroom          = hybrid.DefaultHeadroom
 	DemoUpstream             = "demo"
 	defaultEnvoyAlgorithm    = "fixed_window"
 )
@@ -284,45 +292,25 @@ type Hybrid struct {
 	Headroom float64 `yaml:"headroom,omitempty"`
 }
 
-// Fraction returns the local share of each limit.
+// Fraction returns the local share of each limit: LocalFraction, or what
+// hybrid.FractionFor makes of Instances and Headroom.
 func (h *Hybrid) Fraction() float64 {
 	if h.LocalFraction > 0 {
 		return h.LocalFraction
 	}
-	headroom := h.Headroom
-	if headroom <= 0 {
-		headroom = DefaultHeadroom
-	}
-	if h.Instances <= 1 {
-		return 1
-	}
-	return min(1, headroom/float64(h.Instances))
+	return hybrid.FractionFor(h.Instances, h.Headroom)
 }
-
-// A FailureMode says what a remote engine decides when it cannot reach
-// Redis (an error, a timeout, or an open circuit breaker).
-type FailureMode string
-
-// The failure modes.
-const (
-	// FailOpen allows the request: availability over protection.
-	FailOpen FailureMode = "fail_open"
-
-	// FailClosed denies the request; front ends answer 503 (the limiter,
-	// not the client, failed), never 429.
-	FailClosed FailureMode = "fail_closed"
-
-	// LocalFallback decides in this process with the same limits, so N
-	// instances admit up to N times the limit while Redis is down.
-	LocalFallback FailureMode = "local_fallback"
-)
 
 // Failure is the failure policy of a remote engine.
 type Failure struct {
-	// Mode is fail_open, fail_closed or local_fallback. Required for the
-	// redis engine; the hybrid engine always falls back on its local
-	// filter (local_fallback, its default and only mode).
-	Mode FailureMode `yaml:"mode,omitempty"`
+	// Mode is fail_open (allow the request: availability over
+	// protection), fail_closed (deny it; front ends answer 503, since the
+	// limiter, not the client, failed) or local_fallback (decide in this
+	// process with the same limits, so N instances admit up to N times the
+	// limit while Redis is down). Required for the redis engine, because
+	// every choice is wrong for some limits; the hybrid engine always falls
+	// back on its local filter (local_fallback, its default and only mode).
+	Mode failover.Mode `yaml:"mode,omitempty"`
 
 	// Timeout bounds every call to Redis. Default 100ms.
 	Timeout Duration `yaml:"timeout"`
@@ -402,11 +390,14 @@ type PolicySpec struct {
 	// configuration.
 	Description string `yaml:"description,omitempty"`
 
-	// Overrides replace the limits for exact keys, written as Key.Build
-	// builds them: "user:batch_worker" for key
-	// user:X-User-ID, "ip:10.0.0.100" for key ip, "ip:10.0.0.1|route:login"
-	// for [ip, route]. An override that gives neither algorithm nor align
-	// takes the policy's (when the policy is one limit).
+	// Overrides replace the limits for exact keys, written as the routes'
+	// keys spell them (httplimit's key functions, so a Go service spells
+	// them alike): "10.0.0.100" for key ip, "x-api-key:k-123" for key
+	// header:X-API-Key, "user:batch_worker" for key user:X-User-ID (a
+	// request without the header is keyed "ip:ADDRESS" instead),
+	// "10.0.0.1|route:login" for [ip, route]. An override that gives
+	// neither algorithm nor align takes the policy's (when the policy is
+	// one limit).
 	Overrides map[string]LimitsSpec `yaml:"overrides,omitempty"`
 
 	// Tiers are alternative limit sets picked per request by a route
@@ -437,12 +428,13 @@ type Proxy struct {
 	// ignored and the request is keyed by client IP.
 	UserTrustedFrom []string `yaml:"user_trusted_from,omitempty"`
 
-	// Headers selects the rate-limit headers of responses.
-	Headers Headers `yaml:"headers"`
+	// Headers selects the rate-limit header fields of responses: all of
+	// X-RateLimit-*, the IETF RateLimit fields and Retry-After by default.
+	Headers httplimit.Headers `yaml:"headers"`
 
 	// Body is the body of 429 responses: problem (RFC 9457
 	// application/problem+json, the default), json or none.
-	Body Body `yaml:"body"`
+	Body httplimit.Body `yaml:"body"`
 
 	// Routes are tried in order and the first that matches a request
 	// decides its limits. A request no route matches passes unlimited; end
@@ -452,8 +444,6 @@ type Proxy struct {
 
 func (p *Proxy) setDefaults() {
 	p.Listen = DefaultProxyListen
-	p.Headers.setDefaults()
-	p.Body = BodyProblem
 }
 
 // ClientIP configures how the client's address is found; it maps onto
@@ -490,38 +480,6 @@ func (c ClientIP) Config() clientip.Config {
 	}
 }
 
-// Headers selects the rate-limit headers of proxied responses.
-type Headers struct {
-	// XRateLimit sends X-RateLimit-Limit, -Remaining and -Reset. Default true.
-	XRateLimit bool `yaml:"x_ratelimit"`
-
-	// RateLimit sends the IETF RateLimit-Policy and RateLimit fields.
-	// Default true.
-	RateLimit bool `yaml:"ratelimit"`
-
-	// RetryAfter sends Retry-After on 429 and 503. Default true.
-	RetryAfter bool `yaml:"retry_after"`
-
-	// Source sends X-RateLimit-Source (which engine decided). Default false.
-	Source bool `yaml:"source"`
-
-	// UnixReset sends X-RateLimit-Reset as a Unix time instead of seconds
-	// from now. Default false.
-	UnixReset bool `yaml:"unix_reset"`
-}
-
-func (h *Headers) setDefaults() { h.XRateLimit, h.RateLimit, h.RetryAfter = true, true, true }
-
-// A Body selects the body of 429 responses.
-type Body string
-
-// The bodies.
-const (
-	BodyProblem Body = "problem"
-	BodyJSON    Body = "json"
-	BodyNone    Body = "none"
-)
-
 // A Route selects requests and the limits they must pass.
 type Route struct {
 	// Name labels the route in metrics and logs and is the value of key
@@ -529,7 +487,7 @@ type Route struct {
 	Name string `yaml:"name"`
 
 	// Match selects the requests; absent matches every request.
-	Match Match `yaml:"match"`
+	Match httplimit.Match `yaml:"match"`
 
 	// Shadow decides and counts but never denies, to try limits on real
 	// traffic first: requests that would be denied are logged and counted.
@@ -539,45 +497,6 @@ type Route struct {
 	// without limits exempts its requests (health checks).
 	Limits []RouteLimit `yaml:"limits,omitempty"`
 }
-
-// Match selects requests. All given conditions must hold; Matches says
-// exactly how, on the cleaned path.
-type Match struct {
-	// Host is the request's host without port, exact ("api.example.com")
-	// or a wildcard for one or more labels ("*.example.com").
-	Host string `yaml:"host,omitempty"`
-
-	// Path is an exact path or a pattern with {name} segments and a final
-	// {name...} for the rest, as net/http.ServeMux patterns:
-	// "/users/{id}". Exclusive with PathPrefix.
-	Path string `yaml:"path,omitempty"`
-
-	// PathPrefix matches paths starting with any of these prefixes
-	// ("/v1/" or a list). A prefix without a trailing slash also matches
-	// the path itself and its subtree: "/admin" matches /admin and
-	// /admin/x, not /administrator.
-	PathPrefix []string `yaml:"path_prefix,omitempty"`
-
-	// Methods are the HTTP methods matched, exactly (list HEAD beside GET
-	// when it should count too); empty means all.
-	Methods []string `yaml:"methods,omitempty"`
-}
-
-// A Count says which responses a limit's charge stands for.
-type Count string
-
-// The counts.
-const (
-	// CountAll charges every admitted request (the default).
-	CountAll Count = "all"
-
-	// CountFailed keeps the charge only for responses of status 400 or
-	// more: a login limit that counts failed attempts.
-	CountFailed Count = "failed"
-
-	// CountSuccessful keeps the charge only for responses below 400.
-	CountSuccessful Count = "successful"
-)
 
 // A RouteLimit applies one policy to a route's requests.
 type RouteLimit struct {
@@ -592,27 +511,19 @@ type RouteLimit struct {
 	// header:NAME or response_header:NAME.
 	Cost Cost `yaml:"cost"`
 
-	// Count is all (the default), failed or successful.
-	Count Count `yaml:"count"`
+	// Count is which responses the charge stands for: all (the default),
+	// failed (status 400 or more: a login limit that counts failed
+	// attempts) or successful (below 400).
+	Count httplimit.Count `yaml:"count"`
 
 	// TierHeader names a request header whose value picks one of the
 	// policy's tiers. Believed only from proxy.user_trusted_from.
 	TierHeader string `yaml:"tier_header,omitempty"`
 }
 
-// Tier returns the tier of a request: the TierHeader's value when the peer
-// is trusted (see KeyInput), else "" (the policy's own limits).
-func (l *RouteLimit) Tier(header func(name string) string, trusted bool) string {
-	if l.TierHeader == "" || !trusted || header == nil {
-		return ""
-	}
-	return header(l.TierHeader)
-}
-
 func (l *RouteLimit) setDefaults() {
 	l.Key = Key{{Source: KeyIP}}
 	l.Cost = Cost{Units: 1}
-	l.Count = CountAll
 }
 
 // Check configures the decision API: POST /v1/check with a policy, key and
@@ -734,7 +645,7 @@ type Postgres struct {
 	// Replication is what happens to replication connections: charge (the
 	// default: their queries are charged like any other), exempt, or
 	// refuse.
-	Replication string `yaml:"replication,omitempty"`
+	Replication pgproxy.ReplicationMode `yaml:"replication,omitempty"`
 }
 
 func (p *Postgres) setDefaults() { p.Listen = DefaultPostgresListen }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/failover"
 )
 
 // exampleEnv sets the variables the example files expand.
@@ -71,7 +72,7 @@ func TestPhotoPlacesExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if prod.Storage.Engine != EngineRedis || prod.Storage.Failure.Mode != FailClosed || prod.Storage.Failure.Timeout.D() != 100*time.Millisecond {
+	if prod.Storage.Engine != EngineRedis || prod.Storage.Failure.Mode != failover.FailClosed || prod.Storage.Failure.Timeout.D() != 100*time.Millisecond {
 		t.Errorf("production storage = %+v, want redis, fail_closed, 100ms", prod.Storage)
 	}
 	if prod.Storage.Redis.Password != "example-redis-password" {
@@ -81,7 +82,7 @@ func TestPhotoPlacesExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dev.Storage.Failure.Mode != LocalFallback {
+	if dev.Storage.Failure.Mode != failover.LocalFallback {
 		t.Errorf("development failure mode = %q, want local_fallback", dev.Storage.Failure.Mode)
 	}
 	for _, c := range []*Config{prod, dev} {
@@ -120,7 +121,7 @@ func TestErrors(t *testing.T) {
 		{"bad key", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{limits: [{policy: api, key: addr}]}]}\n", []string{"proxy.routes[0].limits[0].key", "unknown key source"}},
 		{"user key untrusted", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{limits: [{policy: api, key: user:X-User}]}]}\n", []string{"user_trusted_from"}},
 		{"cidr", head + "policies: {api: {rate: 1/s}}\n" + "", nil},
-		{"cidr host bits", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, client_ip: {trusted_proxies: [10.1.2.3/8]}}\n", []string{"proxy.client_ip.trusted_proxies[0]", "did you mean 10.0.0.0/8?"}},
+		{"cidr host bits", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, client_ip: {trusted_proxies: [10.1.2.3/8]}}\n", []string{"proxy.client_ip.trusted_proxies[0]", "host bits are set; use 10.0.0.0/8"}},
 		{"duration", head + "policies: {api: {rate: 1/s}}\nstorage: {engine: redis, redis: {dial_timeout: 5}, failure: {mode: fail_open}}\n", []string{"storage.redis.dial_timeout", `"5" has no unit`}},
 		{"upstream url", "policies: {api: {rate: 1/s}}\nproxy: {upstream: 'localhost:3000'}\n", []string{"proxy.upstream"}},
 		{"listen", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, listen: 8080}\n", []string{"proxy.listen", "host:port"}},

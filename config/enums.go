@@ -1,17 +1,24 @@
 package config
 
-import "github.com/floodgate-go/floodgate/envoyrules"
+import (
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/envoyrules"
+	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/pgproxy"
+)
 
 // The valid values of the enumerated fields, shared by validation, the
 // JSON Schema and the reference in docs/config.md so the three agree.
 var (
 	enumEngines      = []string{string(EngineMemory), string(EngineRedis), string(EngineHybrid)}
 	enumRedisModes   = []string{string(RedisStandalone), string(RedisSentinel), string(RedisCluster)}
-	enumFailureModes = []string{string(FailOpen), string(FailClosed), string(LocalFallback)}
-	enumBodies       = []string{string(BodyProblem), string(BodyJSON), string(BodyNone)}
-	enumCounts       = []string{string(CountAll), string(CountFailed), string(CountSuccessful)}
+	enumFailureModes = failover.ModeNames()
+	enumBodies       = httplimit.BodyNames()
+	enumCounts       = httplimit.CountNames()
+	enumReplication  = pgproxy.ReplicationModeNames()
 	enumHeaderStyles = names(envoyrules.HeaderStyles)
-	enumAlgorithms   = []string{"gcra", "token_bucket", "fixed_window", "sliding_window", "sliding_log"}
+	enumAlgorithms   = floodgate.AlgorithmNames()
 	enumLogFormats   = []string{"text", "json"}
 	enumLogLevels    = []string{"debug", "info", "warn", "error"}
 )

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"crypto/sha256"
+	"sort"
+
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 
 	_ "embed"
@@ -33,14 +36,14 @@ func Default() *Config {
 
 // Load reads and parses the configuration file at path. See Parse.
 func Load(path string) (*Config, error) {
-	c, _, err := load(path)
+	c, _, err := LoadFiles(path)
 	return c, err
 }
 
-// load reads path and every file it refers to (Envoy configurations,
-// secret files) and returns their contents too, so that the watcher can
-// tell when any of them changed.
-func load(path string) (*Config, map[string][]byte, error) {
+// LoadFiles is Load that also returns the contents of path and of every
+// file it refers to (Envoy configurations, secret files), valid or not, so
+// that a watcher can tell when any of them changed (DigestOf).
+func LoadFiles(path string) (*Config, map[string][]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, map[string][]byte{path: nil}, Errors{{Pos: Pos{File: path}, Msg: "cannot read the configuration: " + err.Error(), Err: err}}
@@ -81,8 +84,7 @@ func parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 	if len(d.Errs) > 0 {
 		return nil, files, d.Errs.Sorted()
 	}
-	sum := digest(files)
-	c.Digest = hex.EncodeToString(sum[:])
+	c.Digest = DigestOf(files)
 	return c, files, nil
 }
 
@@ -166,4 +168,24 @@ func envoyRuleFile(errs yamlpos.Errors) yamlpos.Errors {
 		}
 	}
 	return out
+}
+
+// DigestOf is a hex SHA-256 of the names and contents of files, in a fixed
+// order (a missing file, nil, differs from an empty one): Config.Digest of
+// a configuration read from them.
+func DigestOf(files map[string][]byte) string {
+	names := keysOf(files)
+	sort.Strings(names)
+	h := sha256.New()
+	for _, n := range names {
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+		b := files[n]
+		if b == nil {
+			h.Write([]byte{1}) // missing, unlike empty
+		}
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"encoding"
+
 	"github.com/floodgate-go/floodgate/envoyrules"
 
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
@@ -36,12 +38,13 @@ var fieldEnums = map[string][]string{
 
 // typeEnums maps enumerated string types to their values.
 var typeEnums = map[string][]string{
-	"Engine":      enumEngines,
-	"RedisMode":   enumRedisModes,
-	"FailureMode": enumFailureModes,
-	"Body":        enumBodies,
-	"Count":       enumCounts,
-	"HeaderStyle": enumHeaderStyles,
+	"Engine":          enumEngines,
+	"RedisMode":       enumRedisModes,
+	"Mode":            enumFailureModes,
+	"ReplicationMode": enumReplication,
+	"Body":            enumBodies,
+	"Count":           enumCounts,
+	"HeaderStyle":     enumHeaderStyles,
 }
 
 // docs holds the doc comments of the package's types and fields.
@@ -56,9 +59,14 @@ func readDocs(t *testing.T) docs {
 	fset := token.NewFileSet()
 	d := docs{types: map[string]string{}, typesRaw: map[string]string{}, fields: map[string]string{}}
 	// The Envoy rule file's types are documented where they live.
+	// Types of the library that the file uses are documented where they
+	// live; a name the configuration defines itself wins.
 	files, _ := filepath.Glob("*.go")
-	more, _ := filepath.Glob("../envoyrules/*.go")
-	for _, name := range append(files, more...) {
+	for _, dir := range []string{"../envoyrules", "../httplimit"} {
+		more, _ := filepath.Glob(dir + "/*.go")
+		files = append(files, more...)
+	}
+	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
 		}
@@ -76,6 +84,9 @@ func readDocs(t *testing.T) docs {
 				doc := gd.Doc
 				if ts.Doc != nil {
 					doc = ts.Doc
+				}
+				if _, defined := d.types[ts.Name.Name]; defined {
+					continue
 				}
 				d.types[ts.Name.Name] = clean(doc.Text())
 				d.typesRaw[ts.Name.Name] = doc.Text()
@@ -143,6 +154,10 @@ func (g *schemaGen) typeSchema(t reflect.Type, owner, goField string) map[string
 	enum := fieldEnums[owner+"."+goField]
 	if e, ok := typeEnums[t.Name()]; ok {
 		enum = e
+	}
+	if enum != nil && t.Kind() != reflect.Slice && t.Kind() != reflect.Pointer {
+		// An enumerated value, a string or a type that reads its name.
+		return map[string]any{"type": "string", "enum": enum}
 	}
 	switch t {
 	case reflect.TypeFor[Duration]():
@@ -549,6 +564,9 @@ func docType(t reflect.Type, owner, goField string) string {
 	if e, ok := typeEnums[t.Name()]; ok {
 		enum = e
 	}
+	if enum != nil && t.Kind() != reflect.Slice && t.Kind() != reflect.Pointer {
+		return "`" + strings.Join(enum, "` \\| `") + "`"
+	}
 	switch t.Kind() {
 	case reflect.Pointer:
 		return docType(t.Elem(), owner, goField)
@@ -583,6 +601,13 @@ func docDefault(v reflect.Value) string {
 				return ""
 			}
 			return "`" + fmt.Sprint(v.Interface()) + "`"
+		}
+		return ""
+	}
+	if m, ok := v.Interface().(encoding.TextMarshaler); ok && v.Kind() != reflect.String {
+		// An enumerated value whose zero is a choice (body: problem).
+		if b, err := m.MarshalText(); err == nil {
+			return "`" + string(b) + "`"
 		}
 		return ""
 	}

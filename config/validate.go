@@ -1,9 +1,12 @@
 package config
 
 import (
+	"errors"
 	"os"
 
 	"github.com/floodgate-go/floodgate/envoyrules"
+	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/httplimit"
 
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 
@@ -143,13 +146,11 @@ func (k *checker) checkStorage() {
 	case EngineRedis:
 		if !k.has("storage.failure.mode") {
 			k.errf("storage.failure", "storage.failure.mode is required with the redis engine: fail_open (allow when Redis is down), fail_closed (answer 503) or local_fallback (limit per instance)")
-		} else {
-			k.oneOf("storage.failure.mode", string(f.Mode), enumFailureModes...)
 		}
 	case EngineHybrid:
 		if !k.has("storage.failure.mode") {
-			f.Mode = LocalFallback
-		} else if f.Mode != LocalFallback {
+			f.Mode = failover.LocalFallback
+		} else if f.Mode != failover.LocalFallback {
 			k.errf("storage.failure.mode", "the hybrid engine always falls back on its local filter; remove mode or set local_fallback")
 		}
 	}
@@ -450,21 +451,12 @@ func (k *checker) hostPort(path, addr string) {
 	}
 }
 
-// prefixes checks a list of CIDR prefixes or single addresses.
+// prefixes checks a list of trusted peers (CIDR prefixes or single
+// addresses) with the parser the listeners use, clientip.ParsePrefix.
 func (k *checker) prefixes(path string, list []string) {
 	for i, s := range list {
-		p := fmt.Sprintf("%s[%d]", path, i)
-		if strings.Contains(s, "/") {
-			pf, err := netip.ParsePrefix(s)
-			if err != nil {
-				k.errf(p, "%q is not a CIDR prefix such as 10.0.0.0/8", s)
-			} else if pf.Masked() != pf {
-				k.errf(p, "%q has host bits set; did you mean %s?", s, pf.Masked())
-			}
-			continue
-		}
-		if _, err := netip.ParseAddr(s); err != nil {
-			k.errf(p, "%q is not an IP address or CIDR prefix", s)
+		if _, err := clientip.ParsePrefix(s); err != nil {
+			k.errf(fmt.Sprintf("%s[%d]", path, i), "%q: %v", s, err)
 		}
 	}
 }
@@ -523,7 +515,6 @@ func (k *checker) checkProxy() {
 		k.wrapf("proxy.client_ip", err, "%s", strings.TrimPrefix(err.Error(), clientip.ErrInvalidConfig.Error()+": "))
 	}
 	k.prefixes("proxy.user_trusted_from", p.UserTrustedFrom)
-	k.oneOf("proxy.body", string(p.Body), enumBodies...)
 
 	names := map[string]int{}
 	catchAll := -1
@@ -533,12 +524,12 @@ func (k *checker) checkProxy() {
 		if catchAll >= 0 {
 			k.errf(rp, "never matches: routes[%d] before it matches every request; move it up", catchAll)
 		}
-		k.checkMatch(rp+".match", &r.Match)
-		if r.Match.empty() && catchAll < 0 {
+		k.checkMatch(rp+".match", r.Match)
+		if r.Match.Empty() && catchAll < 0 {
 			catchAll = i
 		}
 		if r.Name == "" {
-			r.Name = r.Match.describe()
+			r.Name = r.Match.String()
 		}
 		if j, dup := names[r.Name]; dup {
 			if k.has(rp + ".name") {
@@ -556,101 +547,33 @@ func (k *checker) checkProxy() {
 	}
 }
 
-func (m *Match) empty() bool {
-	return m.Host == "" && m.Path == "" && len(m.PathPrefix) == 0 && len(m.Methods) == 0
-}
-
-// describe names a route by its match, e.g. "GET,POST api.example.com/v1/*".
-func (m *Match) describe() string {
-	if m.empty() {
-		return "*"
+// checkMatch compiles a route's match as the proxy will, reporting each
+// problem at its field.
+func (k *checker) checkMatch(path string, m httplimit.Match) {
+	_, err := m.Compile()
+	if err == nil {
+		return
 	}
-	var b strings.Builder
-	if len(m.Methods) > 0 {
-		b.WriteString(strings.Join(m.Methods, ","))
-		b.WriteByte(' ')
-	}
-	b.WriteString(m.Host)
-	switch {
-	case m.Path != "":
-		b.WriteString(m.Path)
-	case len(m.PathPrefix) > 0:
-		for i, p := range m.PathPrefix {
-			if i > 0 {
-				b.WriteByte('|')
-			}
-			b.WriteString(p + "*")
-		}
-	default:
-		b.WriteString("/*")
-	}
-	return b.String()
-}
-
-var validMethod = regexp.MustCompile(`^[A-Z][A-Z-]*$`)
-
-func (k *checker) checkMatch(path string, m *Match) {
-	if m.Host != "" {
-		h := strings.ToLower(m.Host)
-		name := strings.TrimPrefix(h, "*.")
-		if strings.Contains(name, "*") || strings.Contains(name, ":") || strings.Contains(name, "/") || name == "" {
-			k.errf(path+".host", "%q: give a host name without port, or *.domain for its subdomains", m.Host)
-		}
-		m.Host = h
-	}
-	if m.Path != "" && len(m.PathPrefix) > 0 {
-		k.errf(path+".path", "set path or path_prefix, not both")
-	}
-	if m.Path != "" {
-		if err := checkPattern(m.Path); err != nil {
-			k.errf(path+".path", "%v", err)
-		}
-	}
-	for i, pf := range m.PathPrefix {
-		if !strings.HasPrefix(pf, "/") {
-			k.errf(fmt.Sprintf("%s.path_prefix[%d]", path, i), "%q must start with /", pf)
-		}
-	}
-	for i, meth := range m.Methods {
-		up := strings.ToUpper(meth)
-		if !validMethod.MatchString(up) {
-			k.errf(fmt.Sprintf("%s.methods[%d]", path, i), "%q is not an HTTP method", meth)
-		}
-		m.Methods[i] = up
-	}
-}
-
-// checkPattern checks a ServeMux-style path pattern: segments are literal,
-// {name}, or a final {name...}.
-func checkPattern(p string) error {
-	if !strings.HasPrefix(p, "/") {
-		return fmt.Errorf("%q must start with /", p)
-	}
-	segs := strings.Split(p[1:], "/")
-	names := map[string]bool{}
-	for i, s := range segs {
-		if !strings.ContainsAny(s, "{}") {
+	for _, e := range unjoin(err) {
+		var me *httplimit.MatchError
+		if !errors.As(e, &me) {
+			k.errf(path, "%v", e)
 			continue
 		}
-		if !strings.HasPrefix(s, "{") || !strings.HasSuffix(s, "}") {
-			return fmt.Errorf("%q: a wildcard must be a whole segment, like /users/{id}", p)
+		fp := path + "." + me.Field
+		if me.Index >= 0 {
+			fp = fmt.Sprintf("%s[%d]", fp, me.Index)
 		}
-		name := s[1 : len(s)-1]
-		if rest, ok := strings.CutSuffix(name, "..."); ok {
-			if i != len(segs)-1 {
-				return fmt.Errorf("%q: {%s} must be the last segment", p, name)
-			}
-			name = rest
-		}
-		if name == "" || strings.ContainsAny(name, "{}.") {
-			return fmt.Errorf("%q: %q is not a wildcard name", p, s)
-		}
-		if names[name] {
-			return fmt.Errorf("%q: {%s} appears twice", p, name)
-		}
-		names[name] = true
+		k.errf(fp, "%s", me.Msg)
 	}
-	return nil
+}
+
+// unjoin returns the errors errors.Join joined, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 func (k *checker) checkRouteLimit(path string, l *RouteLimit, seen map[string]int, idx int) {
@@ -684,8 +607,7 @@ func (k *checker) checkRouteLimit(path string, l *RouteLimit, seen map[string]in
 	} else {
 		seen[id] = idx
 	}
-	k.oneOf(path+".count", string(l.Count), enumCounts...)
-	if l.Cost.ResponseHeader != "" && l.Count != CountAll {
+	if l.Cost.ResponseHeader != "" && l.Count != httplimit.CountAll {
 		k.errf(path+".cost", "a cost from the response is charged after the response, so count must be all")
 	}
 	if l.TierHeader != "" {
@@ -759,11 +681,6 @@ func (k *checker) checkPostgres() {
 		}
 	}
 	k.prefixes("postgres.proxy_protocol_from", p.ProxyProtocolFrom)
-	switch p.Replication {
-	case "", "charge", "exempt", "refuse":
-	default:
-		k.errf("postgres.replication", "%q is not one of charge, exempt, refuse", p.Replication)
-	}
 }
 
 type pgConnLevel struct {
@@ -773,8 +690,8 @@ type pgConnLevel struct {
 
 func (c *PostgresConnections) levels() []pgConnLevel {
 	return []pgConnLevel{
-		{"per_user", "postgres.connections.per_user", c.PerUser},
-		{"per_ip", "postgres.connections.per_ip", c.PerIP},
+		{"per_user", PolicyPostgresConnPerUser, c.PerUser},
+		{"per_ip", PolicyPostgresConnPerIP, c.PerIP},
 	}
 }
 
@@ -785,11 +702,22 @@ type pgLevel struct {
 
 func (r *PostgresRateLimit) levels() []pgLevel {
 	return []pgLevel{
-		{"global", "postgres.global", r.Global},
-		{"per_user", "postgres.per_user", r.PerUser},
-		{"per_ip", "postgres.per_ip", r.PerIP},
+		{"global", PolicyPostgresGlobal, r.Global},
+		{"per_user", PolicyPostgresPerUser, r.PerUser},
+		{"per_ip", PolicyPostgresPerIP, r.PerIP},
 	}
 }
+
+// The names of the PostgreSQL proxy's policies, one per level, under which
+// FloodgatePolicies returns them (and metrics, logs and the status page
+// show them).
+const (
+	PolicyPostgresGlobal      = "postgres.global"
+	PolicyPostgresPerUser     = "postgres.per_user"
+	PolicyPostgresPerIP       = "postgres.per_ip"
+	PolicyPostgresConnPerUser = "postgres.connections.per_user"
+	PolicyPostgresConnPerIP   = "postgres.connections.per_ip"
+)
 
 func (k *checker) checkAdmin() {
 	a := k.c.Admin

@@ -247,61 +247,6 @@ func (p *KeyPart) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// A KeyInput is what a request's key is built from.
-type KeyInput struct {
-	// IP is the client's address key, as clientip.Resolver.Key gives it
-	// ("192.0.2.1", "2001:db8::/64").
-	IP string
-
-	// Header returns a request header's value ("" when absent), e.g.
-	// http.Header.Get.
-	Header func(name string) string
-
-	// Trusted reports whether the direct peer is in
-	// proxy.user_trusted_from, so that user headers are believed.
-	Trusted bool
-
-	// Route is the name of the route that matched.
-	Route string
-}
-
-var keyEscaper = strings.NewReplacer(`\`, `\\`, `|`, `\|`)
-
-// Build returns the key of a request: each part as SOURCE:VALUE
-// ("ip:192.0.2.1", "header:k-123", "user:42", "route:api", or "global"),
-// joined by "|" for a composite key, with | and \ in values escaped by \.
-// A header part whose header is absent, and a user part whose header is
-// absent or not Trusted, is the ip part instead, so that a client can
-// neither escape its limit by leaving a header out nor pick another's by
-// sending one. Policy overrides are keyed by these strings.
-func (k Key) Build(in KeyInput) string {
-	var b strings.Builder
-	for i, p := range k {
-		if i > 0 {
-			b.WriteByte('|')
-		}
-		v := ""
-		if p.Header != "" && in.Header != nil && (p.Source == KeyHeader || in.Trusted) {
-			v = in.Header(p.Header)
-		}
-		switch {
-		case p.Source == KeyGlobal:
-			b.WriteString(string(KeyGlobal))
-			continue
-		case p.Source == KeyRoute:
-			v = in.Route
-		case p.Source == KeyIP || v == "":
-			b.WriteString("ip:")
-			b.WriteString(keyEscaper.Replace(in.IP))
-			continue
-		}
-		b.WriteString(string(p.Source))
-		b.WriteByte(':')
-		b.WriteString(keyEscaper.Replace(v))
-	}
-	return b.String()
-}
-
 // MarshalYAML renders the key as in the file.
 func (k Key) MarshalYAML() (any, error) {
 	if len(k) == 1 {

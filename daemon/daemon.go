@@ -16,10 +16,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -33,9 +31,9 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/admin"
 	"github.com/floodgate-go/floodgate/checkapi"
-	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/envoyrls"
+	"github.com/floodgate-go/floodgate/internal/yamlpos"
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/pgproxy"
 	"github.com/floodgate-go/floodgate/proxy"
@@ -105,7 +103,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	d.reg.MustRegister(d.reloads, d.reloadErrors, d.lastReload, d.shadowed, d.upstreamErrs)
 
 	if d.engine, err = newEngine(cfg.Storage, m); err != nil {
-		return nil, fmt.Errorf("storage: %w", err)
+		return nil, errAt(cfg, "storage", err)
 	}
 	if d.status, err = d.newStatus(cfg); err != nil {
 		d.engine.close()
@@ -117,15 +115,19 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.cur.Store(g)
-	if err := d.newFrontEnds(g); err != nil {
+	if errs := d.newFrontEnds(g); len(errs) > 0 {
 		d.engine.close()
-		return nil, err
+		return nil, errs.Sorted()
 	}
 	d.reloads.WithLabelValues("success")
 	d.reloads.WithLabelValues("error")
 	d.lastReload.SetToCurrentTime()
 	return d, nil
 }
+
+// Policies is the number of policies in service, those of the PostgreSQL
+// proxy and of the Envoy rules included.
+func (d *Daemon) Policies() int { return len(d.cur.Load().limiters) }
 
 // Registry is the daemon's metrics registry, which /metrics serves.
 func (d *Daemon) Registry() *prometheus.Registry { return d.reg }
@@ -269,14 +271,14 @@ func (d *Daemon) build(cfg *config.Config) (*generation, error) {
 		}
 	}
 	g := &generation{cfg: cfg, limiters: make(map[string]floodgate.Limiter, len(policies))}
-	var errs []error
+	var errs config.Errors
 	for name, p := range policies {
 		if len(p.Tiers) > 0 && p.TierOf == nil {
 			p.TierOf = tierOfKey
 		}
 		lim, err := floodgate.New(d.engine.store, p)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: policies.%s: %w", cfg.Position("policies."+name), name, err))
+			errs = append(errs, errorsAt(cfg, yamlpos.MapKeyPath("policies", name), err)...)
 			continue
 		}
 		wrapped := d.m.Limiter(lim)
@@ -285,27 +287,30 @@ func (d *Daemon) build(cfg *config.Config) (*generation, error) {
 		}
 		g.limiters[name] = wrapped
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	if len(errs) > 0 {
+		return nil, errs.Sorted()
 	}
 	if cfg.Proxy != nil {
 		if g.routes, err = proxyRoutes(cfg.Proxy, g.limiters); err != nil {
-			return nil, err
+			return nil, errAt(cfg, "proxy", err)
 		}
 	}
 	return g, nil
 }
 
 // newFrontEnds builds the front ends of g's configuration and the runner
-// that serves them.
-func (d *Daemon) newFrontEnds(g *generation) error {
+// that serves them, reporting every front end that cannot be built at the
+// configuration's position.
+func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 	cfg := g.cfg
+	var errs config.Errors
+	fail := func(path string, err error) { errs = append(errs, errorsAt(cfg, path, err)...) }
 	d.run = &runner{log: d.log}
 	if p := cfg.Proxy; p != nil {
 		pc := proxy.Config{
 			TrustedProxies: p.ClientIP.TrustedProxies,
-			Headers:        headers(p.Headers),
-			Body:           body(p.Body),
+			Headers:        p.Headers,
+			Body:           p.Body,
 			Routes:         g.routes,
 			Logger:         d.log,
 			OnShadow: func(route string, _ floodgate.Result) {
@@ -321,12 +326,12 @@ func (d *Daemon) newFrontEnds(g *generation) error {
 		if p.TLS != nil {
 			pc.TLS = &proxy.TLSFiles{Cert: p.TLS.Cert, Key: p.TLS.Key}
 		}
-		px, err := proxy.New(pc)
-		if err != nil {
-			return err
+		if px, err := proxy.New(pc); err != nil {
+			fail("proxy", err)
+		} else {
+			d.proxy = px
+			d.run.fronts = append(d.run.fronts, httpFrontEnd("proxy", p.Listen, px, px.TLSConfig(), d.log))
 		}
-		d.proxy = px
-		d.run.fronts = append(d.run.fronts, httpFrontEnd("proxy", p.Listen, px, px.TLSConfig(), d.log))
 	}
 	if c := cfg.Check; c != nil {
 		d.check = checkapi.New(checkapi.Config{Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, Token: c.Token})
@@ -338,25 +343,26 @@ func (d *Daemon) newFrontEnds(g *generation) error {
 			Rules: e.Rules, Limiters: g.limiters, Logger: d.log,
 			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() }})
 		if err != nil {
-			return err
+			fail("envoy", err)
+		} else {
+			d.envoy = svc
+			d.run.fronts = append(d.run.fronts, &frontEnd{name: "envoy", addr: e.Listen, serve: svc.Serve, shutdown: svc.Shutdown})
 		}
-		d.envoy = svc
-		d.run.fronts = append(d.run.fronts, &frontEnd{name: "envoy", addr: e.Listen, serve: svc.Serve, shutdown: svc.Shutdown})
 	}
 	if pg := cfg.Postgres; pg != nil {
-		p, err := d.newPostgres(g)
-		if err != nil {
-			return err
+		if p, path, err := d.newPostgres(g); err != nil {
+			fail(path, err)
+		} else {
+			d.pg = p
+			d.run.fronts = append(d.run.fronts, &frontEnd{name: "postgres", addr: pg.Listen,
+				serve: func(ln net.Listener) error {
+					if err := p.Serve(ln); !errors.Is(err, pgproxy.ErrProxyClosed) {
+						return err
+					}
+					return nil
+				},
+				shutdown: p.Shutdown})
 		}
-		d.pg = p
-		d.run.fronts = append(d.run.fronts, &frontEnd{name: "postgres", addr: pg.Listen,
-			serve: func(ln net.Listener) error {
-				if err := p.Serve(ln); !errors.Is(err, pgproxy.ErrProxyClosed) {
-					return err
-				}
-				return nil
-			},
-			shutdown: p.Shutdown})
 	}
 	if a := cfg.Admin; a != nil && a.Listen != "" {
 		ac := admin.Config{
@@ -374,16 +380,34 @@ func (d *Daemon) newFrontEnds(g *generation) error {
 			},
 		}
 		d.status.routes(&ac)
-		adm, err := admin.New(ac)
-		if err != nil {
-			return err
+		if adm, err := admin.New(ac); err != nil {
+			fail("admin", err)
+		} else {
+			d.admin = adm
+			d.run.draining = func() { adm.SetDraining(true) }
+			d.run.fronts = append(d.run.fronts, httpFrontEnd("admin", a.Listen, adm, nil, d.log))
 		}
-		d.admin = adm
-		d.run.draining = func() { adm.SetDraining(true) }
-		d.run.fronts = append(d.run.fronts, httpFrontEnd("admin", a.Listen, adm, nil, d.log))
 	}
-	return nil
+	return errs
 }
+
+// errorsAt is err as errors of the configuration at path: with their
+// position, so that `floodgate validate` and a refused reload point at the
+// line to fix. Errors that already have one keep it.
+func errorsAt(cfg *config.Config, path string, err error) config.Errors {
+	var ces config.Errors
+	if errors.As(err, &ces) {
+		return ces
+	}
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		return config.Errors{ce}
+	}
+	return config.Errors{{Pos: cfg.Position(path), Path: path, Msg: err.Error(), Err: err}}
+}
+
+// errAt is errorsAt as one error.
+func errAt(cfg *config.Config, path string, err error) error { return errorsAt(cfg, path, err) }
 
 // checkTimeout bounds a decision of the check and Envoy APIs: a little more
 // than the engine's own failure timeout, so that a hung Redis is answered by
@@ -455,19 +479,6 @@ func short(digest string) string {
 		return digest[:12]
 	}
 	return digest
-}
-
-// prefixes parses a list of trusted peers (clientip.ParsePrefix).
-func prefixes(list []string) ([]netip.Prefix, error) {
-	out := make([]netip.Prefix, 0, len(list))
-	for _, s := range list {
-		p, err := clientip.ParsePrefix(s)
-		if err != nil {
-			return nil, fmt.Errorf("%q: %v", s, err)
-		}
-		out = append(out, p)
-	}
-	return out, nil
 }
 
 // envoyMode is how the envoy section asks descriptors to be counted.

@@ -43,6 +43,9 @@ admin: {listen: ""}
 // weeks must not grow. 1,000 reloads, each with a policy of a new name,
 // serving a request after each, leave the heap where a few reloads left it.
 func TestReloadsKeepMemoryFlat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long test; make test runs it")
+	}
 	d, err := New(mustParse(t, reloadConf(0)), Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -74,20 +74,11 @@ func newEngine(st config.Storage, m *metrics.Metrics) (*engine, error) {
 	case config.EngineHybrid:
 		e.store, err = hybrid.New(mem("local"), guard, hybrid.Options{Fraction: st.Hybrid.Fraction()})
 	default:
-		o := failover.Options{}
-		switch st.Failure.Mode {
-		case config.FailOpen:
-			o.Mode = failover.FailOpen
-		case config.FailClosed:
-			o.Mode = failover.FailClosed
-		case config.LocalFallback:
-			o.Mode, o.Local = failover.LocalFallback, mem("local")
-		default:
-			err = fmt.Errorf("storage.failure.mode %q is not one of fail_open, fail_closed, local_fallback", st.Failure.Mode)
+		o := failover.Options{Mode: st.Failure.Mode}
+		if o.Mode == failover.LocalFallback {
+			o.Local = mem("local")
 		}
-		if err == nil {
-			e.store, err = failover.New(guard, o)
-		}
+		e.store, err = failover.New(guard, o)
 	}
 	if err != nil {
 		e.close()
@@ -106,7 +97,7 @@ func redisClient(r *config.Redis) (redis.UniversalClient, error) {
 	var tlsConf *tls.Config
 	if r.TLS != nil {
 		var err error
-		if tlsConf, err = clientTLS("storage.redis.tls", r.TLS); err != nil {
+		if tlsConf, err = clientTLS(r.TLS); err != nil {
 			return nil, err
 		}
 	}
@@ -134,25 +125,24 @@ func redisClient(r *config.Redis) (redis.UniversalClient, error) {
 	return redis.NewClient(o.Simple()), nil
 }
 
-// clientTLS is the tls.Config of a connection floodgate makes; path names
-// the configuration's field in errors.
-func clientTLS(path string, t *config.ClientTLS) (*tls.Config, error) {
+// clientTLS is the tls.Config of a connection floodgate makes.
+func clientTLS(t *config.ClientTLS) (*tls.Config, error) {
 	c := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
 	if t.CA != "" {
 		pem, err := os.ReadFile(t.CA)
 		if err != nil {
-			return nil, fmt.Errorf("%s.ca: %w", path, err)
+			return nil, fmt.Errorf("ca: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s.ca: %s holds no PEM certificate", path, t.CA)
+			return nil, fmt.Errorf("ca: %s holds no PEM certificate", t.CA)
 		}
 		c.RootCAs = pool
 	}
 	if t.Cert != "" {
 		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
 		if err != nil {
-			return nil, fmt.Errorf("%s.cert/key: %w", path, err)
+			return nil, fmt.Errorf("cert/key: %w", err)
 		}
 		c.Certificates = []tls.Certificate{cert}
 	}
@@ -167,7 +157,7 @@ func (e *engine) ready(ctx context.Context, st config.Storage) error {
 		return nil
 	}
 	err := e.client.Ping(ctx).Err()
-	if err == nil || st.Engine == config.EngineHybrid || st.Failure.Mode != config.FailClosed {
+	if err == nil || st.Engine == config.EngineHybrid || st.Failure.Mode != failover.FailClosed {
 		return nil
 	}
 	return fmt.Errorf("redis is unreachable and the failure mode is fail_closed: %w", err)

@@ -51,6 +51,9 @@ func load(n, calls int, f func(i int) outcome) map[outcome]int {
 // failure policy promises, from the check API and the Envoy API alike; and a
 // Redis that hangs is answered the same way.
 func TestRedisDownFailurePolicies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long test; make test runs it")
+	}
 	for _, tc := range []struct {
 		mode      string
 		http      outcome

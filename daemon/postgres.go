@@ -1,22 +1,14 @@
 package daemon
 
 import (
-	"crypto/tls"
 	"fmt"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/config"
+	"github.com/floodgate-go/floodgate/internal/certfile"
+	"github.com/floodgate-go/floodgate/internal/denylog"
 	"github.com/floodgate-go/floodgate/pgproxy"
-)
-
-// The policies of the postgres listener's levels, as
-// config.FloodgatePolicies names them.
-const (
-	pgGlobal      = "postgres.global"
-	pgPerUser     = "postgres.per_user"
-	pgPerIP       = "postgres.per_ip"
-	pgConnPerUser = "postgres.connections.per_user"
-	pgConnPerIP   = "postgres.connections.per_ip"
 )
 
 // postgresLimits maps the configured levels onto the proxy's scopes.
@@ -29,55 +21,49 @@ func postgresLimits(pg *config.Postgres, limiters map[string]floodgate.Limiter) 
 	}
 	rl := pg.RateLimit
 	l := pgproxy.Limits{
-		Global:  scope(rl.Global, pgGlobal),
-		PerUser: scope(rl.PerUser, pgPerUser),
-		PerIP:   scope(rl.PerIP, pgPerIP),
+		Global:  scope(rl.Global, config.PolicyPostgresGlobal),
+		PerUser: scope(rl.PerUser, config.PolicyPostgresPerUser),
+		PerIP:   scope(rl.PerIP, config.PolicyPostgresPerIP),
 	}
 	if pg.Connections.PerUser != nil {
-		l.Connections.PerUser = limiters[pgConnPerUser]
+		l.Connections.PerUser = limiters[config.PolicyPostgresConnPerUser]
 	}
 	if pg.Connections.PerIP != nil {
-		l.Connections.PerIP = limiters[pgConnPerIP]
+		l.Connections.PerIP = limiters[config.PolicyPostgresConnPerIP]
 	}
 	return l
 }
 
-// newPostgres builds the PostgreSQL proxy of g's configuration, or nil.
-func (d *Daemon) newPostgres(g *generation) (*pgproxy.Proxy, error) {
+// newPostgres builds the PostgreSQL proxy of g's configuration; an error
+// comes with the path of the field it is about.
+func (d *Daemon) newPostgres(g *generation) (*pgproxy.Proxy, string, error) {
 	pg := g.cfg.Postgres
-	if pg == nil {
-		return nil, nil
-	}
 	c := pgproxy.Config{Listen: pg.Listen, Upstream: pg.Upstream, Limits: postgresLimits(pg, g.limiters), Logger: d.log,
-		ChargeEmptyQuery: pg.ChargeEmptyQuery}
-	switch pg.Replication {
-	case "exempt":
-		c.Replication = pgproxy.ReplicationExempt
-	case "refuse":
-		c.Replication = pgproxy.ReplicationRefuse
-	}
+		ChargeEmptyQuery: pg.ChargeEmptyQuery, Replication: pg.Replication}
 	var err error
-	if c.ProxyProtocolFrom, err = prefixes(pg.ProxyProtocolFrom); err != nil {
-		return nil, fmt.Errorf("postgres.proxy_protocol_from: %w", err)
+	if c.ProxyProtocolFrom, err = clientip.ParsePrefixes(pg.ProxyProtocolFrom); err != nil {
+		return nil, "postgres.proxy_protocol_from", err
 	}
 	if pg.UpstreamTLS != nil {
-		if c.UpstreamTLS, err = clientTLS("postgres.upstream_tls", pg.UpstreamTLS); err != nil {
-			return nil, err
+		if c.UpstreamTLS, err = clientTLS(pg.UpstreamTLS); err != nil {
+			return nil, "postgres.upstream_tls", err
 		}
 	}
 	if pg.TLS != nil {
-		cert, err := tls.LoadX509KeyPair(pg.TLS.Cert, pg.TLS.Key)
+		// The same certificate files as the proxy's: a rotated pair is
+		// served from the next connection on.
+		pair, err := certfile.Load(pg.TLS.Cert, pg.TLS.Key, "postgres", &denylog.Errors{Log: d.log})
 		if err != nil {
-			return nil, fmt.Errorf("postgres.tls: %w", err)
+			return nil, "postgres.tls", err
 		}
-		c.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		c.TLS = pair.TLSConfig()
 	}
 	p, err := pgproxy.New(c)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
+		return nil, "postgres", err
 	}
 	if err := d.reg.Register(p); err != nil {
-		return nil, fmt.Errorf("postgres metrics: %w", err)
+		return nil, "postgres", fmt.Errorf("metrics: %w", err)
 	}
-	return p, nil
+	return p, "", nil
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 
@@ -16,25 +15,20 @@ import (
 	"github.com/floodgate-go/floodgate/proxy"
 )
 
-// proxyRoutes turns the proxy's routes into server routes whose rules use
-// limiters. A route matching several path prefixes becomes one server route
-// per prefix, with the same rules.
+// proxyRoutes turns the proxy's routes into proxy routes whose rules use
+// limiters.
 func proxyRoutes(p *config.Proxy, limiters map[string]floodgate.Limiter) ([]proxy.Route, error) {
 	res, err := clientip.New(p.ClientIP.Config())
 	if err != nil {
 		return nil, fmt.Errorf("proxy.client_ip: %w", err)
 	}
-	trusted, err := prefixes(p.UserTrustedFrom)
+	trusted, err := clientip.ParsePrefixes(p.UserTrustedFrom)
 	if err != nil {
 		return nil, fmt.Errorf("proxy.user_trusted_from: %w", err)
 	}
-	var routes []proxy.Route
+	routes := make([]proxy.Route, 0, len(p.Routes))
 	for i := range p.Routes {
 		r := &p.Routes[i]
-		name := r.Name
-		if name == "" {
-			name = "route " + strconv.Itoa(i+1)
-		}
 		var rules []httplimit.Rule
 		for j := range r.Limits {
 			rl := &r.Limits[j]
@@ -42,65 +36,32 @@ func proxyRoutes(p *config.Proxy, limiters map[string]floodgate.Limiter) ([]prox
 			if lim == nil {
 				return nil, fmt.Errorf("proxy.routes[%d].limits[%d]: no policy %q", i, j, rl.Policy)
 			}
-			rules = append(rules, routeRule(rl, lim, name, res, trusted))
+			rules = append(rules, routeRule(rl, lim, r.Name, res, trusted))
 		}
-		m := r.Match
-		base := proxy.Route{Name: name, Shadow: r.Shadow, Limits: rules,
-			Match: proxy.Match{Host: m.Host, Path: m.Path, Methods: m.Methods}}
-		if len(m.PathPrefix) == 0 {
-			routes = append(routes, base)
-			continue
-		}
-		for _, pf := range m.PathPrefix {
-			sr := base
-			sr.Match.PathPrefix = pf
-			routes = append(routes, sr)
-		}
+		routes = append(routes, proxy.Route{Name: r.Name, Match: r.Match, Shadow: r.Shadow, Limits: rules})
 	}
 	return routes, nil
 }
 
-// routeRule is the httplimit rule of one route limit: the key built as the
-// configuration defines it (config.Key.Build, with user headers believed
-// only from user_trusted_from), the cost, which responses count, and the
-// tier from a trusted header.
-func routeRule(rl *config.RouteLimit, lim floodgate.Limiter, route string, res *clientip.Resolver, trusted []netip.Prefix) httplimit.Rule {
-	isTrusted := func(r *http.Request) bool {
-		if len(trusted) == 0 {
-			return false
-		}
-		ap, err := netip.ParseAddrPort(r.RemoteAddr)
-		if err != nil {
-			return false
-		}
-		a := ap.Addr().Unmap()
-		for _, p := range trusted {
-			if p.Contains(a) {
-				return true
-			}
-		}
-		return false
-	}
-	key := rl.Key
-	rule := httplimit.Rule{
-		Limiter: lim,
-		Key: func(r *http.Request) string {
-			t := isTrusted(r)
-			k := key.Build(config.KeyInput{IP: res.Key(r), Header: r.Header.Get, Trusted: t, Route: route})
-			if rl.TierHeader != "" {
-				if tier := rl.Tier(r.Header.Get, t); tier != "" {
-					return "tier:" + tier + "|" + k
+// routeRule is the httplimit rule of one route limit: the key built from
+// the library's key functions (so a Go service and the daemon key one
+// client alike), user and tier headers believed only from
+// user_trusted_from, the cost and which responses count.
+func routeRule(rl *config.RouteLimit, lim floodgate.Limiter, route string, res *clientip.Resolver, trusted clientip.Prefixes) httplimit.Rule {
+	fromTrusted := func(r *http.Request) bool { return trusted.ContainsPeer(r.RemoteAddr) }
+	key := keyFunc(rl.Key, httplimit.KeyByIP(res), fromTrusted, route)
+	if h := rl.TierHeader; h != "" {
+		inner := key
+		key = func(r *http.Request) string {
+			if fromTrusted(r) {
+				if tier := r.Header.Get(h); tier != "" {
+					return "tier:" + tier + "|" + inner(r)
 				}
 			}
-			return k
-		},
+			return inner(r)
+		}
 	}
-	switch rl.Count {
-	case config.CountFailed:
-		rule.Count = httplimit.CountFailed
-	case config.CountSuccessful:
-		rule.Count = httplimit.CountSuccessful
-	}
+	rule := httplimit.Rule{Limiter: lim, Key: key, Count: rl.Count}
 	c := rl.Cost
 	if c.Header != "" {
 		units := max(c.Units, 1)
@@ -126,24 +87,39 @@ func routeRule(rl *config.RouteLimit, lim floodgate.Limiter, route string, res *
 	return rule
 }
 
-func headers(h config.Headers) httplimit.Headers {
-	return httplimit.Headers{
-		DisableXRateLimit: !h.XRateLimit,
-		DisableRateLimit:  !h.RateLimit,
-		DisableRetryAfter: !h.RetryAfter,
-		Source:            h.Source,
-		UnixReset:         h.UnixReset,
+// keyFunc is the key function of a route limit's key, made of httplimit's
+// key functions: ip is KeyByIP (the address alone), header:NAME is
+// KeyByHeader ("x-api-key:VALUE", or "ip:ADDRESS" without the header),
+// user:NAME is KeyByUser over the header from a trusted peer ("user:ID",
+// else "ip:ADDRESS"), route is "route:NAME", global is "global", and a
+// list joins its parts with JoinKeys. Policy overrides are keyed by these
+// strings.
+func keyFunc(k config.Key, ip httplimit.KeyFunc, trusted func(*http.Request) bool, route string) httplimit.KeyFunc {
+	parts := make([]httplimit.KeyFunc, len(k))
+	for i, p := range k {
+		switch p.Source {
+		case config.KeyHeader:
+			parts[i] = httplimit.KeyByHeader(p.Header, ip)
+		case config.KeyUser:
+			h := p.Header
+			parts[i] = httplimit.KeyByUser(func(r *http.Request) string {
+				if !trusted(r) {
+					return ""
+				}
+				return strings.TrimSpace(r.Header.Get(h))
+			}, ip)
+		case config.KeyRoute:
+			parts[i] = httplimit.KeyConst("route:" + route)
+		case config.KeyGlobal:
+			parts[i] = httplimit.KeyConst("global")
+		default:
+			parts[i] = ip
+		}
 	}
-}
-
-func body(b config.Body) httplimit.Body {
-	switch b {
-	case config.BodyJSON:
-		return httplimit.BodyJSON
-	case config.BodyNone:
-		return httplimit.BodyNone
+	if len(parts) == 1 {
+		return parts[0]
 	}
-	return httplimit.BodyProblem
+	return httplimit.JoinKeys(parts...)
 }
 
 // NewLogger returns the daemon's logger as the log section says: text or

@@ -188,7 +188,8 @@ type Rule struct {
 	Pos yamlpos.Pos
 }
 
-// Policy returns the floodgate policy of the rule (for rules with limits).
+// FloodgatePolicy returns the floodgate policy of the rule (for rules with
+// limits).
 func (r *Rule) FloodgatePolicy() floodgate.Policy {
 	return floodgate.Policy{Name: r.Policy, Limits: r.Limits}
 }

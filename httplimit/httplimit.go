@@ -107,25 +107,25 @@ type Rule struct {
 type Headers struct {
 	// DisableXRateLimit leaves out X-RateLimit-Limit, X-RateLimit-Remaining
 	// and X-RateLimit-Reset.
-	DisableXRateLimit bool
+	DisableXRateLimit bool `yaml:"disable_x_ratelimit,omitempty"`
 
 	// DisableRateLimit leaves out the RateLimit-Policy and RateLimit fields
 	// of draft-ietf-httpapi-ratelimit-headers.
-	DisableRateLimit bool
+	DisableRateLimit bool `yaml:"disable_ratelimit,omitempty"`
 
 	// DisableRetryAfter leaves out Retry-After on 429 responses.
-	DisableRetryAfter bool
+	DisableRetryAfter bool `yaml:"disable_retry_after,omitempty"`
 
 	// Source adds X-RateLimit-Source, naming what decided (memory, redis,
 	// hybrid:local-fallback, …). It tells operators more than clients, so it
 	// is off by default.
-	Source bool
+	Source bool `yaml:"source,omitempty"`
 
 	// UnixReset sends X-RateLimit-Reset as the Unix time (in seconds, rounded
 	// up) at which the limit is full again, instead of the seconds until
 	// then. Relative seconds need no clock agreement with the client, so
 	// they are the default.
-	UnixReset bool
+	UnixReset bool `yaml:"unix_reset,omitempty"`
 }
 
 // Body selects the body of the default 429 response.

@@ -191,39 +191,35 @@ func JoinKeys(keys ...KeyFunc) KeyFunc {
 
 // PathPrefix matches requests whose URL path is one of prefixes or lies
 // below one: "/auth" (or "/auth/") matches "/auth" and "/auth/login", not
-// "/authors". The path is the decoded http.Request.URL.Path the middleware
-// sees; ServeMux redirects paths that are not clean before routing them, so
-// a prefix cannot be dodged with "//" or "..".
+// "/authors". Paths are compared clean, so a prefix cannot be dodged with
+// "//" or "..". A prefix without a leading slash gets one. It is
+// Match{PathPrefix: prefixes}.
 func PathPrefix(prefixes ...string) func(r *http.Request) bool {
-	ps := make([]string, 0, len(prefixes))
-	for _, p := range prefixes {
-		if p != "/" {
-			p = strings.TrimSuffix(p, "/")
+	ps := make([]string, len(prefixes))
+	for i, p := range prefixes {
+		if !strings.HasPrefix(p, "/") {
+			p = "/" + p
 		}
-		ps = append(ps, p)
+		ps[i] = p
 	}
-	return func(r *http.Request) bool {
-		path := r.URL.Path
-		for _, p := range ps {
-			if p == "/" || path == p || (strings.HasPrefix(path, p) && path[len(p)] == '/') {
-				return true
-			}
-		}
-		return false
-	}
+	return mustMatch(Match{PathPrefix: ps})
 }
 
-// Methods matches requests whose method is one of methods.
+// Methods matches requests whose method is one of methods (upper case; a
+// method given in lower case is upper-cased). It is Match{Methods: methods}:
+// a name that is not a method token matches nothing.
 func Methods(methods ...string) func(r *http.Request) bool {
-	ms := append([]string(nil), methods...)
-	return func(r *http.Request) bool {
-		for _, m := range ms {
-			if r.Method == m {
-				return true
-			}
-		}
-		return false
+	return mustMatch(Match{Methods: methods})
+}
+
+// mustMatch is the match function of m, or one that matches nothing when m
+// does not compile (a method name that is no token).
+func mustMatch(m Match) func(r *http.Request) bool {
+	c, err := m.Compile()
+	if err != nil {
+		return func(*http.Request) bool { return false }
 	}
+	return c.Match
 }
 
 // All matches requests that every one of matches matches.

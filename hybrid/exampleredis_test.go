@@ -1,12 +1,11 @@
 package hybrid_test
 
 import (
-	"context"
 	"os"
 	"sync"
 	"testing"
 
-	"github.com/floodgate-go/floodgate/internal/redisproc"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // exampleRedis is the redis-server the package's Examples talk to. An
@@ -14,7 +13,7 @@ import (
 // starts it on first use and TestMain kills it.
 var exampleRedis struct {
 	once sync.Once
-	srv  *redisproc.Server
+	srv  *testkit.RedisServer
 	err  error
 }
 
@@ -22,7 +21,7 @@ var exampleRedis struct {
 // Examples on a free loopback port. A missing redis-server fails the
 // Example that needs it, as it fails every Redis test.
 func redisAddr() string {
-	exampleRedis.once.Do(func() { exampleRedis.srv, exampleRedis.err = redisproc.Start(context.Background()) })
+	exampleRedis.once.Do(func() { exampleRedis.srv, exampleRedis.err = testkit.StartRedis() })
 	if exampleRedis.err != nil {
 		panic(exampleRedis.err)
 	}

@@ -3,13 +3,13 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-go/floodgate/failover"
-	"github.com/floodgate-go/floodgate/memstore"
 )
 
 // GuardOptions returns o with its OnStateChange hook also counting
@@ -57,8 +57,8 @@ func valid(s failover.BreakerState) bool { return s >= failover.Closed && s <= f
 // floodgate_breaker_state. Several Guards (one per Redis, say) can be
 // watched under different names; an empty name, a nil g or a name already
 // watched is an error.
-func (m *Metrics) WatchGuard(engine string, g *failover.Guard) error {
-	if g == nil {
+func (m *Metrics) WatchGuard(engine string, g Guard) error {
+	if isNil(g) {
 		return fmt.Errorf("metrics: engine %q: no Guard given", engine)
 	}
 	return m.engines.add(engine, g, nil)
@@ -69,11 +69,26 @@ func (m *Metrics) WatchGuard(engine string, g *failover.Guard) error {
 // at every scrape. Reading the entries locks each shard of s in turn, for a
 // moment. A hybrid store's local filter can be watched too, under a name
 // of its own.
-func (m *Metrics) WatchMemory(engine string, s *memstore.Store) error {
-	if s == nil {
+func (m *Metrics) WatchMemory(engine string, s Memory) error {
+	if isNil(s) {
 		return fmt.Errorf("metrics: engine %q: no memstore.Store given", engine)
 	}
 	return m.engines.add(engine, nil, s)
+}
+
+// A Guard is what WatchGuard reads at every scrape: a *failover.Guard (or
+// anything that keeps its counters).
+type Guard interface {
+	Stats() failover.Stats
+}
+
+// A Memory is what WatchMemory reads at every scrape: a *memstore.Store.
+type Memory interface {
+	// Len is the number of entries held.
+	Len() int
+	// Evictions is the number of entries evicted because the store was
+	// full.
+	Evictions() uint64
 }
 
 // engines is the collector over watched engines.
@@ -82,8 +97,8 @@ type engines struct {
 	keys, evictions                                 *prometheus.Desc
 
 	mu     sync.Mutex
-	guards []watched[*failover.Guard]
-	mems   []watched[*memstore.Store]
+	guards []watched[Guard]
+	mems   []watched[Memory]
 }
 
 type watched[T any] struct {
@@ -107,7 +122,7 @@ func newEngines(cl prometheus.Labels) *engines {
 	}
 }
 
-func (e *engines) add(engine string, g *failover.Guard, s *memstore.Store) error {
+func (e *engines) add(engine string, g Guard, s Memory) error {
 	if engine == "" {
 		return errors.New("metrics: the engine needs a name, e.g. \"redis\"")
 	}
@@ -115,16 +130,16 @@ func (e *engines) add(engine string, g *failover.Guard, s *memstore.Store) error
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if g != nil {
-		if slices.ContainsFunc(e.guards, func(w watched[*failover.Guard]) bool { return w.engine == engine }) {
+		if slices.ContainsFunc(e.guards, func(w watched[Guard]) bool { return w.engine == engine }) {
 			return fmt.Errorf("metrics: a Guard is already watched as engine %q; give each a name of its own", engine)
 		}
-		e.guards = append(e.guards, watched[*failover.Guard]{engine, g})
+		e.guards = append(e.guards, watched[Guard]{engine, g})
 		return nil
 	}
-	if slices.ContainsFunc(e.mems, func(w watched[*memstore.Store]) bool { return w.engine == engine }) {
+	if slices.ContainsFunc(e.mems, func(w watched[Memory]) bool { return w.engine == engine }) {
 		return fmt.Errorf("metrics: a memstore.Store is already watched as engine %q; give each a name of its own", engine)
 	}
-	e.mems = append(e.mems, watched[*memstore.Store]{engine, s})
+	e.mems = append(e.mems, watched[Memory]{engine, s})
 	return nil
 }
 
@@ -158,4 +173,13 @@ func (e *engines) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(e.keys, prometheus.GaugeValue, float64(w.v.Len()), w.engine)
 		counter(e.evictions, w.v.Evictions(), w.engine)
 	}
+}
+
+// isNil reports whether v is nil or a nil pointer in an interface.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

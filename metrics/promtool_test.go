@@ -16,15 +16,12 @@ import (
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/metrics"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 func promtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Fatalf("promtool is not on PATH (%v); install the Debian package prometheus", err)
-	}
-	return p
+	return testkit.RequireBinary(t, "promtool", "prometheus")
 }
 
 // TestPromtoolLint runs promtool's linter over every metric the package

@@ -15,9 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/netip"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -95,7 +93,7 @@ type Route struct {
 	Name string
 
 	// Match selects the requests; the zero Match selects all.
-	Match Match
+	Match httplimit.Match
 
 	// Shadow decides and counts but never refuses: a request the limits
 	// would refuse (429, or 503 when the engine fails closed) is forwarded,
@@ -110,29 +108,6 @@ type Route struct {
 	Limits []httplimit.Rule
 }
 
-// Match selects requests. Every field set must match.
-type Match struct {
-	// Host is the request's host without port, compared without regard to
-	// case; "*.example.com" matches every subdomain of example.com (not
-	// example.com itself).
-	Host string
-
-	// PathPrefix matches paths that are it or lie under it: "/api"
-	// matches "/api" and "/api/x" but not "/apix"; "/api/" matches what is
-	// below /api/. Paths are compared clean: a request with dot segments or
-	// doubled slashes is redirected to its clean path first.
-	PathPrefix string
-
-	// Path is an http.ServeMux path pattern such as "/items/{id}" or
-	// "/static/"; the matched pattern becomes the request's Pattern, which
-	// httplimit.KeyByRoute reads.
-	Path string
-
-	// Methods lists the methods matched, e.g. ["GET", "HEAD"]; empty means
-	// all. Each is matched exactly (GET does not imply HEAD).
-	Methods []string
-}
-
 // Proxy is the rate-limiting reverse proxy, an http.Handler. It is safe for
 // concurrent use; SetRoutes replaces its routes while it serves.
 type Proxy struct {
@@ -140,7 +115,7 @@ type Proxy struct {
 	upstream  http.Handler // what requests no route matched go to
 	target    *url.URL     // nil for the demo upstream
 	transport http.RoundTripper
-	trusted   []netip.Prefix
+	trusted   clientip.Prefixes
 	routes    atomic.Pointer[[]*route]
 	sample    *denylog.Sampler
 	errs      denylog.Errors
@@ -148,13 +123,10 @@ type Proxy struct {
 }
 
 type route struct {
-	name    string
-	match   Match
-	host    string // lower case; "*.x" kept as ".x"
-	mux     *http.ServeMux
-	methods []string
-	shadow  bool
-	h       http.Handler
+	name   string
+	match  *httplimit.Matcher
+	shadow bool
+	h      http.Handler
 }
 
 // New validates cfg and returns its proxy.
@@ -162,14 +134,11 @@ func New(cfg Config) (*Proxy, error) {
 	p := &Proxy{cfg: cfg, sample: denylog.New(cfg.Logger)}
 	p.errs.Log = p.sample.Logger()
 	var errs []error
-	for _, s := range cfg.TrustedProxies {
-		pf, err := clientip.ParsePrefix(s)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: proxy trusted_proxies %q: %v", ErrInvalidConfig, s, err))
-			continue
-		}
-		p.trusted = append(p.trusted, pf)
+	trusted, err := clientip.ParsePrefixes(cfg.TrustedProxies)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%w: proxy trusted proxies: %v", ErrInvalidConfig, err))
 	}
+	p.trusted = trusted
 	if cfg.Upstream == "" {
 		p.upstream = DemoUpstream()
 	} else {
@@ -250,7 +219,7 @@ func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 // client cannot plant an address for the upstream to trust.
 func (p *Proxy) forwarded(pr *httputil.ProxyRequest) {
 	in := pr.In.Header
-	if p.trustsPeer(pr.In.RemoteAddr) {
+	if p.trusted.ContainsPeer(pr.In.RemoteAddr) {
 		if v := in["X-Forwarded-For"]; len(v) > 0 {
 			pr.Out.Header["X-Forwarded-For"] = v
 		}
@@ -266,23 +235,6 @@ func (p *Proxy) forwarded(pr *httputil.ProxyRequest) {
 	pr.Out.Header.Del("Forwarded")
 	pr.Out.Header.Del("X-Real-Ip")
 	pr.SetXForwarded()
-}
-
-func (p *Proxy) trustsPeer(remote string) bool {
-	if len(p.trusted) == 0 {
-		return false
-	}
-	ap, err := netip.ParseAddrPort(remote)
-	if err != nil {
-		return false
-	}
-	a := ap.Addr().Unmap()
-	for _, pf := range p.trusted {
-		if pf.Contains(a) {
-			return true
-		}
-	}
-	return false
 }
 
 // upstreamError answers 502 through the writer the proxy was given, so a
@@ -324,39 +276,15 @@ func (p *Proxy) SetRoutes(routes []Route) error {
 }
 
 func (p *Proxy) compile(i int, rt Route) (*route, error) {
-	r := &route{name: rt.Name, match: rt.Match, shadow: rt.Shadow}
+	r := &route{name: rt.Name, shadow: rt.Shadow}
 	if r.name == "" {
 		r.name = fmt.Sprintf("route %d", i+1)
 	}
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: proxy %s: "+format, append([]any{ErrInvalidConfig, r.name}, args...)...)
+	m, err := rt.Match.Compile()
+	if err != nil {
+		return nil, fmt.Errorf("%w: proxy %s: %v", ErrInvalidConfig, r.name, err)
 	}
-	if h := strings.ToLower(rt.Match.Host); h != "" {
-		r.host = strings.TrimPrefix(h, "*")
-		if strings.ContainsAny(r.host, "*/: ") {
-			return nil, bad("host %q: give a host name, optionally starting with *.", rt.Match.Host)
-		}
-	}
-	if pp := rt.Match.PathPrefix; pp != "" && !strings.HasPrefix(pp, "/") {
-		return nil, bad("path_prefix %q must start with /", pp)
-	}
-	if rt.Match.Path != "" {
-		if strings.ContainsAny(rt.Match.Path, " \t") || !strings.HasPrefix(rt.Match.Path, "/") {
-			return nil, bad("path %q: give a path pattern such as /items/{id}; the host and methods have fields of their own", rt.Match.Path)
-		}
-		mux, err := muxOf(rt.Match.Path)
-		if err != nil {
-			return nil, bad("path %q: %v", rt.Match.Path, err)
-		}
-		r.mux = mux
-	}
-	for _, m := range rt.Match.Methods {
-		m = strings.ToUpper(strings.TrimSpace(m))
-		if m == "" || strings.ContainsAny(m, " \t/") {
-			return nil, bad("method %q is not a method name", m)
-		}
-		r.methods = append(r.methods, m)
-	}
+	r.match = m
 	next := p.upstream
 	if p.target != nil {
 		next = p.reverseProxy(p.target, r.name)
@@ -404,19 +332,6 @@ func (p *Proxy) compile(i int, rt Route) (*route, error) {
 	return r, nil
 }
 
-// muxOf returns a ServeMux with the one pattern, turning ServeMux's panic on
-// a bad pattern into an error.
-func muxOf(pattern string) (mux *http.ServeMux, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("%v", v)
-		}
-	}()
-	mux = http.NewServeMux()
-	mux.Handle(pattern, http.NotFoundHandler())
-	return mux, nil
-}
-
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if clean := pathnet.CleanPath(r.URL.Path); clean != r.URL.Path && r.URL.Path != "*" {
 		// Routes decide on the path the upstream will serve: a client must
@@ -429,56 +344,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, rt := range *p.routes.Load() {
-		if rt.matches(r) {
+		if rt.match.Match(r) {
 			rt.h.ServeHTTP(w, r)
 			return
 		}
 	}
 	p.upstream.ServeHTTP(w, r)
-}
-
-func (rt *route) matches(r *http.Request) bool {
-	if rt.methods != nil {
-		ok := false
-		for _, m := range rt.methods {
-			if m == r.Method {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
-	if rt.host != "" && !hostMatches(rt.host, r.Host) {
-		return false
-	}
-	if pp := rt.match.PathPrefix; pp != "" && !pathnet.UnderPrefix(r.URL.Path, pp) {
-		return false
-	}
-	if rt.mux != nil {
-		_, pattern := rt.mux.Handler(r)
-		if pattern == "" {
-			return false
-		}
-		r.Pattern = pattern
-	}
-	return true
-}
-
-// hostMatches compares a request's Host (with an optional port) to a
-// route's host, lower case, where ".example.com" stands for *.example.com.
-func hostMatches(want, host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
-		host = host[1 : len(host)-1]
-	}
-	host = strings.TrimSuffix(host, ".")
-	if strings.HasPrefix(want, ".") {
-		return len(host) > len(want) && strings.EqualFold(host[len(host)-len(want):], want)
-	}
-	return strings.EqualFold(host, want)
 }
 
 // loggedLimiter logs the denials of a route's limiter, key redacted. It

@@ -172,12 +172,12 @@ func TestProxyRoutes(t *testing.T) {
 	_, addr := start(t, Config{
 		Upstream: up.URL,
 		Routes: []Route{
-			{Name: "admin-host", Match: Match{Host: "admin.example.com"}, Limits: lim("host")},
-			{Name: "wild", Match: Match{Host: "*.example.org"}, Limits: lim("wild")},
-			{Name: "items", Match: Match{Path: "/items/{id}", Methods: []string{"GET"}}, Limits: lim("items")},
-			{Name: "api-post", Match: Match{PathPrefix: "/api/", Methods: []string{"post"}}, Limits: lim("api-post")},
-			{Name: "api", Match: Match{PathPrefix: "/api/"}, Limits: lim("api")},
-			{Name: "open", Match: Match{PathPrefix: "/open/"}},
+			{Name: "admin-host", Match: httplimit.Match{Host: "admin.example.com"}, Limits: lim("host")},
+			{Name: "wild", Match: httplimit.Match{Host: "*.example.org"}, Limits: lim("wild")},
+			{Name: "items", Match: httplimit.Match{Path: "/items/{id}", Methods: []string{"GET"}}, Limits: lim("items")},
+			{Name: "api-post", Match: httplimit.Match{PathPrefix: []string{"/api/"}, Methods: []string{"post"}}, Limits: lim("api-post")},
+			{Name: "api", Match: httplimit.Match{PathPrefix: []string{"/api/"}}, Limits: lim("api")},
+			{Name: "open", Match: httplimit.Match{PathPrefix: []string{"/open/"}}},
 		},
 	})
 	base := "http://" + addr
@@ -212,11 +212,11 @@ func TestProxyRoutes(t *testing.T) {
 
 func TestProxyRouteErrors(t *testing.T) {
 	for _, rt := range []Route{
-		{Match: Match{Path: "/items/{id"}},
-		{Match: Match{Path: "GET /x"}},
-		{Match: Match{PathPrefix: "api"}},
-		{Match: Match{Host: "a/b"}},
-		{Match: Match{Methods: []string{"G T"}}},
+		{Match: httplimit.Match{Path: "/items/{id"}},
+		{Match: httplimit.Match{Path: "GET /x"}},
+		{Match: httplimit.Match{PathPrefix: []string{"api"}}},
+		{Match: httplimit.Match{Host: "a/b"}},
+		{Match: httplimit.Match{Methods: []string{"G T"}}},
 		{Limits: []httplimit.Rule{{}}},
 	} {
 		if _, err := New(Config{Upstream: "http://127.0.0.1:1", Routes: []Route{rt}}); err == nil {
@@ -511,7 +511,7 @@ func TestProxyFailClosed(t *testing.T) {
 		Upstream: up.URL,
 		Headers:  httplimit.Headers{Source: true},
 		Routes: []Route{
-			{Match: Match{PathPrefix: "/shadow/"}, Shadow: true, Limits: []httplimit.Rule{{Limiter: lim}}},
+			{Match: httplimit.Match{PathPrefix: []string{"/shadow/"}}, Shadow: true, Limits: []httplimit.Rule{{Limiter: lim}}},
 			{Limits: []httplimit.Rule{{Limiter: lim}}},
 		},
 		OnShadow: func(_ string, res floodgate.Result) {
@@ -543,7 +543,7 @@ func TestProxySetRoutesUnderLoad(t *testing.T) {
 	up, _ := upstream(t)
 	api := memLimiter(t, "api", floodgate.PerSecond(1_000_000))
 	routes := func(prefix string) []Route {
-		return []Route{{Name: prefix, Match: Match{PathPrefix: "/" + prefix}, Limits: []httplimit.Rule{{Limiter: api}}}, {Limits: []httplimit.Rule{{Limiter: api}}}}
+		return []Route{{Name: prefix, Match: httplimit.Match{PathPrefix: []string{"/" + prefix}}, Limits: []httplimit.Rule{{Limiter: api}}}, {Limits: []httplimit.Rule{{Limiter: api}}}}
 	}
 	s, addr := start(t, Config{Upstream: up.URL, Routes: routes("a")})
 	stop := make(chan struct{})
@@ -586,7 +586,7 @@ func TestProxySetRoutesUnderLoad(t *testing.T) {
 	if bad.Load() != 0 || total.Load() == 0 {
 		t.Errorf("%d of %d requests failed during reloads", bad.Load(), total.Load())
 	}
-	if err := s.SetRoutes([]Route{{Match: Match{Path: "/{"}}}); err == nil {
+	if err := s.SetRoutes([]Route{{Match: httplimit.Match{Path: "/{"}}}); err == nil {
 		t.Error("a bad route list accepted")
 	}
 }
@@ -609,7 +609,7 @@ func TestDotSegmentsCannotDodgeRoutes(t *testing.T) {
 			t.Errorf("underPrefix(%q, %q) = %v", tc.path, tc.prefix, got)
 		}
 	}
-	p, err := New(Config{Upstream: "", Routes: []Route{{Name: "admin", Match: Match{PathPrefix: "/admin/"}}}})
+	p, err := New(Config{Upstream: "", Routes: []Route{{Name: "admin", Match: httplimit.Match{PathPrefix: []string{"/admin/"}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@
 // nothing: it checks every limit, then charges all of them or none, and a
 // limit that would have admitted a denied request reports its uncharged
 // state, exactly as the in-memory engine does. The per-limit answers come
-// back to Go and are folded by floodgate.LimitSet.Combine. Scripts run with
+// back to Go and are folded by algo.Set.Combine. Scripts run with
 // EVALSHA; a server that does not know the script (after a restart, a
 // failover or SCRIPT FLUSH) answers NOSCRIPT and gets it with EVAL, which
 // also loads it for the next calls.

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/internal/redisproc"
 	"github.com/floodgate-go/floodgate/redisstore"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // Every instance of a service that shares this Redis enforces one limit
@@ -73,7 +73,7 @@ func ExampleKey() {
 // use and TestMain kills it.
 var exampleRedis struct {
 	once  sync.Once
-	srv   *redisproc.Server
+	srv   *testkit.RedisServer
 	store *redisstore.Store
 	err   error
 }
@@ -82,7 +82,7 @@ var exampleRedis struct {
 // Examples on a free loopback port. A missing redis-server fails the
 // Example that needs it, as it fails every Redis test.
 func redisAddr() string {
-	exampleRedis.once.Do(func() { exampleRedis.srv, exampleRedis.err = redisproc.Start(context.Background()) })
+	exampleRedis.once.Do(func() { exampleRedis.srv, exampleRedis.err = testkit.StartRedis() })
 	if exampleRedis.err != nil {
 		panic(exampleRedis.err)
 	}

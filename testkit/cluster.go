@@ -54,7 +54,7 @@ func RedisCluster(t testing.TB, masters, replicasPerMaster int) *Cluster {
 		t.Fatalf("testkit: RedisCluster(%d, %d): need at least 3 masters (redis-cli --cluster create refuses fewer) and replicasPerMaster >= 0",
 			masters, replicasPerMaster)
 	}
-	cli := lookBinary(t, "redis-cli", "redis-server")
+	cli := RequireBinary(t, "redis-cli", "redis-server")
 	c := &Cluster{
 		t:           t,
 		nodes:       map[string]*RedisServer{},

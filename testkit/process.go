@@ -45,8 +45,12 @@ func missing(t testing.TB, what, debPackage string) {
 	t.Fatalf("%s; to skip such tests locally (never in CI) set %s=1", msg, envAllowSkip)
 }
 
-// lookBinary finds name on PATH or reports it missing.
-func lookBinary(t testing.TB, name, debPackage string) string {
+// RequireBinary returns the path of the program name on PATH. A program that
+// is not installed fails the test, naming the Debian package to install
+// (make test installs them); only a developer who set FLOODGATE_ALLOW_SKIP=1
+// outside CI (the CI variable unset) gets a skip instead. It is the one rule
+// for every server and tool floodgate's tests run.
+func RequireBinary(t testing.TB, name, debPackage string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {

@@ -62,14 +62,14 @@ func TestMissingBinary(t *testing.T) {
 	t.Setenv("CI", "true")
 	t.Setenv(envAllowSkip, "1")
 	r := &recorder{TB: t}
-	lookBinary(r, "redis-server", "redis-server")
+	RequireBinary(r, "redis-server", "redis-server")
 	if !strings.Contains(r.fatal, "install the Debian package redis-server (make test does it)") || r.skip != "" {
 		t.Fatalf("in CI: fatal %q, skip %q; want a failure naming the package", r.fatal, r.skip)
 	}
 
 	t.Setenv("CI", "")
 	r = &recorder{TB: t}
-	lookBinary(r, "redis-server", "redis-server")
+	RequireBinary(r, "redis-server", "redis-server")
 	if r.skip == "" {
 		t.Fatalf("with %s=1 outside CI: fatal %q; want a skip", envAllowSkip, r.fatal)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,6 +39,48 @@ func Redis(t testing.TB) *RedisServer {
 	})
 }
 
+// ErrNotInstalled is StartRedis's error when redis-server is not on PATH.
+var ErrNotInstalled = errors.New("testkit: redis-server not found on PATH: install the Debian package redis-server (make test does it)")
+
+// StartRedis starts a standalone redis-server as Redis does, for programs
+// that have no *testing.T: the demo, the course's experiments, Examples.
+// Close kills it and removes its files; Start starts it again after Kill.
+func StartRedis() (*RedisServer, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, ErrNotInstalled
+	}
+	for attempt := 1; ; attempt++ {
+		ports, err := freePorts(1)
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp("", "floodgate-redis-")
+		if err != nil {
+			return nil, err
+		}
+		s := newRedisServer(nil, fmt.Sprintf("redis-server on %d", ports[0]), bin, redisArgs(ports[0], dir), ports[0], dir)
+		err = s.start()
+		if err == nil {
+			return s, nil
+		}
+		os.RemoveAll(dir)
+		if !errors.Is(err, errPortInUse) || attempt == startAttempts {
+			return nil, err
+		}
+	}
+}
+
+// Start starts the server again on its port after Kill or Stop, for
+// programs; tests call Restart.
+func (s *RedisServer) Start() error { return s.startAgain() }
+
+// Close kills a server StartRedis started and removes its files.
+func (s *RedisServer) Close() {
+	s.kill()
+	os.RemoveAll(s.Dir)
+}
+
 // redisArgs is the command line shared by every server this package starts:
 // loopback only, no persistence, logs on stdout (captured to redis.log), fast
 // replica sync (no 5 s diskless-sync delay), DEBUG allowed.
@@ -60,7 +103,7 @@ func redisArgs(port int, dir string) []string {
 // with new ports when it loses a race for one.
 func startRedis(t testing.TB, name string, nports int, build func(ports []int, dir string) ([]string, error)) *RedisServer {
 	t.Helper()
-	bin := lookBinary(t, "redis-server", "redis-server")
+	bin := RequireBinary(t, "redis-server", "redis-server")
 	for attempt := 1; ; attempt++ {
 		ports, err := freePorts(nports)
 		if err != nil {
@@ -117,6 +160,17 @@ func redisReady(addr string, pid int) error {
 		return fmt.Errorf("%s is served by process %s, not ours (%d)", addr, got, pid)
 	}
 	return nil
+}
+
+// Pid returns the process ID of the running server (0 when none runs),
+// e.g. to read its CPU time in /proc.
+func (s *RedisServer) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil || s.proc.cmd.Process == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
 }
 
 // Kill sends SIGKILL and waits for the process to exit: a crash, with no

@@ -69,9 +69,17 @@ func (s *server) running() bool {
 }
 
 // restart crashes the server if it still runs and starts it again on the
-// same port.
+// same port, failing the test when it cannot.
 func (s *server) restart() {
 	s.t.Helper()
+	if err := s.startAgain(); err != nil {
+		s.t.Fatalf("testkit: restart %s on the same port: %v", s.name, err)
+	}
+}
+
+// startAgain crashes the server if it still runs and starts it again on the
+// same port.
+func (s *server) startAgain() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.end(s.crash)
@@ -80,14 +88,9 @@ func (s *server) restart() {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		err := s.start()
-		if err == nil {
-			return
+		if err == nil || !errors.Is(err, errPortInUse) || !time.Now().Before(deadline) {
+			return err
 		}
-		if errors.Is(err, errPortInUse) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		s.t.Fatalf("testkit: restart %s on the same port: %v", s.name, err)
-		return
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -25,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/floodgate-go/floodgate/internal/envoydiff"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // rlsRules are the rules both servers get: two descriptors limited to
@@ -75,12 +74,12 @@ func runRLS(args []string) error {
 	if err != nil {
 		return err
 	}
-	rFG, err := startRedis(tmp, "fg")
+	rFG, err := startRedis()
 	if err != nil {
 		return err
 	}
 	defer rFG.stop()
-	rRef, err := startRedis(tmp, "ref")
+	rRef, err := startRedis()
 	if err != nil {
 		return err
 	}
@@ -337,46 +336,27 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * 10 * time.Millisecond, nil
 }
 
-// A redisProc is a redis-server of the benchmark's own.
+// A redisProc is a redis-server of the benchmark's own, with a client to
+// read its command counts.
 type redisProc struct {
-	cmd    *exec.Cmd
+	srv    *testkit.RedisServer
 	addr   string
 	client *redis.Client
 }
 
-func startRedis(dir, name string) (*redisProc, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func startRedis() (*redisProc, error) {
+	srv, err := testkit.StartRedis()
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	rd := filepath.Join(dir, "redis-"+name)
-	if err := os.MkdirAll(rd, 0o755); err != nil {
-		return nil, err
-	}
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", rd)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("redis-server: %w (install the Debian package redis-server)", err)
-	}
-	rp := &redisProc{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-	rp.client = redis.NewClient(&redis.Options{Addr: rp.addr})
-	for range 100 {
-		if rp.client.Ping(context.Background()).Err() == nil {
-			return rp, nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	rp.stop()
-	return nil, fmt.Errorf("redis-server on %s did not answer", rp.addr)
+	return &redisProc{srv: srv, addr: srv.Addr, client: redis.NewClient(&redis.Options{Addr: srv.Addr})}, nil
 }
 
-func (r *redisProc) pid() int { return r.cmd.Process.Pid }
+func (r *redisProc) pid() int { return r.srv.Pid() }
 
 func (r *redisProc) stop() {
 	r.client.Close()
-	r.cmd.Process.Kill()
-	r.cmd.Wait()
+	r.srv.Close()
 }
 
 // commandStats returns how many times each command ran so far.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/daemon"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // exportedNames returns the metric families a daemon exports, histogram
@@ -60,10 +61,7 @@ var metricRef = regexp.MustCompile(`\bfloodgate_[a-z_]+\b`)
 // the rules and the Grafana dashboard name only metrics floodgate exports,
 // so neither can drift from the code.
 func TestAlertsAndDashboard(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Fatalf("promtool is not on PATH (%v); install the Debian package prometheus", err)
-	}
+	promtool := testkit.RequireBinary(t, "promtool", "prometheus")
 	rules := "../../examples/prometheus/alerts.yaml"
 	if out, err := exec.Command(promtool, "check", "rules", rules).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)

@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -100,7 +101,7 @@ func serve(args []string, stderr io.Writer) int {
 		cfg = config.Default()
 	} else {
 		// The watcher's first load must succeed; later loads call back.
-		w, err := config.Watch(ctx, *path, func(c *config.Config, err error) {
+		w, err := daemon.Watch(ctx, *path, func(c *config.Config, err error) {
 			if d == nil {
 				return
 			}
@@ -203,7 +204,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, "usage: floodgate validate FILE\n")
 		return 2
 	}
-	cfg, err := config.Load(args[0])
+	n, err := checkFile(args[0])
 	if err != nil {
 		var errs config.Errors
 		if errors.As(err, &errs) {
@@ -216,17 +217,26 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
-	policies, err := cfg.FloodgatePolicies()
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	n := len(policies)
-	if cfg.Envoy != nil && cfg.Envoy.Rules != nil {
-		n += len(cfg.Envoy.Rules.Policies())
-	}
 	fmt.Fprintf(stdout, "%s: ok (%d policies, those of postgres and envoy rules included)\n", args[0], n)
 	return 0
+}
+
+// checkFile runs what serve runs on the file at path, short of binding the
+// listeners: the configuration is loaded and the daemon built (engine,
+// limiters, routes, front ends, TLS files) and released again. A file it
+// passes is one serve starts with; every error serve could give before
+// listening, it gives. It returns the number of policies built.
+func checkFile(path string) (int, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return 0, err
+	}
+	d, err := daemon.New(cfg, daemon.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	return d.Policies(), nil
 }
 
 // errUsage marks a request that could not even be made (a malformed

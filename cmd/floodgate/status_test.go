@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,21 +13,21 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/floodgate-go/floodgate/testkit"
 )
-
-// chromium is the browser the status page test drives (Debian package
-// chromium). Its absence fails the test: the page is tested in a real
-// browser or not at all.
-const chromium = "/usr/bin/chromium"
 
 // TestStatusPageInBrowser loads the status page in headless Chromium: it
 // shows the configuration's policies without console errors, its counts
 // and top limited keys follow traffic sent through the proxy, it fits a
-// 360 px wide screen, and the screenshot becomes docs/status.png.
+// 360 px wide screen, and with -update the screenshot becomes
+// docs/status.png (a test run leaves the tree as it was).
+var update = flag.Bool("update", false, "rewrite docs/status.png from the status page in the browser")
+
 func TestStatusPageInBrowser(t *testing.T) {
-	if _, err := os.Stat(chromium); err != nil {
-		t.Fatalf("%s: %v (install the Debian package chromium)", chromium, err)
+	if testing.Short() {
+		t.Skip("a long test; make test runs it")
 	}
+	chromium := testkit.RequireBinary(t, "chromium", "chromium")
 	up := upstream(t)
 	d := startDaemon(t, fmt.Sprintf(`
 policies:
@@ -129,7 +131,7 @@ admin: {listen: 127.0.0.1:0, raw_keys: true}
 		t.Fatalf("the counts did not follow the traffic: %v\n%s", err, text(section("api")))
 	}
 	after := text(section("api"))
-	if first := text(wantRow); !strings.HasPrefix(first, "header:alice") || !strings.Contains(first, "15") {
+	if first := text(wantRow); !strings.HasPrefix(first, "x-user:alice") || !strings.Contains(first, "15") {
 		t.Errorf("top limited key: %q, want alice with 15 denials\n%s", first, after)
 	}
 	if !strings.Contains(after, "bob") || !strings.Contains(after, "carol") || strings.Contains(after, "none in the window") {
@@ -146,7 +148,7 @@ admin: {listen: 127.0.0.1:0, raw_keys: true}
 	// Forgive alice from the page, by the key the panel shows.
 	if err := chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.CSS("#key-policy"), "api"),
-		chromedp.SendKeys(chromedp.CSS("#key-key"), "header:alice"),
+		chromedp.SendKeys(chromedp.CSS("#key-key"), "x-user:alice"),
 		chromedp.Click(chromedp.CSS(`#key-form button[value=reset]`)),
 		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
 			_, err := chromedp.Poll[bool](`document.getElementById("key-result").textContent.startsWith("Reset.")`,
@@ -168,8 +170,13 @@ admin: {listen: 127.0.0.1:0, raw_keys: true}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join("..", "..", "docs", "status.png"), png, 0o644); err != nil {
-		t.Fatal(err)
+	if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("the screenshot is no PNG (%d bytes)", len(png))
+	}
+	if *update {
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", "status.png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// At 360 px nothing is wider than the screen.

@@ -23,10 +23,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // Module is envoyproxy/ratelimit's Go module.
@@ -234,7 +230,7 @@ type ReferenceOptions []string
 
 // StartReference starts the reference's service on loopback with files as
 // its configuration, counting in the redis-server at redisAddr, and waits
-// until its gRPC health service answers SERVING (at most 30 s). dir is a
+// until its gRPC listener is bound (at most 30 s). dir is a
 // scratch directory it owns.
 func StartReference(ctx context.Context, ref *Reference, dir, redisAddr string, files []File, opts ReferenceOptions) (*Server, error) {
 	cfg := filepath.Join(dir, "runtime", "ratelimit", "config")
@@ -271,7 +267,7 @@ func StartReference(ctx context.Context, ref *Reference, dir, redisAddr string, 
 			return nil, err
 		}
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2]))
-		if err = waitServing(ctx, s); err == nil {
+		if err = waitServing(ctx, s, refReady); err == nil {
 			return s, nil
 		}
 		s.Close()
@@ -285,8 +281,8 @@ var listening = regexp.MustCompile(`msg=listening listener=envoy addr=(\S+)`)
 // StartFloodgate runs `floodgate serve` with the Redis engine at redisAddr
 // and an envoy listener on a free loopback port serving files; envoy holds
 // further lines of the envoy section (indented by two spaces), e.g.
-// "shadow_mode: true". It waits until the listener is bound and its gRPC
-// health service answers SERVING (at most 30 s).
+// "shadow_mode: true". It waits until the listener is bound (at most
+// 30 s).
 func StartFloodgate(ctx context.Context, bin, dir, redisAddr string, files []File, envoy string) (*Server, error) {
 	return StartFloodgateStorage(ctx, bin, dir, redisAddr, files, envoy, "redis")
 }
@@ -344,39 +340,40 @@ func StartFloodgateStorage(ctx context.Context, bin, dir, redisAddr string, file
 		s.Close()
 		return nil, fmt.Errorf("envoydiff: floodgate did not bind its envoy listener:\n%s", tail(s.Log(), 20))
 	}
-	if err := waitServing(ctx, s); err != nil {
+	if err := waitServing(ctx, s, listening); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// waitServing polls s's gRPC health service until it answers SERVING, s
-// exits, or 30 s pass.
-func waitServing(ctx context.Context, s *Server) error {
-	cc, err := grpc.NewClient(s.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	defer cc.Close()
-	h := healthpb.NewHealthClient(cc)
+// waitServing waits until s logged ready (its log matches ready) and its
+// address accepts connections, or s exits, or 30 s pass. (The package
+// speaks no gRPC itself: floodgate keeps gRPC in envoyrls; the callers'
+// tests send the calls.)
+func waitServing(ctx context.Context, s *Server, ready *regexp.Regexp) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if s.exited() {
 			return errors.New("the server exited")
 		}
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		r, err := h.Check(cctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && r.Status == healthpb.HealthCheckResponse_SERVING {
-			return nil
+		if ready.MatchString(s.Log()) {
+			c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+			if err == nil {
+				c.Close()
+				return nil
+			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("not serving at %s after 30 s (last: %v)", s.Addr, err)
+			return fmt.Errorf("not ready at %s after 30 s", s.Addr)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// refReady is the reference's log line once its gRPC listener is bound
+// (it binds it last, after loading its configuration).
+var refReady = regexp.MustCompile(`Listening for gRPC on`)
 
 // CheckReference runs the reference's configuration checker on files (one
 // directory holding them) and reports its verdict: nil when it accepts them.

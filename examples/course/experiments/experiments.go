@@ -27,7 +27,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/daemon"
-	"github.com/floodgate-go/floodgate/internal/redisproc"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // Findings are what the experiments measured.
@@ -88,11 +88,11 @@ func Run(ctx context.Context, w io.Writer) (*Findings, error) {
 	f := &Findings{Limit: 100}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }))
 	defer up.Close()
-	rs, err := redisproc.Start(ctx)
+	rs, err := testkit.StartRedis()
 	if err != nil {
 		return nil, err
 	}
-	defer rs.Kill()
+	defer rs.Close()
 
 	start := func(engine string) (*daemon.Daemon, string, error) {
 		storage := "  engine: memory"
@@ -160,10 +160,8 @@ func Run(ctx context.Context, w io.Writer) (*Findings, error) {
 	}
 	stop(d1)
 	// A fresh Redis for the next experiments: the global limit starts full.
-	if err := rs.Kill(); err != nil {
-		return nil, err
-	}
-	if err := rs.Start(ctx); err != nil {
+	rs.Kill()
+	if err := rs.Start(); err != nil {
 		return nil, err
 	}
 
@@ -227,9 +225,7 @@ func Run(ctx context.Context, w io.Writer) (*Findings, error) {
 		return nil, err
 	}
 	defer stop(d4)
-	if err := rs.Kill(); err != nil {
-		return nil, err
-	}
+	rs.Kill()
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
 		resp, err := http.Get(u4)
@@ -248,7 +244,7 @@ func Run(ctx context.Context, w io.Writer) (*Findings, error) {
 	f.RedisErrors = gathered(d4, "floodgate_engine_errors_total", "decide")
 	fmt.Fprintf(w, "   %d requests answered in 3 s with Redis down; Source hybrid:local-fallback seen: %v; floodgate_engine_errors_total{engine=\"redis\",op=\"decide\"} = %g\n",
 		f.FlowedDown, f.FallbackSeen, f.RedisErrors)
-	if err := rs.Start(ctx); err != nil {
+	if err := rs.Start(); err != nil {
 		return nil, err
 	}
 

@@ -25,9 +25,9 @@ import (
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/hybrid"
-	"github.com/floodgate-go/floodgate/internal/redisproc"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/redisstore"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // Options tunes a tour. The zero value is the tour command demo gives.
@@ -213,11 +213,11 @@ func get(ctx context.Context, client *http.Client, url string, h http.Header) (*
 // failover is part 3: a hybrid limiter over a real Redis, which is killed
 // and started again while requests keep coming.
 func (t *tour) failover(ctx context.Context) error {
-	srv, err := redisproc.Start(ctx)
+	srv, err := testkit.StartRedis()
 	if err != nil {
 		return err
 	}
-	defer srv.Kill()
+	defer srv.Close()
 
 	client := redis.NewClient(&redis.Options{
 		Addr:                  srv.Addr,
@@ -290,9 +290,7 @@ func (t *tour) failover(ctx context.Context) error {
 		}
 	}
 	t.printf("\n   Killing Redis (SIGKILL).\n")
-	if err := srv.Kill(); err != nil {
-		return err
-	}
+	srv.Kill()
 	for range 8 {
 		if _, err := send(); err != nil {
 			return err
@@ -300,7 +298,7 @@ func (t *tour) failover(ctx context.Context) error {
 	}
 	t.printf("\n   Every request was still decided, by this instance's share of the limit.\n")
 	t.printf("   Starting Redis again on the same port (empty: it keeps no data).\n")
-	if err := srv.Start(ctx); err != nil {
+	if err := srv.Start(); err != nil {
 		return err
 	}
 	// The breaker probes Redis once its back-off ends; the first probe that

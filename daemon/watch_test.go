@@ -1,6 +1,7 @@
-package config
+package daemon
 
 import (
+	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/envoyrules"
 
 	"context"
@@ -19,7 +20,7 @@ func watchConfig(rate string) []byte {
 }
 
 type reload struct {
-	c   *Config
+	c   *config.Config
 	err error
 }
 
@@ -27,7 +28,7 @@ func startWatch(t *testing.T, path string) (*Watcher, chan reload) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan reload, 16)
-	w, err := Watch(ctx, path, func(c *Config, err error) { ch <- reload{c, err} })
+	w, err := Watch(ctx, path, func(c *config.Config, err error) { ch <- reload{c, err} })
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -192,7 +193,7 @@ func TestWatchEnvoyFile(t *testing.T) {
 	path := filepath.Join(dir, "floodgate.yaml")
 	write(t, path, []byte("envoy: {ratelimit_config: [envoy/rules.yaml]}\n"))
 	w, ch := startWatch(t, path)
-	match := func(c *Config) int64 {
+	match := func(c *config.Config) int64 {
 		r := c.Envoy.Rules.Match("edge", []envoyrules.Entry{{Key: "remote_address", Value: "10.0.0.1"}})
 		if r == nil {
 			t.Fatal("no rule")
@@ -215,7 +216,7 @@ func TestWatchEnvoyFile(t *testing.T) {
 func TestWatchInitialError(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "floodgate.yaml")
 	write(t, path, []byte("nonsense: 1\n"))
-	if _, err := Watch(context.Background(), path, func(*Config, error) {}); err == nil || !strings.Contains(err.Error(), "nonsense") {
+	if _, err := Watch(context.Background(), path, func(*config.Config, error) {}); err == nil || !strings.Contains(err.Error(), "nonsense") {
 		t.Fatalf("err = %v", err)
 	}
 }

@@ -1,15 +1,14 @@
-package config
+package daemon
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
+	"github.com/floodgate-go/floodgate/config"
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -29,15 +28,15 @@ const DefaultDebounce = 100 * time.Millisecond
 // bytes of some file changed since the last load, valid or not.
 type Watcher struct {
 	path     string
-	fn       func(*Config, error)
+	fn       func(*config.Config, error)
 	debounce time.Duration
 	fsw      *fsnotify.Watcher
 	reload   chan struct{}
 	done     chan struct{}
 
 	mu      sync.Mutex
-	current *Config
-	digest  [32]byte
+	current *config.Config
+	digest  string
 	dirs    map[string]bool
 }
 
@@ -47,8 +46,8 @@ type Watcher struct {
 // (and a nil configuration): the changed file is invalid, so the caller
 // keeps serving the old one, or watching itself failed. Calls to fn are
 // sequential, on the watcher's goroutine.
-func Watch(ctx context.Context, path string, fn func(*Config, error)) (*Watcher, error) {
-	c, files, err := load(path)
+func Watch(ctx context.Context, path string, fn func(*config.Config, error)) (*Watcher, error) {
+	c, files, err := config.LoadFiles(path)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +63,7 @@ func Watch(ctx context.Context, path string, fn func(*Config, error)) (*Watcher,
 		reload:   make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		current:  c,
-		digest:   digest(files),
+		digest:   config.DigestOf(files),
 		dirs:     map[string]bool{},
 	}
 	if err := w.watchDirs(files); err != nil {
@@ -76,7 +75,7 @@ func Watch(ctx context.Context, path string, fn func(*Config, error)) (*Watcher,
 }
 
 // Config returns the configuration most recently loaded without error.
-func (w *Watcher) Config() *Config {
+func (w *Watcher) Config() *config.Config {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.current
@@ -115,7 +114,7 @@ func (w *Watcher) run(ctx context.Context) {
 			if !ok {
 				return
 			}
-			w.fn(nil, errors.Join(errors.New("config: watching for changes"), err))
+			w.fn(nil, errors.Join(errors.New("watching the configuration for changes"), err))
 		case <-w.reload:
 			timer.Stop()
 			w.check()
@@ -126,8 +125,8 @@ func (w *Watcher) run(ctx context.Context) {
 }
 
 func (w *Watcher) check() {
-	c, files, err := load(w.path)
-	d := digest(files)
+	c, files, err := config.LoadFiles(w.path)
+	d := config.DigestOf(files)
 	w.mu.Lock()
 	changed := d != w.digest
 	w.digest = d
@@ -165,7 +164,7 @@ func (w *Watcher) watchDirs(files map[string][]byte) error {
 			continue
 		}
 		if err := w.fsw.Add(dir); err != nil {
-			errs = append(errs, fmt.Errorf("config: cannot watch %s for changes: %w", dir, err))
+			errs = append(errs, fmt.Errorf("cannot watch %s for changes: %w", dir, err))
 			continue
 		}
 		w.mu.Lock()
@@ -173,24 +172,4 @@ func (w *Watcher) watchDirs(files map[string][]byte) error {
 		w.mu.Unlock()
 	}
 	return errors.Join(errs...)
-}
-
-// digest hashes the names and contents of files in a fixed order.
-func digest(files map[string][]byte) [32]byte {
-	names := keysOf(files)
-	sort.Strings(names)
-	h := sha256.New()
-	for _, n := range names {
-		h.Write([]byte(n))
-		h.Write([]byte{0})
-		b := files[n]
-		if b == nil {
-			h.Write([]byte{1}) // missing, unlike empty
-		}
-		h.Write(b)
-		h.Write([]byte{0})
-	}
-	var out [32]byte
-	h.Sum(out[:0])
-	return out
 }

@@ -1,0 +1,130 @@
+package httplimit_test
+
+import (
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/floodgate-go/floodgate/httplimit"
+)
+
+// TestMatchTable is the one table of what a Match selects; the proxy's routes
+// and the middleware's PathPrefix and Methods are Matches, so it is theirs
+// too.
+func TestMatchTable(t *testing.T) {
+	cases := []struct {
+		m                  httplimit.Match
+		host, method, path string
+		want               bool
+	}{
+		{httplimit.Match{}, "x", "GET", "/anything", true},
+		{httplimit.Match{Methods: []string{"POST"}}, "x", "GET", "/", false},
+		{httplimit.Match{Methods: []string{"GET", "HEAD"}}, "x", "HEAD", "/", true},
+		{httplimit.Match{Methods: []string{"post"}}, "x", "POST", "/", true},
+		{httplimit.Match{Host: "api.example.com"}, "API.example.com:8443", "GET", "/", true},
+		{httplimit.Match{Host: "api.example.com"}, "api.example.com.", "GET", "/", true},
+		{httplimit.Match{Host: "api.example.com"}, "www.example.com", "GET", "/", false},
+		{httplimit.Match{Host: "*.example.com"}, "a.b.example.com", "GET", "/", true},
+		{httplimit.Match{Host: "*.example.com"}, "example.com", "GET", "/", false},
+		{httplimit.Match{Host: "*.example.com"}, "badexample.com", "GET", "/", false},
+		// A prefix means the same with or without its trailing slash: the
+		// path itself and everything below it, never a longer name.
+		{httplimit.Match{PathPrefix: []string{"/v1/"}}, "x", "GET", "/v1/users", true},
+		{httplimit.Match{PathPrefix: []string{"/v1/"}}, "x", "GET", "/v1", true},
+		{httplimit.Match{PathPrefix: []string{"/auth/"}}, "x", "GET", "/auth", true},
+		{httplimit.Match{PathPrefix: []string{"/auth"}}, "x", "GET", "/auth/", true},
+		{httplimit.Match{PathPrefix: []string{"/auth/"}}, "x", "GET", "/authors", false},
+		{httplimit.Match{PathPrefix: []string{"/admin"}}, "x", "GET", "/admin", true},
+		{httplimit.Match{PathPrefix: []string{"/admin"}}, "x", "GET", "/admin/users", true},
+		{httplimit.Match{PathPrefix: []string{"/admin"}}, "x", "GET", "/administrator", false},
+		{httplimit.Match{PathPrefix: []string{"/admin/"}}, "x", "GET", "/public/../admin/x", true},
+		{httplimit.Match{PathPrefix: []string{"/admin/"}}, "x", "GET", "//admin//x", true},
+		{httplimit.Match{PathPrefix: []string{"/places", "/reviews"}}, "x", "GET", "/reviews/7", true},
+		{httplimit.Match{PathPrefix: []string{"/"}}, "x", "GET", "/x", true},
+		// Path is a ServeMux pattern, matched as ServeMux matches it.
+		{httplimit.Match{Path: "/users/{id}"}, "x", "GET", "/users/42", true},
+		{httplimit.Match{Path: "/users/{id}"}, "x", "GET", "/users/", false},
+		{httplimit.Match{Path: "/users/{id}"}, "x", "GET", "/users/42/posts", false},
+		{httplimit.Match{Path: "/files/{rest...}"}, "x", "GET", "/files/a/b/c", true},
+		{httplimit.Match{Path: "/files/{rest...}"}, "x", "GET", "/files/", true},
+		{httplimit.Match{Path: "/static/"}, "x", "GET", "/static/app.js", true},
+		{httplimit.Match{Path: "/static/"}, "x", "GET", "/staticx", false},
+		{httplimit.Match{Path: "/{$}"}, "x", "GET", "/", true},
+		{httplimit.Match{Path: "/{$}"}, "x", "GET", "/x", false},
+		{httplimit.Match{Path: "/login"}, "x", "POST", "/login", true},
+		{httplimit.Match{Path: "/login"}, "x", "POST", "/login/", false},
+		{httplimit.Match{Path: "/login"}, "x", "POST", "/x/../login", true},
+	}
+	for _, tc := range cases {
+		c, err := tc.m.Compile()
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.m, err)
+		}
+		r := httptest.NewRequest(tc.method, "http://"+tc.host+"/", nil)
+		r.Host = tc.host
+		r.URL.Path = tc.path
+		if got := c.Match(r); got != tc.want {
+			t.Errorf("%+v matches %s %s%s: %v, want %v", tc.m, tc.method, tc.host, tc.path, got, tc.want)
+		}
+	}
+}
+
+// TestPathPrefixIsMatch: the middleware's PathPrefix means what a route's
+// path_prefix means.
+func TestPathPrefixIsMatch(t *testing.T) {
+	for _, pf := range []string{"/auth", "/auth/"} {
+		m, err := httplimit.Match{PathPrefix: []string{pf}}.Compile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := httplimit.PathPrefix(pf)
+		for _, p := range []string{"/auth", "/auth/", "/auth/login", "/authors", "/", "/x/auth", "/x/../auth/y"} {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.URL.Path = p
+			if f(r) != m.Match(r) {
+				t.Errorf("PathPrefix(%q) and path_prefix %q disagree on %s", pf, pf, p)
+			}
+		}
+	}
+}
+
+func TestMatchErrors(t *testing.T) {
+	for _, tc := range []struct {
+		m     httplimit.Match
+		field string
+		index int
+	}{
+		{httplimit.Match{Path: "/items/{id"}, "path", -1},
+		{httplimit.Match{Path: "GET /x"}, "path", -1},
+		{httplimit.Match{Path: "/x/{a}/{a}"}, "path", -1},
+		{httplimit.Match{Path: "/x", PathPrefix: []string{"/y"}}, "path", -1},
+		{httplimit.Match{PathPrefix: []string{"/ok", "api"}}, "path_prefix", 1},
+		{httplimit.Match{Host: "a/b"}, "host", -1},
+		{httplimit.Match{Host: "*."}, "host", -1},
+		{httplimit.Match{Host: "example.com:80"}, "host", -1},
+		{httplimit.Match{Methods: []string{"GET", "G T"}}, "methods", 1},
+	} {
+		_, err := tc.m.Compile()
+		var me *httplimit.MatchError
+		if !errors.As(err, &me) || me.Field != tc.field || me.Index != tc.index {
+			t.Errorf("%+v: %v, want an error at %s[%d]", tc.m, err, tc.field, tc.index)
+		}
+	}
+}
+
+func TestMatchString(t *testing.T) {
+	for m, want := range map[*httplimit.Match]string{
+		{}:                                 "*",
+		{Methods: []string{"get", "POST"}}: "GET,POST /*",
+		{Host: "API.example.com", PathPrefix: []string{"/v1/", "/v2"}}: "api.example.com/v1*|/v2*",
+		{Path: "/users/{id}"}: "/users/{id}",
+	} {
+		if got := m.String(); got != want {
+			t.Errorf("%+v: %q, want %q", *m, got, want)
+		}
+		if strings.Contains(want, "*") && m.Empty() != (want == "*") {
+			t.Errorf("%+v: Empty %v", *m, m.Empty())
+		}
+	}
+}

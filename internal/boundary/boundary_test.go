@@ -1,0 +1,89 @@
+// Package boundary holds the test that keeps floodgate's layers apart: the
+// library a Go service imports never pulls in the daemon's configuration,
+// a YAML library, gRPC or Prometheus, and the observers (metrics, status)
+// depend on no engine.
+package boundary
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/floodgate-go/floodgate"
+
+// deps returns the packages pkg depends on, itself included, test files
+// left out: what a program that imports pkg links.
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	out, err := goList("-deps", "-f", "{{.ImportPath}}", pkg)
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+func TestLayers(t *testing.T) {
+	library := []string{"", "/algo", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httplimit"}
+	forbidden := []string{
+		mod + "/config", mod + "/daemon", mod + "/internal/yamlpos",
+		mod + "/proxy", mod + "/checkapi", mod + "/envoyrls", mod + "/envoyrules", mod + "/admin", mod + "/status",
+		"github.com/goccy/go-yaml", "gopkg.in/yaml", "google.golang.org/grpc", "github.com/envoyproxy/", "github.com/prometheus/",
+	}
+	for _, p := range library {
+		for _, d := range deps(t, mod+p) {
+			for _, f := range forbidden {
+				if d == f || strings.HasPrefix(d, f+"/") || (strings.HasSuffix(f, "/") && strings.HasPrefix(d, f)) {
+					t.Errorf("%s%s depends on %s: the library must not pull in the daemon's layers", mod, p, d)
+				}
+			}
+		}
+	}
+	// The observers read engines through interfaces, so they work with any.
+	for _, p := range []string{"/metrics", "/status"} {
+		for _, d := range deps(t, mod+p) {
+			for _, e := range []string{"/memstore", "/redisstore", "/hybrid"} {
+				if d == mod+e {
+					t.Errorf("%s%s depends on %s%s: observers take interfaces, not an engine's concrete type", mod, p, mod, e)
+				}
+			}
+		}
+	}
+	// The configuration is a file model: no front end, no daemon.
+	for _, d := range deps(t, mod+"/config") {
+		for _, f := range []string{"/daemon", "/proxy", "/checkapi", "/envoyrls", "/admin", "/status"} {
+			if d == mod+f {
+				t.Errorf("config depends on %s: the front ends build on the configuration, not the reverse", d)
+			}
+		}
+	}
+}
+
+// TestOnlyEnvoyImportsGRPC: one package speaks gRPC, so every other front
+// end, and whatever imports one, stays free of it.
+func TestOnlyEnvoyImportsGRPC(t *testing.T) {
+	out, err := goList("-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"/...")
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] == mod+"/envoyrls" {
+			continue
+		}
+		for _, imp := range f[1:] {
+			if imp == "google.golang.org/grpc" || strings.HasPrefix(imp, "google.golang.org/grpc/") || strings.HasPrefix(imp, "github.com/envoyproxy/go-control-plane") {
+				t.Errorf("%s imports %s; only envoyrls speaks gRPC", f[0], imp)
+			}
+		}
+	}
+}
+
+// goList runs go list on the main module alone, as a user's build sees it
+// (not the workspace of the framework adapters).
+func goList(args ...string) ([]byte, error) {
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	return cmd.CombinedOutput()
+}
