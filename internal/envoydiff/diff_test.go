@@ -2,9 +2,14 @@ package envoydiff
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"os"
 	"os/exec"
@@ -277,3 +282,40 @@ func validate(t *testing.T, files []File, envoy string) error {
 type validateError struct{ out string }
 
 func (e *validateError) Error() string { return e.out }
+
+// TestRedisDown: with its Redis gone the reference answers an error, and
+// so does floodgate with engine_errors: status (Envoy's failure_mode_deny
+// then decides); by default floodgate's storage.failure answers (here
+// fail-open: OK).
+func TestRedisDown(t *testing.T) {
+	rules := []File{inline("d.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5}\n")}
+	rq := &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*commonrl.RateLimitDescriptor{d("k=v")}}
+	for _, c := range []struct {
+		envoy  string
+		failed bool
+	}{{"engine_errors: status", true}, {"", false}} {
+		t.Run(fmt.Sprintf("%q", c.envoy), func(t *testing.T) {
+			p := startPair(t, setup{domain: "d", files: rules, floodgate: c.envoy})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := p.ref.ShouldRateLimit(ctx, rq); err != nil {
+				t.Fatalf("reference with Redis up: %v", err)
+			}
+			if _, err := p.fg.ShouldRateLimit(ctx, rq); err != nil {
+				t.Fatalf("floodgate with Redis up: %v", err)
+			}
+			p.refRedis.Kill()
+			p.fgRedis.Kill()
+			if _, err := p.ref.ShouldRateLimit(ctx, rq); err == nil {
+				t.Fatal("the reference answered without its Redis")
+			}
+			resp, err := p.fg.ShouldRateLimit(ctx, rq)
+			switch {
+			case c.failed && status.Code(err) != codes.Unavailable:
+				t.Errorf("floodgate with engine_errors: status: %v %v, want UNAVAILABLE", resp, err)
+			case !c.failed && (err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK):
+				t.Errorf("floodgate failing open: %v %v, want OK", resp, err)
+			}
+		})
+	}
+}
