@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -71,18 +72,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 
 	rs := s.rules.Load()
 	m := s.mode.Load()
-	descs := make([][]envoyrules.Entry, len(req.Descriptors))
-	for i, d := range req.Descriptors {
-		es := make([]envoyrules.Entry, len(d.GetEntries()))
-		for j, e := range d.GetEntries() {
-			es[j] = envoyrules.Entry{Key: e.GetKey(), Value: e.GetValue()}
-		}
-		descs[i] = es
-	}
+	sc := scratchPool.Get().(*scratch)
+	defer sc.release()
+	descs := sc.entries(req.Descriptors)
 	matched := rs.rules.MatchRequest(req.Domain, descs)
 	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.Descriptors))
 	reqCost := int64(max(req.GetHitsAddend(), 1))
-	checks := make([]check, 0, len(req.Descriptors))
+	checks := sc.checks[:0]
 	for i, d := range req.Descriptors {
 		statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 		r := matched[i]
@@ -117,15 +113,18 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 		checks = append(checks, check{desc: i, rule: r, lim: lim, key: r.Key, cost: cost, kind: k})
 	}
+	sc.checks = checks
+	sc.reserve(len(checks))
 
 	if m.Independent {
-		all := make([]*check, len(checks))
+		all := sc.ptrs[:0]
 		for i := range checks {
-			all[i] = &checks[i]
+			all = append(all, &checks[i])
 		}
-		s.each(ctx, m, all)
+		sc.ptrs = all
+		s.each(ctx, m, sc, all)
 	} else {
-		s.allOrNothing(ctx, m, checks)
+		s.allOrNothing(ctx, m, sc, checks)
 	}
 
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: statuses}
@@ -246,8 +245,8 @@ func mergeMetadata(dst, src *structpb.Struct) {
 // quota checks, each on its own, when the enforced ones passed, and
 // otherwise only looked at (cost 0), so that every descriptor still reports
 // what the engine holds.
-func (s *Service) allOrNothing(ctx context.Context, m *Mode, checks []check) {
-	var enf, rest []*check
+func (s *Service) allOrNothing(ctx context.Context, m *Mode, sc *scratch, checks []check) {
+	enf, rest := sc.ptrs[:0], sc.rest[:0]
 	for i := range checks {
 		if checks[i].kind == enforced {
 			enf = append(enf, &checks[i])
@@ -255,7 +254,8 @@ func (s *Service) allOrNothing(ctx context.Context, m *Mode, checks []check) {
 			rest = append(rest, &checks[i])
 		}
 	}
-	groups := groupChecks(enf)
+	sc.ptrs, sc.rest = enf, rest
+	groups := sc.group(enf)
 	s.decideGroups(ctx, m, groups)
 	passed := true
 	for _, g := range groups {
@@ -267,7 +267,7 @@ func (s *Service) allOrNothing(ctx context.Context, m *Mode, checks []check) {
 			c.cost = 0
 		}
 	}
-	s.each(ctx, m, rest)
+	s.each(ctx, m, sc, rest)
 	if !passed {
 		return
 	}
@@ -288,8 +288,8 @@ func (s *Service) allOrNothing(ctx context.Context, m *Mode, checks []check) {
 
 // each decides checks independently: the checks of one bucket in order,
 // different buckets at once.
-func (s *Service) each(ctx context.Context, m *Mode, checks []*check) {
-	groups := groupChecks(checks)
+func (s *Service) each(ctx context.Context, m *Mode, sc *scratch, checks []*check) {
+	groups := sc.group(checks)
 	run := func(g *group) {
 		for _, c := range g.checks {
 			c.res, c.err = c.lim.AllowN(ctx, c.key, c.cost)
@@ -375,32 +375,130 @@ func (s *Service) chargeDenied(ctx context.Context, lim floodgate.Limiter, key s
 	res.Remaining = 0
 }
 
-// groupChecks groups checks by bucket, keeping the request's order within
-// each group and the order of first appearance between groups.
-func groupChecks(checks []*check) []*group {
-	var groups []*group
-	var index map[string]*group
+// group groups checks by bucket, keeping the request's order within each
+// group and the order of first appearance between groups. The groups live
+// in sc until it is released; reserve must have made room for every check
+// a call groups (each check is grouped once).
+func (sc *scratch) group(checks []*check) []*group {
+	start := len(sc.groups)
+	var index map[bucket]*group
+	if len(checks) > 8 {
+		index = make(map[bucket]*group, len(checks))
+	}
 	for _, c := range checks {
 		var g *group
-		if len(checks) > 1 {
-			if index == nil {
-				index = make(map[string]*group, len(checks))
-			}
-			id := c.lim.Name() + "\x00" + c.key
-			g = index[id]
-			if g == nil {
-				g = &group{}
-				index[id] = g
-				groups = append(groups, g)
-			}
+		if index != nil {
+			g = index[bucket{c.lim, c.key}]
 		} else {
-			g = &group{}
-			groups = append(groups, g)
+			for j := start; j < len(sc.groups); j++ {
+				if h := &sc.groups[j]; h.checks[0].key == c.key && h.checks[0].lim == c.lim {
+					g = h
+					break
+				}
+			}
+		}
+		if g == nil {
+			sc.groups = append(sc.groups, group{checks: sc.members(), cost: 0})
+			g = &sc.groups[len(sc.groups)-1]
+			if index != nil {
+				index[bucket{c.lim, c.key}] = g
+			}
 		}
 		g.checks = append(g.checks, c)
 		g.cost += c.cost
 	}
-	return groups
+	out := sc.gptrs[len(sc.gptrs):]
+	for j := start; j < len(sc.groups); j++ {
+		out = append(out, &sc.groups[j])
+	}
+	sc.gptrs = sc.gptrs[:len(sc.gptrs)+len(out)]
+	return out
+}
+
+// A bucket is what a check counts in.
+type bucket struct {
+	lim floodgate.Limiter
+	key string
+}
+
+// scratch is one call's working memory, pooled.
+type scratch struct {
+	descs  [][]envoyrules.Entry
+	flat   []envoyrules.Entry
+	checks []check
+	ptrs   []*check
+	rest   []*check
+	groups []group
+	gptrs  []*group
+	spare  [][]*check // the groups' member lists, reused
+	used   int
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// entries converts the request's descriptors, in sc's memory.
+func (sc *scratch) entries(ds []*ratelimitv3.RateLimitDescriptor) [][]envoyrules.Entry {
+	n := 0
+	for _, d := range ds {
+		n += len(d.GetEntries())
+	}
+	if cap(sc.flat) < n {
+		sc.flat = make([]envoyrules.Entry, 0, n)
+	}
+	flat := sc.flat[:0]
+	descs := sc.descs[:0]
+	for _, d := range ds {
+		from := len(flat)
+		for _, e := range d.GetEntries() {
+			flat = append(flat, envoyrules.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		descs = append(descs, flat[from:len(flat):len(flat)])
+	}
+	sc.flat, sc.descs = flat, descs
+	return descs
+}
+
+// reserve makes room for grouping n checks without moving a group.
+func (sc *scratch) reserve(n int) {
+	if cap(sc.groups) < n {
+		sc.groups = make([]group, 0, n)
+	}
+	if cap(sc.gptrs) < n {
+		sc.gptrs = make([]*group, 0, n)
+	}
+}
+
+// members returns an empty member list for a new group.
+func (sc *scratch) members() []*check {
+	if sc.used < len(sc.spare) {
+		m := sc.spare[sc.used][:0]
+		sc.used++
+		return m
+	}
+	return nil
+}
+
+// release clears sc (it holds no request's data afterwards) and pools it.
+func (sc *scratch) release() {
+	for i := range sc.groups {
+		g := &sc.groups[i]
+		clear(g.checks)
+		if i < len(sc.spare) {
+			sc.spare[i] = g.checks[:0]
+		} else if g.checks != nil {
+			sc.spare = append(sc.spare, g.checks[:0])
+		}
+	}
+	clear(sc.descs)
+	clear(sc.flat)
+	clear(sc.checks)
+	clear(sc.ptrs)
+	clear(sc.rest)
+	clear(sc.groups)
+	clear(sc.gptrs)
+	*sc = scratch{descs: sc.descs[:0], flat: sc.flat[:0], checks: sc.checks[:0], ptrs: sc.ptrs[:0], rest: sc.rest[:0],
+		groups: sc.groups[:0], gptrs: sc.gptrs[:0], spare: sc.spare}
+	scratchPool.Put(sc)
 }
 
 // parallel runs f on every group, at once when there are several: the

@@ -316,7 +316,10 @@ func (r *Rules) Match(domain string, entries []Entry) *Rule {
 	}
 	rule := *found.rule
 	rule.Key = key(entries, deep)
-	rule.MetricKey = metricKey(domain, entries, deep, rule.DetailedMetric)
+	rule.MetricKey = rule.Policy
+	if rule.DetailedMetric || spelled(deep) {
+		rule.MetricKey = metricKey(domain, entries, deep, rule.DetailedMetric)
+	}
 	return &rule
 }
 
@@ -341,6 +344,17 @@ func key(entries []Entry, nodes []*node) string {
 		}
 	}
 	return Key(es)
+}
+
+// spelled reports whether a level of nodes puts the request's value into
+// the metric key (value_to_metric); otherwise the key is the rule's Policy.
+func spelled(nodes []*node) bool {
+	for _, n := range nodes {
+		if n.toMetric {
+			return true
+		}
+	}
+	return false
 }
 
 // metricKey spells Rule.MetricKey.
@@ -373,14 +387,20 @@ func metricKey(domain string, entries []Entry, nodes []*node, detailed bool) str
 // The result is aligned with descriptors; nil means no limit.
 func (r *Rules) MatchRequest(domain string, descriptors [][]Entry) []*Rule {
 	out := make([]*Rule, len(descriptors))
-	replaced := map[string]bool{}
+	var replaced map[string]bool
 	for i, d := range descriptors {
 		out[i] = r.Match(domain, d)
 		if out[i] != nil {
 			for _, n := range out[i].Replaces {
+				if replaced == nil {
+					replaced = map[string]bool{}
+				}
 				replaced[n] = true
 			}
 		}
+	}
+	if replaced == nil {
+		return out
 	}
 	for i, rule := range out {
 		if rule != nil && rule.Name != "" && replaced[rule.Name] {
