@@ -107,6 +107,16 @@ func TestExampleConfig(t *testing.T) {
 	})
 }
 
+// TestHybridStorage: with floodgate's hybrid storage (a local filter in
+// front of Redis) the Envoy descriptors answer as on Redis alone.
+func TestHybridStorage(t *testing.T) {
+	s := setup{domain: "rl", files: []File{sourceFile(t, "examples/ratelimit/config/example.yaml")}, floodgate: parity, engine: "hybrid"}
+	for _, q := range exampleSeqs {
+		s.seqs = append(s.seqs, q.sequence)
+	}
+	compare(t, s)
+}
+
 // TestBasicConfig covers the reference's test/config/basic_config.yaml.
 func TestBasicConfig(t *testing.T) {
 	compare(t, setup{domain: "test-domain", files: []File{sourceFile(t, "test/config/basic_config.yaml")}, floodgate: parity, seqs: []sequence{
