@@ -172,7 +172,7 @@ type rlsRun struct {
 }
 
 func (r rlsRun) String() string {
-	s := fmt.Sprintf("calls/s=%.0f p50=%s p99=%s cpu/call: server=%.1fµs redis=%.1fµs redis-commands/call=%.2f (%s) errors=%d",
+	s := fmt.Sprintf("calls/s=%.0f p50=%s p99=%s cpu/call: server=%.1fµs redis=%.1fµs redis-commands/call=%.2f (command calls/µs in the command, per call: %s) errors=%d",
 		r.rate, r.p50, r.p99, r.serverCPU, r.redisCPU, r.redisCmds, r.commands, r.errs)
 	if r.firstErr != nil {
 		s += " first-error=" + strconv.Quote(r.firstErr.Error())
@@ -301,9 +301,13 @@ func loadRLS(server *envoydiff.Server, rp *redisProc, callers, conns, keys, desc
 	var parts []string
 	total := int64(0)
 	for _, name := range slices.Sorted(maps.Keys(statsAfter)) {
-		if dn := statsAfter[name] - statsBefore[name]; dn > 0 && name != "info" {
+		if strings.HasSuffix(name, " µs") || name == "info" {
+			continue
+		}
+		if dn := statsAfter[name] - statsBefore[name]; dn > 0 {
 			total += dn
-			parts = append(parts, fmt.Sprintf("%s %.2f", name, float64(dn)/calls))
+			us := float64(statsAfter[name+" µs"]-statsBefore[name+" µs"]) / calls
+			parts = append(parts, fmt.Sprintf("%s %.2f/%.1fµs", name, float64(dn)/calls, us))
 		}
 	}
 	run.redisCmds = float64(total) / calls
@@ -368,15 +372,20 @@ func (r *redisProc) commandStats() (map[string]int64, error) {
 	out := map[string]int64{}
 	sc := bufio.NewScanner(strings.NewReader(s))
 	for sc.Scan() {
-		// cmdstat_evalsha:calls=123,usec=...
+		// cmdstat_evalsha:calls=123,usec=456,...
 		name, rest, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "cmdstat_"), ":calls=")
 		if !ok {
 			continue
 		}
-		n, _, _ := strings.Cut(rest, ",")
-		v, err := strconv.ParseInt(n, 10, 64)
-		if err == nil {
+		n, rest, _ := strings.Cut(rest, ",")
+		if v, err := strconv.ParseInt(n, 10, 64); err == nil {
 			out[name] = v
+		}
+		if u, ok := strings.CutPrefix(rest, "usec="); ok {
+			u, _, _ = strings.Cut(u, ",")
+			if v, err := strconv.ParseInt(u, 10, 64); err == nil {
+				out[name+" µs"] = v
+			}
 		}
 	}
 	return out, nil
