@@ -168,7 +168,6 @@ type rlsRun struct {
 	calls, errs          int
 	firstErr             error
 	commands             string // the commands, by count
-	loadBefore, loadLast string
 }
 
 func (r rlsRun) String() string {

@@ -106,7 +106,7 @@ type setup struct {
 	ref       ReferenceOptions
 	// engine is floodgate's storage: redis (the default) or hybrid.
 	engine string
-	seqs      []sequence
+	seqs   []sequence
 }
 
 // parity is the envoy section that makes floodgate count as the reference
