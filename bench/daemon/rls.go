@@ -161,13 +161,13 @@ func runRLS(args []string) error {
 
 // An rlsRun is one load run's numbers.
 type rlsRun struct {
-	rate                 float64 // calls per second
-	p50, p99             time.Duration
-	serverCPU, redisCPU  float64 // µs of user+system CPU per call
-	redisCmds            float64 // Redis commands per call
-	calls, errs          int
-	firstErr             error
-	commands             string // the commands, by count
+	rate                float64 // calls per second
+	p50, p99            time.Duration
+	serverCPU, redisCPU float64 // µs of user+system CPU per call
+	redisCmds           float64 // Redis commands per call
+	calls, errs         int
+	firstErr            error
+	commands            string // the commands, by count
 }
 
 func (r rlsRun) String() string {
