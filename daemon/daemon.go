@@ -339,7 +339,7 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 	}
 	if e := cfg.Envoy; e != nil {
 		svc, err := envoyrls.New(envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg),
-			Mode:  envoyMode(e),
+			Mode: envoyMode(e), Store: d.engine.store,
 			Rules: e.Rules, Limiters: g.limiters, Logger: d.log,
 			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() }})
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -75,7 +76,14 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	sc := scratchPool.Get().(*scratch)
 	defer sc.release()
 	descs := sc.entries(req.Descriptors)
-	matched := rs.rules.MatchRequest(req.Domain, descs)
+	var overrides []*envoyrules.Override
+	if s.store != nil {
+		var err error
+		if overrides, err = overridesOf(req.Descriptors); err != nil {
+			return nil, err
+		}
+	}
+	matched := rs.rules.MatchOverrides(req.Domain, descs, overrides)
 	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.Descriptors))
 	reqCost := int64(max(req.GetHitsAddend(), 1))
 	checks := sc.checks[:0]
@@ -91,6 +99,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			continue
 		}
 		lim := rs.limiter(r)
+		if lim == nil && i < len(overrides) && overrides[i] != nil {
+			var err error
+			if lim, err = s.overrideLimiter(r); err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: its limit: %v", i, err)
+			}
+		}
 		if lim == nil {
 			continue
 		}
@@ -600,4 +614,65 @@ func outage(src floodgate.Source) bool {
 		return true
 	}
 	return false
+}
+
+// MaxOverrides bounds the limiters the service keeps for limits sent in
+// descriptors.
+const MaxOverrides = 1024
+
+// overrideUnits are the durations of Envoy's units of a limit override.
+var overrideUnits = map[typev3.RateLimitUnit]time.Duration{
+	typev3.RateLimitUnit_SECOND: time.Second,
+	typev3.RateLimitUnit_MINUTE: time.Minute,
+	typev3.RateLimitUnit_HOUR:   time.Hour,
+	typev3.RateLimitUnit_DAY:    24 * time.Hour,
+	typev3.RateLimitUnit_MONTH:  30 * 24 * time.Hour,
+	typev3.RateLimitUnit_YEAR:   365 * 24 * time.Hour,
+}
+
+// overridesOf reads the limits the descriptors carry; nil when none does.
+func overridesOf(ds []*ratelimitv3.RateLimitDescriptor) ([]*envoyrules.Override, error) {
+	var out []*envoyrules.Override
+	for i, d := range ds {
+		l := d.GetLimit()
+		if l == nil {
+			continue
+		}
+		unit, ok := overrideUnits[l.GetUnit()]
+		if !ok {
+			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: its limit has unit %s; use SECOND, MINUTE, HOUR, DAY or MONTH", i, l.GetUnit())
+		}
+		if m := l.GetUnitMultiplier(); m != nil && m.GetValue() > 1 {
+			unit *= time.Duration(m.GetValue())
+		}
+		if out == nil {
+			out = make([]*envoyrules.Override, len(ds))
+		}
+		out[i] = &envoyrules.Override{RequestsPerUnit: int64(l.GetRequestsPerUnit()), Period: unit}
+	}
+	return out, nil
+}
+
+// overrideLimiter returns the limiter of an override rule, made on the
+// store the first time its limit is seen.
+func (s *Service) overrideLimiter(r *envoyrules.Rule) (floodgate.Limiter, error) {
+	if r.Blocked {
+		return blocked(r.Policy), nil
+	}
+	s.overMu.Lock()
+	defer s.overMu.Unlock()
+	if lim := s.over[r.Policy]; lim != nil {
+		return lim, nil
+	}
+	lim, err := floodgate.New(s.store, r.FloodgatePolicy())
+	if err != nil {
+		return nil, err
+	}
+	if s.over == nil {
+		s.over = map[string]floodgate.Limiter{}
+	}
+	if len(s.over) < MaxOverrides {
+		s.over[r.Policy] = lim
+	}
+	return lim, nil
 }

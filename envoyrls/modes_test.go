@@ -9,6 +9,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -337,5 +338,41 @@ descriptors:
 	plain := service(t, "domain: d\ndescriptors: [{key: a, rate_limit: {unit: minute, requests_per_unit: 5}, metadata: {x: 1}}]\n", Config{})
 	if r := call(t, plain, &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{kv("a=1")}}); r.DynamicMetadata != nil {
 		t.Errorf("dynamic metadata without asking: %v", r.DynamicMetadata)
+	}
+}
+
+// A descriptor that carries its own limit (Envoy's limit override) is
+// limited by it, as envoyproxy/ratelimit does, whatever rule it matches;
+// one in an unknown domain is not limited; a unit floodgate cannot keep
+// is an error.
+func TestLimitOverride(t *testing.T) {
+	st := memstore.New(memstore.Options{Clock: floodgate.ClockFunc(func() int64 { return pinned })})
+	t.Cleanup(func() { st.Close() })
+	c := service(t, "domain: d\ndescriptors: [{key: k, shadow_mode: true, rate_limit: {unit: minute, requests_per_unit: 100}}]\n", Config{Store: st})
+	over := func(perMinute uint32, e string) *ratelimitv3.RateLimitDescriptor {
+		x := kv(e)
+		x.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: perMinute, Unit: typev3.RateLimitUnit_MINUTE}
+		return x
+	}
+	got := []string{
+		ask(t, c, 0, over(2, "k=v")),
+		ask(t, c, 0, over(2, "k=v")),
+		ask(t, c, 0, over(2, "k=v")),
+		ask(t, c, 0, kv("k=v")),
+		ask(t, c, 0, over(0, "other=x")),
+	}
+	expect(t, "an override of 2 per minute on a shadow rule of 100", got,
+		"OK OK/1", "OK OK/0", "OVER_LIMIT OVER_LIMIT/0", "OK OK/99", "OVER_LIMIT OVER_LIMIT/0")
+	resp := call(t, c, &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{over(2, "k=v")}})
+	if cl := resp.Statuses[0].CurrentLimit; cl.GetRequestsPerUnit() != 2 || cl.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE {
+		t.Errorf("current_limit of an override: %v", cl)
+	}
+	if r := call(t, c, &rlsv3.RateLimitRequest{Domain: "nope", Descriptors: []*ratelimitv3.RateLimitDescriptor{over(1, "k=v")}}); summary(r) != "OK OK/0/-" {
+		t.Errorf("an override in an unknown domain: %s", summary(r))
+	}
+	yearly := kv("k=v")
+	yearly.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: typev3.RateLimitUnit_UNKNOWN}
+	if _, err := c.ShouldRateLimit(t.Context(), &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{yearly}}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("an override without a unit: %v, want INVALID_ARGUMENT", err)
 	}
 }

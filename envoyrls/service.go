@@ -57,6 +57,14 @@ type Config struct {
 	// replaces it.
 	Mode Mode
 
+	// Store, when set, decides descriptors that carry their own limit
+	// (Envoy's limit override, RateLimitDescriptor.limit) under that limit,
+	// as envoyproxy/ratelimit does (envoyrules.Rules.MatchOverrides), with
+	// limiters made on it as overrides appear (at most MaxOverrides
+	// distinct limits are kept; more are made per call). Nil: such limits
+	// are ignored and the descriptor's rule applies.
+	Store floodgate.Store
+
 	// OnShadow, when set, is called for every descriptor limit in shadow
 	// mode that would have been over limit.
 	OnShadow func(name string, res floodgate.Result)
@@ -137,8 +145,7 @@ type Mode struct {
 // envoyproxy/ratelimit), overridden by a descriptor's hits_addend when set,
 // where 0 checks without charging. A descriptor with is_negative_hits gives
 // its hits back (RefundN) and is answered OK. A descriptor's own limit
-// override (RateLimitDescriptor.limit) is ignored: limits come from
-// configuration.
+// (RateLimitDescriptor.limit) is decided on Config.Store when it is set.
 //
 // In all-or-nothing counting, shadow and quota limits are decided after
 // the enforced ones, and only looked at (cost 0) when those denied: a
@@ -148,7 +155,10 @@ type Service struct {
 
 	timeout  time.Duration
 	mode     atomic.Pointer[Mode]
-	hdr      httplimit.Headers // the fields response_headers selects
+	store    floodgate.Store
+	overMu   sync.Mutex
+	over     map[string]floodgate.Limiter // override limiters by policy
+	hdr      httplimit.Headers            // the fields response_headers selects
 	headers  bool
 	onShadow func(string, floodgate.Result)
 	rules    atomic.Pointer[ruleSet]
@@ -174,6 +184,7 @@ type ruleSet struct {
 func New(cfg Config) (*Service, error) {
 	s := &Service{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger), health: health.NewServer()}
 	s.SetMode(cfg.Mode)
+	s.store = cfg.Store
 
 	s.errs.Log = s.sample.Logger()
 	if s.timeout <= 0 {

@@ -386,9 +386,30 @@ func metricKey(domain string, entries []Entry, nodes []*node, detailed bool) str
 // replaces: a rule whose name another matched rule replaces is dropped.
 // The result is aligned with descriptors; nil means no limit.
 func (r *Rules) MatchRequest(domain string, descriptors [][]Entry) []*Rule {
+	return r.MatchOverrides(domain, descriptors, nil)
+}
+
+// An Override is a limit a request's descriptor carries itself (Envoy's
+// RateLimitDescriptor.limit): requests_per_unit per period.
+type Override struct {
+	RequestsPerUnit int64
+	Period          time.Duration
+}
+
+// MatchOverrides is MatchRequest for descriptors that may carry their own
+// limit (overrides[i], nil for none; overrides may be shorter than
+// descriptors). As envoyproxy/ratelimit does, a descriptor with its own
+// limit in a known domain is limited by it alone, counted in a fixed
+// window by its entries, whatever rule it would match, and is neither
+// shadowed nor replaceable nor replacing.
+func (r *Rules) MatchOverrides(domain string, descriptors [][]Entry, overrides []*Override) []*Rule {
 	out := make([]*Rule, len(descriptors))
 	var replaced map[string]bool
 	for i, d := range descriptors {
+		if i < len(overrides) && overrides[i] != nil {
+			out[i] = r.override(domain, d, overrides[i])
+			continue
+		}
 		out[i] = r.Match(domain, d)
 		if out[i] != nil {
 			for _, n := range out[i].Replaces {
@@ -408,6 +429,37 @@ func (r *Rules) MatchRequest(domain string, descriptors [][]Entry) []*Rule {
 		}
 	}
 	return out
+}
+
+// override is the rule of a descriptor that carries limit o.
+func (r *Rules) override(domain string, entries []Entry, o *Override) *Rule {
+	if r == nil || r.domains[domain] == nil || len(entries) == 0 {
+		return nil
+	}
+	rule := &Rule{Policy: fmt.Sprintf("%s.override.%d/%s", domain, o.RequestsPerUnit, o.Period), Key: Key(entries)}
+	rule.MetricKey = metricKeyOf(domain, entries)
+	if o.RequestsPerUnit <= 0 {
+		rule.Blocked, rule.BlockedPeriod = true, o.Period
+		return rule
+	}
+	rule.Limits = []floodgate.Limit{{Rate: o.RequestsPerUnit, Period: o.Period, Algorithm: floodgate.FixedWindow}}
+	return rule
+}
+
+// metricKeyOf is envoyproxy/ratelimit's stat name of a descriptor: the
+// domain and every key_value.
+func metricKeyOf(domain string, entries []Entry) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	for _, e := range entries {
+		b.WriteByte('.')
+		b.WriteString(e.Key)
+		if e.Value != "" {
+			b.WriteByte('_')
+			b.WriteString(e.Value)
+		}
+	}
+	return b.String()
 }
 
 var keyEscaper = strings.NewReplacer(`\`, `\\`, `|`, `\|`, `=`, `\=`)

@@ -26,7 +26,7 @@ const (
 	diffShadowAfter  = "shadow limits are decided after the enforced ones"
 	diffKeyJoin      = "wildcards compare the entry's key exactly"
 	diffNewer        = "newer than the reference built here"
-	diffOverride     = "a limit sent in the descriptor is not supported"
+	diffOverride     = "a limit sent in the descriptor counts in a bucket of its own"
 	diffPeekOver     = "no count above the limit"
 )
 
@@ -63,7 +63,8 @@ var exampleSeqs = []struct {
 	{sequence: sequence{name: "nine descriptors in one request", calls: []call{req(1, nine("category=account")...)}}, byDefault: diffAllOrNothing},
 	{sequence: sequence{name: "nine exhausted descriptors", calls: []call{req(4, d("category=account")), req(2, nine("category=account")...)}}},
 	{sequence: sequence{name: "shadow and enforced in one denied request", calls: []call{req(4, d("foo=a", "baz=shady"), d("source_cluster=proxy", "destination_cluster=mock"))}}, byDefault: diffShadowAfter},
-	{sequence: sequence{name: "a limit sent in the descriptor", calls: []call{req(2, withLimit(d("category=account"), 1))}, differs: diffOverride}},
+	{sequence: sequence{name: "a limit sent in the descriptor", calls: []call{req(3, withLimit(d("category=account"), 2)), req(2, withLimit(d("foo=a", "bar=banned"), 1))}}},
+	{sequence: sequence{name: "a limit sent in the descriptor beside its rule", calls: []call{req(2, d("category=account")), req(1, withLimit(d("category=account"), 3))}, differs: diffOverride}},
 }
 
 func d1(e string) []*commonrl.RateLimitDescriptor { return []*commonrl.RateLimitDescriptor{d(e)} }
