@@ -604,8 +604,8 @@ func (e *Envoy) setDefaults() {
 	e.Listen = DefaultEnvoyListen
 	e.ResponseHeaders = envoyrules.HeadersNone
 	e.Algorithm = defaultEnvoyAlgorithm
-	e.Descriptors = "all_or_nothing"
-	e.EngineErrors = "failure_mode"
+	e.Descriptors = enumEnvoyDescriptors[0]
+	e.EngineErrors = enumEnvoyErrors[0]
 }
 
 // Postgres configures the rate-limiting PostgreSQL proxy, which limits

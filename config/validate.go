@@ -648,8 +648,8 @@ func (k *checker) checkEnvoy() {
 		}
 		files = append(files, envoyrules.Source{Name: path, Data: data})
 	}
-	k.oneOf("envoy.descriptors", e.Descriptors, "all_or_nothing", "independent")
-	k.oneOf("envoy.engine_errors", e.EngineErrors, "failure_mode", "status")
+	k.oneOf("envoy.descriptors", e.Descriptors, enumEnvoyDescriptors...)
+	k.oneOf("envoy.engine_errors", e.EngineErrors, enumEnvoyErrors...)
 	rules, errs := envoyrules.CompileWith(files, envoyrules.Options{Algorithm: alg, MergeDomains: e.MergeDomains})
 	k.d.Errs = append(k.d.Errs, errs...)
 	e.Rules = rules
