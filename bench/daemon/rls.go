@@ -47,7 +47,7 @@ descriptors:
 func runRLS(args []string) error {
 	fs := flag.NewFlagSet("rls", flag.ExitOnError)
 	d := fs.Duration("d", 5*time.Second, "duration of each load run")
-	rounds := fs.Int("rounds", 3, "rounds; each runs floodgate, then the reference")
+	rounds := fs.Int("rounds", 4, "rounds; each runs floodgate and the reference, in turns first")
 	callers := fs.Int("callers", 32, "concurrent callers")
 	conns := fs.Int("conns", 4, "gRPC connections the callers share")
 	keys := fs.Int("keys", 1, "distinct values per descriptor, drawn at random per call")
@@ -120,7 +120,13 @@ func runRLS(args []string) error {
 	fmt.Printf("# %s; reference %s@%s; load %s\n", machine(), envoydiff.Module, envoydiff.Version, loadavg())
 	fmt.Printf("# callers=%d conns=%d keys=%d descriptors=%d rate=%d/s d=%s storage=%s floodgate=%q reference-env=%q\n", *callers, *conns, *keys, *descs, *rate, *d, *storage, *envoy, *refEnv)
 	for round := range *rounds {
-		for _, s := range sides {
+		// The order alternates, so a drift of the machine's load does not
+		// always favour the same side.
+		order := []*side{sides[0], sides[1]}
+		if round%2 == 1 {
+			order[0], order[1] = sides[1], sides[0]
+		}
+		for _, s := range order {
 			r, err := loadRLS(s.server, s.redis, *callers, *conns, *keys, *descs, *d, *rate < 1_000_000_000)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
