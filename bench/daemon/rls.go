@@ -55,6 +55,7 @@ func runRLS(args []string) error {
 	envoy := fs.String("floodgate", "", "more lines of floodgate's envoy section, separated by ';' (e.g. 'descriptors: independent;charge_denied: true')")
 	storage := fs.String("storage", "redis", "floodgate's engine: redis or hybrid")
 	refEnv := fs.String("reference-env", "", "more settings of the reference, NAME=value separated by ','")
+	bin := fs.String("floodgate-bin", "", "a floodgate binary to run (default: build this tree's)")
 	rate := fs.Int64("rate", 1_000_000_000, "requests per second each descriptor's limit admits; below the load, most calls are over the limit")
 	fs.Parse(args)
 	if *descs < 1 || *descs > 2 {
@@ -66,9 +67,11 @@ func runRLS(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	fg, err := envoydiff.BuildFloodgate(ctx, tmp)
-	if err != nil {
-		return err
+	fg := *bin
+	if fg == "" {
+		if fg, err = envoydiff.BuildFloodgate(ctx, tmp); err != nil {
+			return err
+		}
 	}
 	ref, err := envoydiff.BuildReference(ctx)
 	if err != nil {
