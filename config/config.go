@@ -577,8 +577,40 @@ type Envoy struct {
 	Algorithm string `yaml:"algorithm"`
 
 	// ShadowMode answers OK to everything while still counting, for every
-	// descriptor (envoyproxy/ratelimit's global shadow mode).
+	// descriptor (envoyproxy/ratelimit's global shadow mode): each
+	// descriptor's status still says whether it was over its limit.
 	ShadowMode bool `yaml:"shadow_mode,omitempty"`
+
+	// Descriptors is all_or_nothing (the default: when one descriptor of a
+	// request is over its limit, none is charged) or independent (each
+	// descriptor is decided and charged on its own, as envoyproxy/ratelimit
+	// does).
+	Descriptors string `yaml:"descriptors"`
+
+	// ChargeDenied charges a descriptor that is over its limit too, as
+	// envoyproxy/ratelimit counts (it adds the hits, then compares). The
+	// default charges only what is admitted, so a client that retries while
+	// limited does not extend its own penalty. With independent and
+	// charge_denied floodgate counts as envoyproxy/ratelimit does; with
+	// all_or_nothing and charge_denied as its
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
+	ChargeDenied bool `yaml:"charge_denied,omitempty"`
+
+	// MergeDomains lets several ratelimit_config files hold one domain
+	// (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); a descriptor given in
+	// two of them is an error.
+	MergeDomains bool `yaml:"merge_domains,omitempty"`
+
+	// DynamicMetadata sends the request's descriptors and the metadata of
+	// the rules that passed in each answer's dynamic_metadata
+	// (envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA).
+	DynamicMetadata bool `yaml:"dynamic_metadata,omitempty"`
+
+	// EngineErrors is failure_mode (the default: an outage of the storage
+	// is answered by storage.failure, e.g. OK under fail_open) or status
+	// (a gRPC UNAVAILABLE error, as envoyproxy/ratelimit answers when Redis
+	// fails, so that Envoy's failure_mode_deny decides).
+	EngineErrors string `yaml:"engine_errors"`
 
 	// Rules are the loaded RatelimitConfig files.
 	Rules *envoyrules.Rules `yaml:"-"`
@@ -588,6 +620,8 @@ func (e *Envoy) setDefaults() {
 	e.Listen = DefaultEnvoyListen
 	e.ResponseHeaders = envoyrules.HeadersNone
 	e.Algorithm = defaultEnvoyAlgorithm
+	e.Descriptors = enumEnvoyDescriptors[0]
+	e.EngineErrors = enumEnvoyErrors[0]
 }
 
 // Postgres configures the rate-limiting PostgreSQL proxy, which limits

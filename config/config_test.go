@@ -139,6 +139,9 @@ func TestErrors(t *testing.T) {
 		{"env unset", head + "policies: {api: {rate: 1/s}}\nadmin: {token: '${FLOODGATE_TEST_UNSET}'}\n", []string{"admin.token", "FLOODGATE_TEST_UNSET is not set"}},
 		{"envoy file missing", head + "policies: {api: {rate: 1/s}}\nenvoy: {ratelimit_config: [nope.yaml]}\n", []string{"envoy.ratelimit_config[0]", "cannot read"}},
 		{"check without policies", "check: {}\n", []string{"check", "there are none"}},
+		{"envoy rule file", "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 10}\n", []string{"f.yaml:1:1: domain: this is an envoyproxy/ratelimit rule file", "envoy: {ratelimit_config: [f.yaml]}"}},
+		{"envoy descriptors mode", head + "policies: {api: {rate: 1/s}}\nenvoy: {ratelimit_config: [../examples/envoy/ratelimit-config.yaml], descriptors: each}\n", []string{"envoy.descriptors", "all_or_nothing, independent"}},
+		{"envoy engine errors", head + "policies: {api: {rate: 1/s}}\nenvoy: {ratelimit_config: [../examples/envoy/ratelimit-config.yaml], engine_errors: grpc}\n", []string{"envoy.engine_errors", "failure_mode, status"}},
 		{"tier header without tiers", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, user_trusted_from: [127.0.0.1], routes: [{limits: [{policy: api, tier_header: X-Plan}]}]}\n", []string{"tier_header", "no tiers"}},
 	}
 	for _, tc := range cases {

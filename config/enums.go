@@ -19,8 +19,11 @@ var (
 	enumReplication  = pgproxy.ReplicationModeNames()
 	enumHeaderStyles = names(envoyrules.HeaderStyles)
 	enumAlgorithms   = floodgate.AlgorithmNames()
-	enumLogFormats   = []string{"text", "json"}
-	enumLogLevels    = []string{"debug", "info", "warn", "error"}
+	// envoy.descriptors and envoy.engine_errors, in envoyrls.Mode's terms.
+	enumEnvoyDescriptors = []string{"all_or_nothing", "independent"}
+	enumEnvoyErrors      = []string{"failure_mode", "status"}
+	enumLogFormats       = []string{"text", "json"}
+	enumLogLevels        = []string{"debug", "info", "warn", "error"}
 )
 
 func names[T ~string](vs []T) []string {

@@ -76,6 +76,7 @@ func parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 		d.Decode(body, reflect.ValueOf(c).Elem(), "")
 	}
 	c.pos = d.Pos
+	d.Errs = envoyRuleFile(d.Errs)
 	decodeErrs := len(d.Errs)
 	k := &checker{c: c, d: d, dir: filepath.Dir(name), files: files}
 	k.check()
@@ -143,6 +144,30 @@ func setDefaults(p reflect.Value) {
 	if df, ok := p.Interface().(defaulter); ok {
 		df.setDefaults()
 	}
+}
+
+// envoyRuleFile replaces the errors of an envoyproxy/ratelimit rule file
+// given where floodgate's configuration belongs (its domain and
+// descriptors are unknown fields here) by one that says where such a file
+// goes.
+func envoyRuleFile(errs yamlpos.Errors) yamlpos.Errors {
+	var domain *yamlpos.Error
+	for _, e := range errs {
+		if e.Path == "domain" && strings.HasPrefix(e.Msg, `unknown field "domain"`) {
+			domain = e
+		}
+	}
+	if domain == nil {
+		return errs
+	}
+	out := yamlpos.Errors{{Pos: domain.Pos, Path: "domain", Msg: "this is an envoyproxy/ratelimit rule file, not floodgate's configuration: " +
+		"serve it from a floodgate file with envoy: {ratelimit_config: [" + domain.Pos.File + "]} (see docs/envoy.md)"}}
+	for _, e := range errs {
+		if e.Path != "domain" && e.Path != "descriptors" && !strings.HasPrefix(e.Path, "descriptors[") {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // DigestOf is a hex SHA-256 of the names and contents of files, in a fixed

@@ -31,6 +31,8 @@ var update = flag.Bool("update", false, "rewrite schema.json and ../docs/config.
 var fieldEnums = map[string][]string{
 	"LimitSpec.Algorithm": enumAlgorithms,
 	"Envoy.Algorithm":     enumAlgorithms,
+	"Envoy.Descriptors":   enumEnvoyDescriptors,
+	"Envoy.EngineErrors":  enumEnvoyErrors,
 	"RateLimit.Algorithm": enumAlgorithms,
 	"Log.Format":          enumLogFormats,
 	"Log.Level":           enumLogLevels,

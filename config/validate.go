@@ -654,7 +654,9 @@ func (k *checker) checkEnvoy() {
 		}
 		files = append(files, envoyrules.Source{Name: path, Data: data})
 	}
-	rules, errs := envoyrules.Compile(files, alg)
+	k.oneOf("envoy.descriptors", e.Descriptors, enumEnvoyDescriptors...)
+	k.oneOf("envoy.engine_errors", e.EngineErrors, enumEnvoyErrors...)
+	rules, errs := envoyrules.CompileWith(files, envoyrules.Options{Algorithm: alg, MergeDomains: e.MergeDomains})
 	k.d.Errs = append(k.d.Errs, errs...)
 	e.Rules = rules
 }

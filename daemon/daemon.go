@@ -260,6 +260,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	}
 	if d.envoy != nil {
 		d.envoy.SetRules(cfg.Envoy.Rules, g.limiters)
+		d.envoy.SetMode(envoyMode(cfg.Envoy))
 	}
 	if d.admin != nil {
 		d.admin.SetToken(cfg.Admin.Token)
@@ -394,6 +395,7 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 	}
 	if e := cfg.Envoy; e != nil {
 		svc, err := envoyrls.New(envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg),
+			Mode: envoyMode(e), Store: d.engine.store,
 			Rules: e.Rules, Limiters: g.limiters, Logger: d.log,
 			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() }})
 		if err != nil {
@@ -528,4 +530,10 @@ func buildVersion() (version, revision, goversion string) {
 		}
 	}
 	return
+}
+
+// envoyMode is how the envoy section asks descriptors to be counted.
+func envoyMode(e *config.Envoy) envoyrls.Mode {
+	return envoyrls.Mode{ShadowMode: e.ShadowMode, Independent: e.Descriptors == "independent",
+		ChargeDenied: e.ChargeDenied, ErrorStatus: e.EngineErrors == "status", DynamicMetadata: e.DynamicMetadata}
 }

@@ -12,19 +12,14 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate-go/floodgate"
@@ -58,6 +53,18 @@ type Config struct {
 	// every policy of Rules.Policies. SetRules replaces them.
 	Limiters map[string]floodgate.Limiter
 
+	// Mode is how descriptors are counted and answered; SetMode
+	// replaces it.
+	Mode Mode
+
+	// Store, when set, decides descriptors that carry their own limit
+	// (Envoy's limit override, RateLimitDescriptor.limit) under that limit,
+	// as envoyproxy/ratelimit does (envoyrules.Rules.MatchOverrides), with
+	// limiters made on it as overrides appear (at most MaxOverrides
+	// distinct limits are kept; more are made per call). Nil: such limits
+	// are ignored and the descriptor's rule applies.
+	Store floodgate.Store
+
 	// OnShadow, when set, is called for every descriptor limit in shadow
 	// mode that would have been over limit.
 	OnShadow func(name string, res floodgate.Result)
@@ -67,20 +74,69 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Mode is how the service counts descriptors and what its answers carry.
+// The zero value is floodgate's own: all or nothing, denials not charged,
+// failures answered by the storage's failure mode, no dynamic metadata.
+type Mode struct {
+	// ShadowMode answers every request OK overall, while counting as
+	// usual; each descriptor's status still says whether it was over its
+	// limit (envoyproxy/ratelimit's SHADOW_MODE).
+	ShadowMode bool
+
+	// Independent decides and charges each descriptor of a request on its
+	// own, as envoyproxy/ratelimit does: one over its limit refuses the
+	// request, and the others are charged all the same. The default is all
+	// or nothing: a request refused by one descriptor is charged to none.
+	Independent bool
+
+	// ChargeDenied charges a descriptor that is over its limit too
+	// (envoyproxy/ratelimit adds the hits, then compares), so a client that
+	// keeps retrying while limited stays limited; its status then reports
+	// limit_remaining 0. The default charges only what is admitted.
+	ChargeDenied bool
+
+	// ErrorStatus answers a call whose limits the storage could not reach
+	// with the gRPC error UNAVAILABLE, as envoyproxy/ratelimit does when
+	// Redis fails, so that Envoy's failure_mode_deny decides, instead of
+	// the answer of the storage's failure mode (fail-open: OK,
+	// fail-closed: OVER_LIMIT).
+	ErrorStatus bool
+
+	// DynamicMetadata sets each answer's dynamic_metadata as
+	// envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA does: the domain,
+	// the request's descriptors (entries as "key=value", limit,
+	// hitsAddend), the request's hitsAddend, and the metadata of the rules
+	// of every descriptor that was not over its limit, merged (the first
+	// value of a field wins; maps merge field by field).
+	DynamicMetadata bool
+}
+
 // Service is the Envoy rate limit service. Each descriptor of a request is
-// looked up; every limit found (shadow ones apart) is decided all or
-// nothing (floodgate.AllowAll), so a request over one limit charges none.
+// matched to its rule (envoyrules.Rules.MatchRequest, replaces applied) and
+// decided under Mode: by default all or nothing, so a request over one
+// limit charges none; the descriptors of one bucket (the same rule and
+// values) are decided as one check of their summed cost, and different
+// buckets at once, so the engine can batch them into one round trip.
 //
-// Answers:
+// Answers, as envoyproxy/ratelimit gives them:
 //
-//   - overall_code OK when every limit passed, OVER_LIMIT when one did not;
-//     one status per descriptor, in the request's order, with
-//     current_limit, limit_remaining and duration_until_reset of the
-//     descriptor's most restrictive limit.
+//   - overall_code OK when every enforced limit passed, OVER_LIMIT when one
+//     did not, or when every quota_mode descriptor of the request is over
+//     its quota; OK whatever happened under Mode.ShadowMode.
+//   - one status per descriptor, in the request's order, each saying what
+//     the engine holds for it after the call (a descriptor refunded because
+//     another one denied reports the units it still has): code,
+//     current_limit (requests_per_unit and unit of its rule, named by the
+//     rate_limit's name), limit_remaining, and duration_until_reset in
+//     whole seconds, rounded up (for a fixed window, the end of the epoch
+//     window). A shadow_mode descriptor is always OK; unlimited: true is OK
+//     with limit_remaining 4294967295 and no current_limit;
+//     requests_per_unit 0 is OVER_LIMIT with a current_limit of 0.
 //   - A Redis outage is answered by the engine's failure policy: fail-open
 //     is OK (no current_limit: no state was read), fail-closed is
 //     OVER_LIMIT with the header x-ratelimit-source: fail-closed, local
-//     fallback decides on local state.
+//     fallback decides on local state; with Mode.ErrorStatus it is the
+//     gRPC error UNAVAILABLE instead.
 //   - A call the engine could not decide within Timeout fails with gRPC
 //     code UNAVAILABLE, so Envoy applies its own failure_mode_deny.
 //   - An empty domain or no descriptors is INVALID_ARGUMENT.
@@ -89,17 +145,20 @@ type Config struct {
 // envoyproxy/ratelimit), overridden by a descriptor's hits_addend when set,
 // where 0 checks without charging. A descriptor with is_negative_hits gives
 // its hits back (RefundN) and is answered OK. A descriptor's own limit
-// override (RateLimitDescriptor.limit) is ignored: limits come from
-// configuration.
+// (RateLimitDescriptor.limit) is decided on Config.Store when it is set.
 //
-// Shadow limits are decided after the enforced ones, and only when those
-// pass: a request that is over an enforced limit is refused anyway and
-// charged nowhere, so the shadow limit would not have seen it either.
+// In all-or-nothing counting, shadow and quota limits are decided after
+// the enforced ones, and only looked at (cost 0) when those denied: a
+// request that is refused is charged nowhere.
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
 	timeout  time.Duration
-	hdr      httplimit.Headers // the fields response_headers selects
+	mode     atomic.Pointer[Mode]
+	store    floodgate.Store
+	overMu   sync.Mutex
+	over     map[string]floodgate.Limiter // override limiters by policy
+	hdr      httplimit.Headers            // the fields response_headers selects
 	headers  bool
 	onShadow func(string, floodgate.Result)
 	rules    atomic.Pointer[ruleSet]
@@ -124,6 +183,9 @@ type ruleSet struct {
 // New validates cfg and returns its service.
 func New(cfg Config) (*Service, error) {
 	s := &Service{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger), health: health.NewServer()}
+	s.SetMode(cfg.Mode)
+	s.store = cfg.Store
+
 	s.errs.Log = s.sample.Logger()
 	if s.timeout <= 0 {
 		s.timeout = DefaultTimeout
@@ -153,6 +215,10 @@ func (s *Service) SetRules(rules *envoyrules.Rules, limiters map[string]floodgat
 	}
 	s.rules.Store(&ruleSet{rules: rules, limiters: limiters, decider: dec})
 }
+
+// SetMode replaces how descriptors are counted and answered: a call is
+// answered under the old Mode or the new one.
+func (s *Service) SetMode(m Mode) { s.mode.Store(&m) }
 
 // Register registers the rate limit service and the gRPC health service
 // (grpc.health.v1, serving for "" and the rate limit service's name) on
@@ -207,187 +273,13 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	}
 }
 
-// rlsState is one call's scratch space, pooled.
-type rlsState struct {
-	descs  [][]envoyrules.Entry
-	checks []httplimit.Charge
-	owner  []int // per check: the descriptor it belongs to
-	shadow []rlsShadow
-	v      httplimit.Verdict
-}
-
-type rlsShadow struct {
-	desc int
-	name string
-	key  string
-	lim  floodgate.Limiter
-}
-
-var rlsPool = sync.Pool{New: func() any { return new(rlsState) }}
-
-// ShouldRateLimit implements rlsv3.RateLimitServiceServer.
-func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	if req.GetDomain() == "" {
-		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
-	}
-	if len(req.GetDescriptors()) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-
-	st := rlsPool.Get().(*rlsState)
-	defer func() {
-		for i := range st.descs {
-			st.descs[i] = st.descs[i][:0]
-		}
-		clear(st.checks)
-		clear(st.shadow)
-		*st = rlsState{descs: st.descs[:0], checks: st.checks[:0], owner: st.owner[:0], shadow: st.shadow[:0]}
-		rlsPool.Put(st)
-	}()
-	rs := s.rules.Load()
-	reqCost := int64(max(req.GetHitsAddend(), 1))
-	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.Descriptors))
-	for i, d := range req.Descriptors {
-		if i == len(st.descs) {
-			st.descs = append(st.descs, nil)
-		}
-		for _, e := range d.GetEntries() {
-			st.descs[i] = append(st.descs[i], envoyrules.Entry{Key: e.GetKey(), Value: e.GetValue()})
-		}
-		statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-	}
-	// A rule that another matched rule replaces (by name) is dropped.
-	matched := rs.rules.MatchRequest(req.Domain, st.descs[:len(req.Descriptors)])
-	for i, d := range req.Descriptors {
-		r := matched[i]
-		if r == nil || r.Unlimited {
-			continue
-		}
-		lim := rs.limiter(r)
-		if lim == nil {
-			continue
-		}
-		cost := reqCost
-		if h := d.GetHitsAddend(); h != nil {
-			cost = int64(min(h.GetValue(), math.MaxInt64))
-		}
-		switch {
-		case d.GetIsNegativeHits():
-			if err := lim.RefundN(ctx, r.Key, cost); err != nil {
-				s.errs.Error(ctx, "envoy: refund failed", slog.String("limit", r.Policy), slog.Any("error", err))
-			}
-		case r.Shadow:
-			st.shadow = append(st.shadow, rlsShadow{desc: i, name: ruleName(r), key: r.Key, lim: lim})
-		default:
-			st.checks = append(st.checks, httplimit.Charge{Limiter: lim, Key: r.Key, Cost: cost})
-			st.owner = append(st.owner, i)
-		}
-	}
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: statuses}
-	var res floodgate.Result
-	drive := 0
-	if len(st.checks) > 0 {
-		v := &st.v
-		rs.decider.Decide(ctx, v, st.checks...)
-		var err error
-		res, drive, err = v.Result(), v.Drive(), v.Err()
-		if err != nil {
-			s.errs.Error(ctx, "envoy: undecided", slog.String("policy", st.checks[drive].Limiter.Name()), slog.Any("error", err))
-			return nil, status.Errorf(codes.Unavailable, "rate limiter could not decide: %v", err)
-		}
-		decided := len(st.checks)
-		if !res.Allowed {
-			decided = drive + 1
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			s.sample.Denied(ctx, "envoy", st.checks[drive].Key, &res, false)
-		}
-		best := make([]int, len(statuses)) // per descriptor: 1 + its driving check
-		results := make([]floodgate.Result, decided)
-		for k := range decided {
-			results[k] = v.ResultOf(k)
-			i := st.owner[k]
-			if b := best[i]; b == 0 || restrictive(&results[k], &results[b-1]) {
-				best[i] = k + 1
-			}
-		}
-		for i, b := range best {
-			if b > 0 {
-				fillStatus(statuses[i], &results[b-1], "")
-			}
-		}
-		if res.Source == floodgate.SourceFailClosed && !res.Allowed {
-			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "x-ratelimit-source", Value: string(floodgate.SourceFailClosed)})
-		}
-		if s.headers {
-			v.Headers(func(name, value string) {
-				resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: strings.ToLower(name), Value: value})
-			})
-		}
-	}
-	if resp.OverallCode == rlsv3.RateLimitResponse_OK {
-		s.decideShadow(ctx, st, statuses)
-	}
-	return resp, nil
-}
-
-// decideShadow decides the shadow limits of a request that passed: each is
-// charged like an enforced one, and one that would refuse is counted and
-// logged while the descriptor stays OK.
-func (s *Service) decideShadow(ctx context.Context, st *rlsState, statuses []*rlsv3.RateLimitResponse_DescriptorStatus) {
-	for _, sh := range st.shadow {
-		res, err := sh.lim.Allow(ctx, sh.key)
-		if err != nil {
-			s.errs.Error(ctx, "envoy: shadow limit undecided", slog.String("limit", sh.name), slog.Any("error", err))
-			continue
-		}
-		if !res.Allowed {
-			if s.onShadow != nil {
-				s.onShadow(sh.name, res)
-			}
-			s.sample.Denied(ctx, "envoy", sh.key, &res, true)
-		}
-		if statuses[sh.desc].CurrentLimit == nil {
-			fillStatus(statuses[sh.desc], &res, sh.name)
-			statuses[sh.desc].Code = rlsv3.RateLimitResponse_OK
-		}
-	}
-}
-
-// restrictive reports whether a drives a descriptor's status rather than b:
-// a denial over an admission, else the fewer units remaining.
-func restrictive(a, b *floodgate.Result) bool {
-	if a.Allowed != b.Allowed {
-		return !a.Allowed
-	}
-	return a.Remaining < b.Remaining
-}
-
-// fillStatus describes res in st: its code, and, when it read state, the
-// limit, the units remaining and the time until the limit is full again.
-func fillStatus(st *rlsv3.RateLimitResponse_DescriptorStatus, res *floodgate.Result, name string) {
-	if res.Allowed {
-		st.Code = rlsv3.RateLimitResponse_OK
-	} else {
-		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-	}
-	if res.Set == nil || res.Source == floodgate.SourceFailOpen || res.Source == floodgate.SourceFailClosed {
-		return
-	}
-	if name == "" {
-		name = res.Policy
-	}
-	st.CurrentLimit = currentLimit(res.Limit, name)
-	st.LimitRemaining = uint32(min(res.Remaining, math.MaxUint32))
-	st.DurationUntilReset = durationpb.New(res.ResetAfter)
-}
-
 // units are the Envoy units that are exact durations, longest first.
 var units = [...]struct {
 	d time.Duration
 	u rlsv3.RateLimitResponse_RateLimit_Unit
 }{
+	{365 * 24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_YEAR},
+	{30 * 24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_MONTH},
 	{7 * 24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_WEEK},
 	{24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_DAY},
 	{time.Hour, rlsv3.RateLimitResponse_RateLimit_HOUR},

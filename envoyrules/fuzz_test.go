@@ -22,6 +22,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("domain: d\ndescriptors: &a [{key: x, descriptors: *a}, {key: y, descriptors: *a}]\n"))
 	f.Add([]byte("domain: d\ndescriptors: [{key: a, value: 'b*', descriptors: [{key: c, rate_limit: {unit: day, requests_per_unit: 3}}]}]\n"))
+	f.Add([]byte("domain: d\ndescriptors:\n  - {key: a, value: 'x*y*z', share_threshold: true, value_to_metric: true, quota_mode: true, metadata: {m: [1, {n: two}]}, descriptors: [{key: c, rate_limit: {unit: day, requests_per_unit: 3}}]}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := Parse("fuzz.yaml", data)
 		if err != nil {
@@ -31,6 +32,7 @@ func FuzzParse(f *testing.F) {
 			r.MatchRequest(d, [][]Entry{
 				{{"remote_address", "10.0.0.1"}},
 				{{"a", "bc"}, {"c", "x"}},
+				{{"a", "x-y-z"}, {"c", "x"}},
 				{{"header_match", "write"}, {"remote_address", ""}},
 			})
 		}

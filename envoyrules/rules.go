@@ -31,9 +31,11 @@ type Descriptor struct {
 	// Key must equal the entry's key. Required.
 	Key string `yaml:"key"`
 
-	// Value, when set, must equal the entry's value; a trailing * matches
-	// every value with that prefix. Absent: any value, and each distinct
-	// value is limited on its own (one bucket per remote_address).
+	// Value, when set, must equal the entry's value. Each * in it matches
+	// any run of characters (foo*, bar*baz, *.example.com); an exact value
+	// at the same level wins over a wildcard, and of the wildcards the first
+	// in the file that matches. Absent: any value, and each distinct value
+	// is limited on its own (one bucket per remote_address).
 	Value string `yaml:"value,omitempty"`
 
 	// RateLimit is the limit of requests whose descriptor ends here.
@@ -47,9 +49,29 @@ type Descriptor struct {
 	// ShadowMode counts but never denies.
 	ShadowMode bool `yaml:"shadow_mode,omitempty"`
 
+	// QuotaMode makes the limit a quota: a descriptor over it is reported
+	// OVER_LIMIT, but the request is refused only when every quota
+	// descriptor of it is over (or a plain limit is), as
+	// envoyproxy/ratelimit's quota_mode.
+	QuotaMode bool `yaml:"quota_mode,omitempty"`
+
 	// DetailedMetric labels metrics with the entry's value rather than
 	// rolling distinct values into one series. Mind the cardinality.
 	DetailedMetric bool `yaml:"detailed_metric,omitempty"`
+
+	// ValueToMetric puts the request's value of this level into the rule's
+	// metric key (Rule.MetricKey) where the key alone would stand.
+	ValueToMetric bool `yaml:"value_to_metric,omitempty"`
+
+	// ShareThreshold makes every value a wildcard Value matches share one
+	// bucket (files/* : one limit for all files), instead of a bucket per
+	// value. Only on a Value with a *.
+	ShareThreshold bool `yaml:"share_threshold,omitempty"`
+
+	// Metadata is free-form data of the rule (envoyproxy/ratelimit sends
+	// it in the response's dynamic metadata); floodgate keeps it on the
+	// Rule.
+	Metadata map[string]any `yaml:"metadata,omitempty"`
 
 	// Descriptors match the next entry of the request's descriptor.
 	Descriptors []Descriptor `yaml:"descriptors,omitempty"`
@@ -135,8 +157,18 @@ type Rule struct {
 	// Unlimited rules are never limited.
 	Unlimited bool
 
-	// Blocked rules (requests_per_unit: 0) deny every request.
-	Blocked bool
+	// Blocked rules (requests_per_unit: 0) deny every request that costs
+	// anything; BlockedPeriod is their unit, for the answer's
+	// current_limit (0 per that unit).
+	Blocked       bool
+	BlockedPeriod time.Duration
+
+	// Quota rules (quota_mode) refuse a request only together with the
+	// request's other quota rules; see Descriptor.QuotaMode.
+	Quota bool
+
+	// Metadata is the descriptor's metadata, as written.
+	Metadata map[string]any
 
 	// Shadow rules decide and count but always answer OK.
 	Shadow bool
@@ -145,8 +177,11 @@ type Rule struct {
 	// MetricKey then ends with it.
 	DetailedMetric bool
 
-	// MetricKey is Policy, or for DetailedMetric the request's last
-	// entry value appended, as envoyproxy/ratelimit does.
+	// MetricKey names the rule in metrics and logs as envoyproxy/ratelimit
+	// names its stats: the domain and each level's key, with the value
+	// where the rule fixes one (a wildcard as written), where
+	// value_to_metric asks for the request's, and for DetailedMetric every
+	// entry's key and value.
 	MetricKey string
 
 	// Pos is where the rule is in its file.
@@ -173,10 +208,31 @@ type entryKey struct{ key, value string }
 
 type node struct {
 	children  map[entryKey]*node
-	wildcards []*node // values ending in *, in file order
+	wildcards []*node // values with a *, in file order
 	key       string
-	prefix    string // wildcard value without its *
+	value     string   // as written
+	parts     []string // a wildcard value split at its *s
+	share     bool     // share_threshold: the matched values share a bucket
+	toMetric  bool     // value_to_metric
 	rule      *Rule
+}
+
+// matches reports whether value matches the wildcard pattern split into
+// parts at its *s: each * stands for any run of characters.
+func matches(parts []string, value string) bool {
+	first, last := parts[0], parts[len(parts)-1]
+	if len(value) < len(first)+len(last) || !strings.HasPrefix(value, first) || !strings.HasSuffix(value, last) {
+		return false
+	}
+	rest := value[len(first) : len(value)-len(last)]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(p):]
+	}
+	return true
 }
 
 // Domains returns the loaded domains, sorted.
@@ -217,7 +273,15 @@ func (r *Rules) Match(domain string, entries []Entry) *Rule {
 	if n == nil || len(entries) == 0 {
 		return nil
 	}
-	var found *node
+	// The nodes matched at each level: the key and the metric key are
+	// spelled from them once the rule is found.
+	var path [maxDepth]*node
+	var deep []*node
+	if len(entries) > maxDepth {
+		deep = make([]*node, len(entries))
+	} else {
+		deep = path[:len(entries)]
+	}
 	for i, e := range entries {
 		var next *node
 		if e.Value != "" {
@@ -225,7 +289,7 @@ func (r *Rules) Match(domain string, entries []Entry) *Rule {
 		}
 		if next == nil {
 			for _, w := range n.wildcards {
-				if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
+				if w.key == e.Key && matches(w.parts, e.Value) {
 					next = w
 					break
 				}
@@ -237,8 +301,8 @@ func (r *Rules) Match(domain string, entries []Entry) *Rule {
 		if next == nil {
 			return nil
 		}
+		deep[i] = next
 		if i == len(entries)-1 {
-			found = next
 			break
 		}
 		if len(next.children) == 0 && len(next.wildcards) == 0 {
@@ -246,31 +310,118 @@ func (r *Rules) Match(domain string, entries []Entry) *Rule {
 		}
 		n = next
 	}
-	if found == nil || found.rule == nil {
+	found := deep[len(entries)-1]
+	if found.rule == nil {
 		return nil
 	}
 	rule := *found.rule
-	rule.Key = Key(entries)
+	rule.Key = key(entries, deep)
 	rule.MetricKey = rule.Policy
-	if rule.DetailedMetric {
-		rule.MetricKey += "_" + entries[len(entries)-1].Value
+	if rule.DetailedMetric || spelled(deep) {
+		rule.MetricKey = metricKey(domain, entries, deep, rule.DetailedMetric)
 	}
 	return &rule
+}
+
+// maxDepth is the descriptor depth Match keeps on the stack.
+const maxDepth = 8
+
+// key is Key, with the value of every entry matched by a share_threshold
+// wildcard replaced by the wildcard as written, so that those values share
+// one bucket.
+func key(entries []Entry, nodes []*node) string {
+	shared := false
+	for _, n := range nodes {
+		shared = shared || n.share
+	}
+	if !shared {
+		return Key(entries)
+	}
+	es := slices.Clone(entries)
+	for i, n := range nodes {
+		if n.share {
+			es[i].Value = n.value
+		}
+	}
+	return Key(es)
+}
+
+// spelled reports whether a level of nodes puts the request's value into
+// the metric key (value_to_metric); otherwise the key is the rule's Policy.
+func spelled(nodes []*node) bool {
+	for _, n := range nodes {
+		if n.toMetric {
+			return true
+		}
+	}
+	return false
+}
+
+// metricKey spells Rule.MetricKey.
+func metricKey(domain string, entries []Entry, nodes []*node, detailed bool) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	for i, e := range entries {
+		n := nodes[i]
+		b.WriteByte('.')
+		b.WriteString(e.Key)
+		v := ""
+		switch {
+		case n.share:
+			v = n.value
+		case detailed, n.toMetric:
+			v = e.Value
+		default:
+			v = n.value
+		}
+		if v != "" {
+			b.WriteByte('_')
+			b.WriteString(v)
+		}
+	}
+	return b.String()
 }
 
 // MatchRequest matches every descriptor of one request and applies
 // replaces: a rule whose name another matched rule replaces is dropped.
 // The result is aligned with descriptors; nil means no limit.
 func (r *Rules) MatchRequest(domain string, descriptors [][]Entry) []*Rule {
+	return r.MatchOverrides(domain, descriptors, nil)
+}
+
+// An Override is a limit a request's descriptor carries itself (Envoy's
+// RateLimitDescriptor.limit): requests_per_unit per period.
+type Override struct {
+	RequestsPerUnit int64
+	Period          time.Duration
+}
+
+// MatchOverrides is MatchRequest for descriptors that may carry their own
+// limit (overrides[i], nil for none; overrides may be shorter than
+// descriptors). As envoyproxy/ratelimit does, a descriptor with its own
+// limit in a known domain is limited by it alone, counted in a fixed
+// window by its entries, whatever rule it would match, and is neither
+// shadowed nor replaceable nor replacing.
+func (r *Rules) MatchOverrides(domain string, descriptors [][]Entry, overrides []*Override) []*Rule {
 	out := make([]*Rule, len(descriptors))
-	replaced := map[string]bool{}
+	var replaced map[string]bool
 	for i, d := range descriptors {
+		if i < len(overrides) && overrides[i] != nil {
+			out[i] = r.override(domain, d, overrides[i])
+			continue
+		}
 		out[i] = r.Match(domain, d)
 		if out[i] != nil {
 			for _, n := range out[i].Replaces {
+				if replaced == nil {
+					replaced = map[string]bool{}
+				}
 				replaced[n] = true
 			}
 		}
+	}
+	if replaced == nil {
+		return out
 	}
 	for i, rule := range out {
 		if rule != nil && rule.Name != "" && replaced[rule.Name] {
@@ -278,6 +429,37 @@ func (r *Rules) MatchRequest(domain string, descriptors [][]Entry) []*Rule {
 		}
 	}
 	return out
+}
+
+// override is the rule of a descriptor that carries limit o.
+func (r *Rules) override(domain string, entries []Entry, o *Override) *Rule {
+	if r == nil || r.domains[domain] == nil || len(entries) == 0 {
+		return nil
+	}
+	rule := &Rule{Policy: fmt.Sprintf("%s.override.%d/%s", domain, o.RequestsPerUnit, o.Period), Key: Key(entries)}
+	rule.MetricKey = metricKeyOf(domain, entries)
+	if o.RequestsPerUnit <= 0 {
+		rule.Blocked, rule.BlockedPeriod = true, o.Period
+		return rule
+	}
+	rule.Limits = []floodgate.Limit{{Rate: o.RequestsPerUnit, Period: o.Period, Algorithm: floodgate.FixedWindow}}
+	return rule
+}
+
+// metricKeyOf is envoyproxy/ratelimit's stat name of a descriptor: the
+// domain and every key_value.
+func metricKeyOf(domain string, entries []Entry) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	for _, e := range entries {
+		b.WriteByte('.')
+		b.WriteString(e.Key)
+		if e.Value != "" {
+			b.WriteByte('_')
+			b.WriteString(e.Value)
+		}
+	}
+	return b.String()
 }
 
 var keyEscaper = strings.NewReplacer(`\`, `\\`, `|`, `\|`, `=`, `\=`)
@@ -335,11 +517,33 @@ type Source struct {
 	Data []byte
 }
 
-// Compile loads envoyproxy/ratelimit files. They are taken as they
-// are: ${...} in them is text, not an environment variable, since a
-// descriptor value may well contain it.
+// Compile loads envoyproxy/ratelimit files with the algorithm alg for
+// every limit that names none. They are taken as they are: ${...} in them
+// is text, not an environment variable, since a descriptor value may well
+// contain it.
 func Compile(srcs []Source, alg floodgate.Algorithm) (*Rules, yamlpos.Errors) {
+	return CompileWith(srcs, Options{Algorithm: alg})
+}
+
+// Options are how CompileWith reads rule files.
+type Options struct {
+	// Algorithm applies to every limit that names none. The zero value is
+	// floodgate's default (GCRA); envoyproxy/ratelimit counts in fixed
+	// windows (floodgate.FixedWindow).
+	Algorithm floodgate.Algorithm
+
+	// MergeDomains lets several files hold one domain: their top-level
+	// descriptors join one tree, and a descriptor given twice is an error
+	// (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG). Without it a domain
+	// belongs to one file.
+	MergeDomains bool
+}
+
+// CompileWith is Compile with Options.
+func CompileWith(srcs []Source, opt Options) (*Rules, yamlpos.Errors) {
+	alg := opt.Algorithm
 	r := &Rules{domains: map[string]*node{}, files: map[string]string{}}
+	names := map[string]map[string]string{} // per domain, see level
 	var errs yamlpos.Errors
 	for _, s := range srcs {
 		d := yamlpos.New(s.Name)
@@ -353,11 +557,14 @@ func Compile(srcs []Source, alg floodgate.Algorithm) (*Rules, yamlpos.Errors) {
 			switch {
 			case f.Domain == "":
 				k.errf("domain", "the file needs a domain (the name Envoy's rate limit filter sends)")
+			case r.files[f.Domain] != "" && !opt.MergeDomains:
+				k.errf("domain", "domain %q is also defined in %s; give each file its own domain, or set envoy.merge_domains to join them", f.Domain, r.files[f.Domain])
 			case r.files[f.Domain] != "":
-				k.errf("domain", "domain %q is also defined in %s; give each file its own domain", f.Domain, r.files[f.Domain])
+				k.level(r.domains[f.Domain], f.Domain, "descriptors", f.Descriptors, alg, names[f.Domain])
 			default:
 				root := &node{children: map[entryKey]*node{}}
-				k.level(root, f.Domain, "descriptors", f.Descriptors, alg, map[string]string{})
+				names[f.Domain] = map[string]string{}
+				k.level(root, f.Domain, "descriptors", f.Descriptors, alg, names[f.Domain])
 				r.domains[f.Domain] = root
 				r.files[f.Domain] = s.Name
 			}
@@ -392,11 +599,13 @@ func (k *checker) level(parent *node, prefix, path string, ds []Descriptor, alg 
 			continue
 		}
 		names[policy] = dp
-		n := &node{children: map[entryKey]*node{}, key: dsc.Key}
+		n := &node{children: map[entryKey]*node{}, key: dsc.Key, value: dsc.Value, share: dsc.ShareThreshold, toMetric: dsc.ValueToMetric}
 		parent.children[entryKey{dsc.Key, dsc.Value}] = n
-		if p, ok := strings.CutSuffix(dsc.Value, "*"); ok {
-			n.prefix = p
+		if strings.Contains(dsc.Value, "*") {
+			n.parts = strings.Split(dsc.Value, "*")
 			parent.wildcards = append(parent.wildcards, n)
+		} else if dsc.ShareThreshold {
+			k.errf(dp+".share_threshold", "share_threshold needs a wildcard value (one with a *): the values it matches share one bucket")
 		}
 		var specs []RateLimit
 		var specPaths []string
@@ -423,7 +632,7 @@ func (k *checker) level(parent *node, prefix, path string, ds []Descriptor, alg 
 }
 
 func (k *checker) rule(policy, dp string, specs []RateLimit, paths []string, dsc *Descriptor, alg floodgate.Algorithm) *Rule {
-	rule := &Rule{Policy: policy, Shadow: dsc.ShadowMode, DetailedMetric: dsc.DetailedMetric, Pos: yamlpos.LookupPos(k.d.Pos, k.d.File(), dp)}
+	rule := &Rule{Policy: policy, Shadow: dsc.ShadowMode, Quota: dsc.QuotaMode, DetailedMetric: dsc.DetailedMetric, Metadata: dsc.Metadata, Pos: yamlpos.LookupPos(k.d.Pos, k.d.File(), dp)}
 	for i, s := range specs {
 		p := paths[i]
 		if s.Name != "" {
@@ -470,7 +679,7 @@ func (k *checker) rule(policy, dp string, specs []RateLimit, paths []string, dsc
 			if len(specs) > 1 {
 				k.errf(p+".requests_per_unit", "0 blocks every request; it cannot be combined with other limits")
 			}
-			rule.Blocked = true
+			rule.Blocked, rule.BlockedPeriod = true, period
 			continue
 		}
 		l := floodgate.Limit{Rate: s.RequestsPerUnit, Period: period, Burst: s.Burst, Algorithm: alg}

@@ -214,6 +214,25 @@ func (v *Verdict) refuseCost(lim floodgate.Limiter, cost int64) {
 	v.d.logError(v.ctx, fmt.Errorf("%w: policy %s: the rule's Cost returned %d; costs are 0 (peek) or more", floodgate.ErrInvalidCost, lim.Name(), cost), "")
 }
 
+// Decided fills v with checks that a front end decided itself (each
+// check's Result set, at most MaxRules of them; more are ignored), drive
+// being the index of the one whose Result drives the answer, so that v
+// describes them as Decide would have (Headers, Result, ResultOf).
+func (d *Decider) Decided(ctx context.Context, v *Verdict, drive int, checks ...floodgate.Check) {
+	v.begin(d, ctx)
+	checks = checks[:min(len(checks), MaxRules)]
+	if len(checks) == 0 || drive < 0 || drive >= len(checks) {
+		return
+	}
+	for i := range checks {
+		c := &checks[i]
+		v.add(i, c.Limiter, c.Key, c.Cost, CountAll, nil)
+		v.cs.c[i].Result = c.Result
+	}
+	v.v.res, v.v.drive = checks[drive].Result, drive
+	d.conclude(v)
+}
+
 // decide decides v's checks.
 func (d *Decider) decide(v *Verdict) {
 	cs := &v.cs
@@ -234,6 +253,12 @@ func (d *Decider) decide(v *Verdict) {
 		d.logError(v.ctx, err, cs.c[0].Key)
 		return
 	}
+	d.conclude(v)
+}
+
+// conclude sets v's outcome from its driving Result.
+func (d *Decider) conclude(v *Verdict) {
+	cs := &v.cs
 	switch v.v.res.Source {
 	case floodgate.SourceFailOpen:
 		// The engine failed and its failure policy let the request through.

@@ -162,6 +162,17 @@ func redisReady(addr string, pid int) error {
 	return nil
 }
 
+// Pid returns the process ID of the running server (0 when none runs),
+// e.g. to read its CPU time in /proc.
+func (s *RedisServer) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil || s.proc.cmd.Process == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
+}
+
 // Kill sends SIGKILL and waits for the process to exit: a crash, with no
 // chance to reply to clients or close connections cleanly.
 func (s *RedisServer) Kill() { s.kill() }

@@ -7,6 +7,10 @@
 //	daemonbench upstream -listen 127.0.0.1:9001
 //	daemonbench proxy -listen 127.0.0.1:9002 -upstream http://127.0.0.1:9001 -limit=true
 //	daemonbench load -redis 127.0.0.1:6379 -api envoy -keys 65536 -d 10s
+//	daemonbench rls -descriptors 2 -keys 10000 -d 5s -rounds 3
+//
+// rls runs floodgate serve and envoyproxy/ratelimit (built from source)
+// side by side, each on a redis-server of its own (see rls.go).
 //
 // Every server stops by itself after -max (default 10 minutes), and every
 // load run after -d.
@@ -49,7 +53,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: daemonbench upstream|proxy|load [flags]")
+		fmt.Fprintln(os.Stderr, "usage: daemonbench upstream|proxy|load|rls [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -58,6 +62,8 @@ func main() {
 		err = runUpstream(os.Args[2:])
 	case "proxy":
 		err = runProxy(os.Args[2:])
+	case "rls":
+		err = runRLS(os.Args[2:])
 	case "load":
 		err = runLoad(os.Args[2:])
 	default:

@@ -11,6 +11,8 @@
 #   ./run.sh            # everything
 #   ./run.sh proxy      # (a) only
 #   ./run.sh decisions  # (b) and (c) only
+#   ./run.sh rls        # (d): floodgate serve's Envoy listener against
+#                       #     envoyproxy/ratelimit built from source (rls.go)
 #
 # Environment: ROUNDS (default 5), WRK_D (wrk duration, default 5s), WRK_C
 # (connections, default 64), LOAD_D (load generator duration, default 5s).
@@ -22,7 +24,7 @@ WRK_D=${WRK_D:-5s}
 WRK_C=${WRK_C:-64}
 LOAD_D=${LOAD_D:-5s}
 parts=("$@")
-[[ ${#parts[@]} -eq 0 ]] && parts=(proxy decisions)
+[[ ${#parts[@]} -eq 0 ]] && parts=(proxy decisions rls)
 
 tmp=$(mktemp -d)
 pids=()
@@ -123,5 +125,16 @@ if [[ " ${parts[*]} " == *" decisions "* ]]; then
 				"$bin" load -redis "127.0.0.1:$rport" -api "${spec%%:*}" -keys "$keys" -callers 32 -conns "${spec#*:}" -d "$LOAD_D"
 			done
 		done
+	done
+fi
+
+if [[ " ${parts[*]} " == *" rls "* ]]; then
+	# Each configuration: ROUNDS rounds of floodgate then the reference,
+	# LOAD_D each, 32 callers over 4 connections; the last line of each is
+	# the ratios.
+	for spec in "1 1 redis 1000000000" "1 10000 redis 1000000000" "2 1 redis 1000000000" "2 10000 redis 1000000000" "1 1 hybrid 1000"; do
+		read -r descs keys storage rate <<<"$spec"
+		echo "# (d) rls descriptors=$descs keys=$keys storage=$storage rate=$rate/s"
+		"$bin" rls -descriptors "$descs" -keys "$keys" -storage "$storage" -rate "$rate" -rounds "$ROUNDS" -d "$LOAD_D"
 	done
 fi

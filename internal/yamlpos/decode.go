@@ -282,6 +282,21 @@ func (d *Decoder) Decode(n ast.Node, v reflect.Value, path string) {
 		d.decodeInt(n, v, path)
 	case reflect.Float32, reflect.Float64:
 		d.decodeFloat(n, v, path)
+	case reflect.Interface:
+		if v.NumMethod() != 0 {
+			d.errorf(n, path, "cannot hold a %s (internal)", v.Type())
+			return
+		}
+		// Free-form data (an envoyproxy/ratelimit descriptor's metadata):
+		// taken as YAML means it, maps with string keys.
+		var x any
+		if err := yaml.NodeToValue(n, &x); err != nil {
+			d.wrap(n, path, err)
+			return
+		}
+		if x != nil {
+			v.Set(reflect.ValueOf(x))
+		}
 	default:
 		d.errorf(n, path, "cannot hold a %s (internal)", v.Type())
 	}
