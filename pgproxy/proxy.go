@@ -13,16 +13,17 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 )
 
 // Defaults for Config's zero values.
 const (
 	// DefaultMaxMessageSize is PostgreSQL's own bound on one message
 	// (MaxAllocSize less one byte): a larger length can only be garbage.
-	DefaultMaxMessageSize = 1<<30 - 1
+	DefaultMaxMessageSize = pgwire.MaxMessageSize
 	// DefaultMaxStartupSize is PostgreSQL's bound on a startup packet
 	// (MAX_STARTUP_PACKET_LENGTH).
-	DefaultMaxStartupSize = 10000
+	DefaultMaxStartupSize = pgwire.MaxStartupSize
 	// DefaultConnectTimeout bounds dialing the upstream server, TLS included.
 	DefaultConnectTimeout = 5 * time.Second
 	// DefaultStartupTimeout bounds a client's startup: from accepting the
