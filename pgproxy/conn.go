@@ -65,6 +65,7 @@ type conn struct {
 	// cancelWait is signalled by a CancelRequest for this connection, to
 	// end a query waiting under MaxWait.
 	cancelWait chan struct{}
+	waiter     *waiter // this connection's place in line, when its query waits
 
 	// state shared by the two relay directions; see relay.go.
 	wmu          sync.Mutex    // serialises writes to the client
@@ -103,6 +104,7 @@ func newConn(p *Proxy, nc net.Conn) *conn {
 		ctx:        ctx,
 		cancel:     cancel,
 		cancelWait: make(chan struct{}, 1),
+		waiter:     newWaiter(),
 		readyCh:    make(chan struct{}, 1),
 
 		fatalWritten: make(chan struct{}),

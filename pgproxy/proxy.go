@@ -168,6 +168,8 @@ type Proxy struct {
 	limits    atomic.Pointer[Limits]
 	trusted   []netip.Prefix
 	cancels   cancelMap
+	queues    waitQueues
+	clock     clock
 	metrics   metrics
 	rejectLog [numScopes]sampler
 
@@ -251,6 +253,8 @@ func New(cfg Config) (*Proxy, error) {
 		p.trusted = append(p.trusted, pfx.Masked())
 	}
 	p.cancels.m = make(map[uint32]*conn)
+	p.queues.init()
+	p.clock = systemClock{}
 	p.metrics.init()
 	p.limits.Store(&cfg.Limits)
 	return p, nil

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"log/slog"
 	"os"
 	"time"
 
@@ -399,118 +398,6 @@ func (c *conn) flush() error {
 	return c.uw.Flush()
 }
 
-// admitQuery decides a query (a simple Query or FunctionCall, or an
-// extended cycle at its first message) under the limits, waiting under
-// MaxWait when it may. When it denies, it has answered the client: an
-// ErrorResponse, then for a simple query a ReadyForQuery (for a cycle, the
-// caller sends that at the cycle's Sync). A non-nil error ends the
-// connection.
-func (c *conn) admitQuery(extended bool) (bool, error) {
-	m := &c.p.metrics
-	lim := c.loadLimits()
-	if lim == nil {
-		return true, nil
-	}
-	select { // a CancelRequest meant for an earlier query must not end this one
-	case <-c.cancelWait:
-	default:
-	}
-	var (
-		waitStart time.Time
-		waitScope = scopeNone
-		watch     *watcher
-	)
-	defer func() {
-		if watch != nil {
-			watch.stop()
-		}
-	}()
-	endWait := func(outcome waitOutcome) {
-		if waitScope != scopeNone {
-			m.waits[waitScope][outcome].Add(1)
-			m.waitNanos.Add(uint64(time.Since(waitStart)))
-		}
-	}
-	for {
-		owed := c.received.Load() != c.expected.Load()
-		if !owed && c.status.Load() != 'I' {
-			m.uncharged[reasonTransaction].Add(1)
-			endWait(waitPassed)
-			return true, nil
-		}
-		res, scope, err := c.allow(c.ctx)
-		if err == nil && scope == scopeNone {
-			for i := range c.lims {
-				if c.lims[i] != nil {
-					m.queries[i][decisionAllowed].Add(1)
-				}
-			}
-			endWait(waitPassed)
-			return true, nil
-		}
-		if c.ctx.Err() != nil {
-			return false, c.ctx.Err()
-		}
-		if owed {
-			// This query may run inside a transaction that a pipelined
-			// query opens: learn the status before answering.
-			if err := c.awaitReady(); err != nil {
-				return false, err
-			}
-			lim = c.loadLimits()
-			if lim == nil {
-				return true, nil
-			}
-			continue
-		}
-		if err == nil && res.Source != floodgate.SourceFailClosed && res.RetryAfter != floodgate.RetryNever {
-			if mw := lim.scope(scope).MaxWait; mw > 0 {
-				now := time.Now()
-				if waitStart.IsZero() {
-					waitStart, waitScope = now, scope
-				}
-				if now.Add(res.RetryAfter).Sub(waitStart) <= mw {
-					if err := c.flush(); err != nil {
-						return false, err
-					}
-					if watch == nil {
-						watch = c.watchClient()
-					}
-					switch c.sleep(max(res.RetryAfter, time.Millisecond), watch) {
-					case sleepCanceled:
-						endWait(waitCanceled)
-						e := pgwire.ErrorResponse{Severity: "ERROR", Code: "57014", Message: "canceling statement due to user request",
-							Detail: "The query was waiting for the rate limit and had not reached the server."}
-						return false, c.replyDenied(e, extended)
-					case sleepGone:
-						endWait(waitCanceled)
-						return false, errClientGone
-					}
-					lim = c.loadLimits()
-					if lim == nil {
-						endWait(waitPassed)
-						return true, nil
-					}
-					continue
-				}
-			}
-		}
-		endWait(waitRejected)
-		p := c.p
-		if err != nil {
-			m.queries[scope][decisionError].Add(1)
-			p.rejectLog[scope].log(p, slog.LevelError, "pgproxy: rate limit check failed; query rejected",
-				"scope", scope.String(), "user", c.params.User, "client", c.ipLog, "err", err)
-		} else {
-			m.queries[scope][decisionDenied].Add(1)
-			p.rejectLog[scope].log(p, slog.LevelInfo, "pgproxy: query rate limit exceeded",
-				"scope", scope.String(), "user", c.params.User, "client", c.ipLog,
-				"source", string(res.Source), "retry_after", res.RetryAfter)
-		}
-		return false, c.replyDenied(c.rejection(scope, res, err != nil), extended)
-	}
-}
-
 var errClientGone = errors.New("client disconnected while its query waited")
 
 // replyDenied answers a query the proxy does not forward.
@@ -559,32 +446,6 @@ func (c *conn) awaitReady() error {
 		}
 	}
 	return nil
-}
-
-type sleepResult uint8
-
-const (
-	sleepDone sleepResult = iota
-	sleepCanceled
-	sleepGone
-)
-
-// sleep waits d, or less if the client cancels its query or disconnects.
-func (c *conn) sleep(d time.Duration, w *watcher) sleepResult {
-	c.p.metrics.waiting.Add(1)
-	defer c.p.metrics.waiting.Add(-1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return sleepDone
-	case <-c.cancelWait:
-		return sleepCanceled
-	case <-w.gone:
-		return sleepGone
-	case <-c.ctx.Done():
-		return sleepGone
-	}
 }
 
 // A watcher notices a client that disconnects while its query waits, when

@@ -153,16 +153,21 @@ func (s *sampler) log(p *Proxy, level slog.Level, msg string, args ...any) {
 	p.log.Log(context.Background(), level, msg, args...)
 }
 
+// who names the key of scope in a message to the client.
+func (c *conn) who(scope scopeID) string {
+	switch scope {
+	case scopeUser:
+		return fmt.Sprintf(" for user %q", c.params.User)
+	case scopeIP:
+		return " for your client address"
+	}
+	return ""
+}
+
 // rejection builds the ErrorResponse of a query rejected by scope.
 func (c *conn) rejection(scope scopeID, res floodgate.Result, failed bool) pgwire.ErrorResponse {
 	e := pgwire.ErrorResponse{Severity: "ERROR", Code: "53400", Message: "rate limit exceeded"}
-	who := ""
-	switch scope {
-	case scopeUser:
-		who = fmt.Sprintf(" for user %q", c.params.User)
-	case scopeIP:
-		who = " for your client address"
-	}
+	who := c.who(scope)
 	switch {
 	case failed:
 		e.Detail = fmt.Sprintf("The %s query rate limit%s could not be checked, and the proxy does not run queries it cannot check.", scope.label(), who)
