@@ -59,7 +59,7 @@ func (c *conn) admitQuery(extended bool) (bool, error) {
 		}
 		now := c.p.clock.Now()
 		if !owed && q.joinFirst(w, now, mayWait) {
-			return c.waitTurn(extended, time.Time{}, floodgate.Result{})
+			return c.waitTurn(extended, time.Time{})
 		}
 		res, scope, err := c.allow(c.ctx)
 		if err == nil && scope == scopeNone {
@@ -82,7 +82,7 @@ func (c *conn) admitQuery(extended bool) (bool, error) {
 		if err == nil && waitable(res) {
 			if mw := lim.scope(scope).MaxWait; mw > 0 && res.RetryAfter <= mw {
 				q.join(w, scope, now)
-				return c.waitTurn(extended, now.Add(res.RetryAfter), res)
+				return c.waitTurn(extended, now.Add(res.RetryAfter))
 			}
 			m.waits[scope][waitRejected].Add(btou(lim.scope(scope).MaxWait > 0))
 		}
@@ -105,9 +105,8 @@ func btou(b bool) uint64 {
 
 // waitTurn waits in line for the query's turn, then asks the limiter until
 // the query passes or cannot pass within MaxWait. due is when the query
-// would pass by the limiter's last answer (res), zero when it has not
-// asked yet.
-func (c *conn) waitTurn(extended bool, due time.Time, res floodgate.Result) (bool, error) {
+// would pass by the limiter's last answer, zero when it has not asked yet.
+func (c *conn) waitTurn(extended bool, due time.Time) (bool, error) {
 	m := &c.p.metrics
 	q := &c.p.queues
 	w := c.waiter
@@ -149,7 +148,7 @@ func (c *conn) waitTurn(extended bool, due time.Time, res floodgate.Result) (boo
 				outcome = waitRejected
 				return false, c.deny(denied, r, err, extended)
 			}
-			res, due = r, now.Add(r.RetryAfter)
+			due = now.Add(r.RetryAfter)
 			if denied != scope {
 				q.join(w, denied, now)
 				scope = denied
@@ -158,7 +157,7 @@ func (c *conn) waitTurn(extended bool, due time.Time, res floodgate.Result) (boo
 			if due.After(deadline) {
 				// The limiter says it cannot pass in time: no use waiting.
 				outcome = waitRejected
-				return false, c.deny(scope, res, nil, extended)
+				return false, c.deny(scope, r, nil, extended)
 			}
 			continue
 		case turn:

@@ -30,10 +30,9 @@ type fakeClock struct {
 }
 
 type fakeTimer struct {
-	c    *fakeClock
-	at   time.Time
-	ch   chan time.Time
-	once sync.Once
+	c  *fakeClock
+	at time.Time
+	ch chan time.Time
 }
 
 func newFakeClock() *fakeClock {
