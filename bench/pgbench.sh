@@ -36,4 +36,4 @@ args+=(-o "$bin")
 {
 	echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 	(cd .. && go test "${args[@]}" ./pgproxy/)
-} 2>&1 | grep -v '^time=' | tee results/pgbench.txt
+} 2>&1 | grep --line-buffered -v '^time=' | tee results/pgbench.txt

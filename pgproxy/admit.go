@@ -150,6 +150,11 @@ func (c *conn) waitTurn(extended bool, due time.Time) (bool, error) {
 			}
 			due = now.Add(r.RetryAfter)
 			if denied != scope {
+				if lim.scope(denied).MaxWait == 0 {
+					// Refused by a scope that does not wait.
+					outcome = waitRejected
+					return false, c.deny(denied, r, nil, extended)
+				}
 				q.join(w, denied, now)
 				scope = denied
 				deadline = w.arrived.Add(lim.scope(scope).MaxWait)

@@ -32,6 +32,12 @@ import (
 // keep their own: the limit is exact across them (every pass is one atomic
 // charge in the store), the order is per proxy, and the heads of all the
 // proxies ask the store about once per RetryAfter each.
+//
+// The queues are built on AllowN and its RetryAfter. A limiter that can
+// reserve (book a unit at arrival for the instant it may pass) would order
+// waiters across proxies as well, and would not lose the time between a
+// unit's instant and the head's wake-up; the queues would then only keep
+// each client's place and its cancellation.
 
 // queueKey names one limit's queue.
 type queueKey struct {
