@@ -8,15 +8,17 @@ package admin
 
 import (
 	"context"
-	"crypto/subtle"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/internal/pathnet"
+	"github.com/floodgate-go/floodgate/internal/webguard"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -55,11 +57,15 @@ type Config struct {
 	ReadyTimeout time.Duration
 
 	// Handlers are further routes by ServeMux pattern (e.g. "GET
-	// /v1/status"), behind Token like /v1/config. A request that may change
-	// state (any method but GET, HEAD and OPTIONS) needs the Token when
-	// Listen is off loopback: without a Token configured it is refused
-	// (403), so that no one on the network can reset keys.
+	// /v1/status"), behind Token like /v1/config.
 	Handlers map[string]http.Handler
+
+	// AllowedHosts are the names, besides IP addresses and localhost, that
+	// requests may give as their Host (e.g. "floodgate.internal"): any
+	// other Host is refused (403) but for /metrics, /healthz and /readyz,
+	// so that a web page whose name an attacker points at this address (DNS
+	// rebinding) cannot read or change anything.
+	AllowedHosts []string
 
 	// Open are further routes served without the Token: pages and assets
 	// that hold no data themselves (the status page asks Handlers for it).
@@ -83,17 +89,29 @@ type Config struct {
 }
 
 // Admin is the admin listener's handler: /metrics, /healthz, /readyz,
-// /v1/config, /v1/keys and, when enabled, /debug/pprof/.
+// /v1/config, /v1/keys and, when enabled, /debug/pprof/. Off loopback it
+// needs a Token (New refuses to build one without), and every route but the
+// probes and /metrics refuses a Host it does not know and a cross-site
+// request that may change state.
 type Admin struct {
 	cfg      Config
 	mux      *http.ServeMux
 	draining atomic.Bool
+	token    atomic.Pointer[string] // Config.Token, then SetToken's
 }
 
-// New returns the admin handler of cfg. The error is the registration of
-// its metric.
+// ErrNoToken is New's error for an admin listener off loopback without a
+// token: anyone on that network could read the limits and reset keys.
+var ErrNoToken = errors.New("admin: a listener off loopback needs a token (admin.token or admin.token_file); or listen on 127.0.0.1")
+
+// New returns the admin handler of cfg. The error is ErrNoToken, or the
+// registration of its metric.
 func New(cfg Config) (*Admin, error) {
+	if cfg.Token == "" && cfg.Listen != "" && !pathnet.Loopback(cfg.Listen) {
+		return nil, ErrNoToken
+	}
 	a := &Admin{cfg: cfg, mux: http.NewServeMux()}
+	a.SetToken(cfg.Token)
 	if a.cfg.ReadyTimeout <= 0 {
 		a.cfg.ReadyTimeout = time.Second
 	}
@@ -120,10 +138,10 @@ func New(cfg Config) (*Admin, error) {
 			return nil, err
 		}
 		a.mux.Handle("GET /v1/keys", a.auth(k))
-		a.mux.Handle("DELETE /v1/keys", a.auth(a.mutation(k)))
+		a.mux.Handle("DELETE /v1/keys", a.auth(k))
 	}
 	for pattern, h := range cfg.Handlers {
-		a.mux.Handle(pattern, a.auth(a.mutation(h)))
+		a.mux.Handle(pattern, a.auth(h))
 	}
 	for pattern, h := range cfg.Open {
 		a.mux.Handle(pattern, h)
@@ -131,23 +149,31 @@ func New(cfg Config) (*Admin, error) {
 	return a, nil
 }
 
-// mutation refuses requests that may change state on a listener off
-// loopback without a token.
-func (a *Admin) mutation(h http.Handler) http.Handler {
-	if a.cfg.Token != "" || pathnet.Loopback(a.cfg.Listen) {
-		return h
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.Method {
-		case http.MethodGet, http.MethodHead, http.MethodOptions:
-			h.ServeHTTP(w, r)
+// SetToken replaces the token, e.g. when a reload read a rotated
+// token_file: the next request needs the new one. An empty token turns the
+// check off.
+func (a *Admin) SetToken(token string) { a.token.Store(&token) }
+
+func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/metrics", "/healthz", "/readyz":
+		// Probes and scrapers, by whatever name they know the listener.
+	default:
+		if !webguard.HostAllowed(r, a.cfg.AllowedHosts) {
+			writeText(w, http.StatusForbidden, "Host "+strconv.Quote(r.Host)+" is not a name of this listener; list it in admin.allowed_hosts")
 			return
 		}
-		writeText(w, http.StatusForbidden, "this admin listener is reachable off loopback and has no token: set admin.token (or admin.token_file) to change state through it")
-	})
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+		default:
+			if !webguard.SameOrigin(r) {
+				writeText(w, http.StatusForbidden, "a cross-site request may not change state here")
+				return
+			}
+		}
+	}
+	a.mux.ServeHTTP(w, r)
 }
-
-func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
 
 // SetDraining marks the service as shutting down: /readyz fails from now
 // on, so load balancers stop sending traffic before the listeners close.
@@ -186,12 +212,13 @@ func (a *Admin) config(w http.ResponseWriter, _ *http.Request) {
 
 // auth requires the bearer token, when one is configured.
 func (a *Admin) auth(h http.Handler) http.Handler {
-	if a.cfg.Token == "" {
-		return h
-	}
-	want := []byte("Bearer " + a.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		token := *a.token.Load()
+		if token == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if !webguard.Bearer(r, token) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate admin"`)
 			writeText(w, http.StatusUnauthorized, "send the admin token as Authorization: Bearer <token>")
 			return

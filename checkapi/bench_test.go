@@ -18,7 +18,9 @@ func BenchmarkCheckAPI(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			rec := httptest.NewRecorder()
-			c.ServeHTTP(rec, httptest.NewRequest("POST", Path, strings.NewReader(body)))
+			req := httptest.NewRequest("POST", "http://127.0.0.1"+Path, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			c.ServeHTTP(rec, req)
 			if rec.Code != 200 {
 				b.Fatalf("status %d", rec.Code)
 			}

@@ -6,16 +6,15 @@ package checkapi
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/internal/denylog"
+	"github.com/floodgate-go/floodgate/internal/webguard"
 )
 
 // Defaults of Config's zero fields.
@@ -64,6 +64,12 @@ type Config struct {
 	// Token, when set, must be sent as "Authorization: Bearer <token>";
 	// other requests are answered 401 without a decision.
 	Token string
+
+	// AllowedHosts are the names, besides IP addresses and localhost, that
+	// requests may give as their Host; any other is refused (403), so that
+	// a web page whose name an attacker points at this address (DNS
+	// rebinding) cannot spend anyone's budget.
+	AllowedHosts []string
 }
 
 // API is the HTTP decision API: POST /v1/check with
@@ -91,7 +97,8 @@ type Config struct {
 //
 // An API is safe for concurrent use.
 type API struct {
-	token    []byte
+	token    atomic.Pointer[[]byte]
+	hosts    []string
 	timeout  time.Duration
 	maxBody  int64
 	hdr      httplimit.Headers
@@ -114,7 +121,6 @@ func New(cfg Config) *API {
 		timeout: cfg.Timeout,
 		maxBody: cfg.MaxBody,
 		hdr:     cfg.Headers,
-		token:   []byte(cfg.Token),
 		sample:  denylog.New(cfg.Logger),
 	}
 	if c.timeout <= 0 {
@@ -124,8 +130,18 @@ func New(cfg Config) *API {
 		c.maxBody = DefaultMaxBody
 	}
 	c.errs.Log = c.sample.Logger()
+	c.hosts = cfg.AllowedHosts
+	c.SetToken(cfg.Token)
 	c.SetPolicies(cfg.Policies)
 	return c
+}
+
+// SetToken replaces the token, e.g. when a reload read a rotated
+// token_file: the next request needs the new one. An empty token turns the
+// check off.
+func (c *API) SetToken(token string) {
+	b := []byte(token)
+	c.token.Store(&b)
 }
 
 // SetPolicies replaces the policies atomically: a request decides under the
@@ -175,9 +191,23 @@ func (c *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "use POST with a JSON body")
 		return
 	}
-	if len(c.token) > 0 {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), c.token) != 1 {
+	if !webguard.HostAllowed(r, c.hosts) {
+		writeError(w, http.StatusForbidden, "Host "+strconv.Quote(r.Host)+" is not a name of this listener; list it in check.allowed_hosts")
+		return
+	}
+	if !webguard.SameOrigin(r) {
+		writeError(w, http.StatusForbidden, "a cross-site request may not spend a key's budget")
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		// A page elsewhere can make a browser POST text/plain or a form
+		// without asking; only a JSON body (which needs a preflight the
+		// API never grants) is a decision request.
+		writeError(w, http.StatusUnsupportedMediaType, "send the body as Content-Type: application/json")
+		return
+	}
+	if token := *c.token.Load(); len(token) > 0 {
+		if !webguard.Bearer(r, string(token)) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate check"`)
 			writeError(w, http.StatusUnauthorized, "send the check API's token as Authorization: Bearer <token>")
 			return

@@ -1,18 +1,18 @@
 package checkapi
 
 import (
+	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/memstore"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // checkClient posts bodies to a check API.
@@ -24,7 +24,7 @@ type checkClient struct {
 
 func (c checkClient) post(body string) (*http.Response, map[string]any) {
 	c.t.Helper()
-	resp, b := do(c.t, c.c, newRequest(c.t, "POST", c.url, strings.NewReader(body)))
+	resp, b := testkit.Do(c.t, c.c, testkit.NewRequest(c.t, "POST", c.url, strings.NewReader(body)))
 	var m map[string]any
 	if err := json.Unmarshal([]byte(b), &m); err != nil {
 		c.t.Fatalf("answer is not JSON: %q (%v)", b, err)
@@ -144,7 +144,7 @@ func TestCheckErrors(t *testing.T) {
 		})
 	}
 	c.t = t
-	resp, _ := do(t, c.c, newRequest(t, "GET", c.url, nil))
+	resp, _ := testkit.Do(t, c.c, testkit.NewRequest(t, "GET", c.url, nil))
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("GET: %d", resp.StatusCode)
 	}
@@ -190,6 +190,7 @@ func TestCheckToken(t *testing.T) {
 	url := srv.URL + Path
 	post := func(auth string) int {
 		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"policy":"api","key":"k"}`))
+		req.Header.Set("Content-Type", "application/json")
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
@@ -216,7 +217,7 @@ func TestCheckToken(t *testing.T) {
 
 // Denials are logged with the key redacted: every one at debug level.
 func TestDenialsLoggedRedacted(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	api := memLimiter(t, "api", floodgate.PerMinute(1))
 	_, c := startCheckLogged(t, map[string]floodgate.Limiter{"api": api}, log)
@@ -235,23 +236,6 @@ func TestDenialsLoggedRedacted(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // memLimiter returns a limiter of one policy over a fresh memory store.
 func memLimiter(t testing.TB, name string, limits ...floodgate.Limit) floodgate.Limiter {
 	t.Helper()
@@ -264,26 +248,45 @@ func memLimiter(t testing.TB, name string, limits ...floodgate.Limit) floodgate.
 	return l
 }
 
-// do sends a request and returns the response with its body read.
-func do(t testing.TB, c *http.Client, req *http.Request) (*http.Response, string) {
-	t.Helper()
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
+// TestCheckRefusesOtherSites: what a browser sends on a web page's behalf
+// without asking (a text/plain or form POST, a cross-site Origin, a
+// rebound Host) decides nothing and charges nothing.
+func TestCheckRefusesOtherSites(t *testing.T) {
+	api := memLimiter(t, "api", floodgate.PerMinute(1))
+	c := New(Config{Policies: map[string]floodgate.Limiter{"api": api}, AllowedHosts: []string{"check.internal"}, Logger: slog.New(slog.DiscardHandler)})
+	body := `{"policy":"api","key":"victim","cost":1}`
+	for _, tc := range []struct {
+		ctype, host, origin string
+		want                int
+	}{
+		{"text/plain", "127.0.0.1", "", 415},
+		{"application/x-www-form-urlencoded", "127.0.0.1", "", 415},
+		{"", "127.0.0.1", "", 415},
+		{"application/json", "attacker.example", "", 403},
+		{"application/json", "127.0.0.1", "http://attacker.example", 403},
+	} {
+		req := httptest.NewRequest("POST", "http://127.0.0.1"+Path, strings.NewReader(body))
+		req.Host = tc.host
+		if tc.ctype != "" {
+			req.Header.Set("Content-Type", tc.ctype)
+		}
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		rec := httptest.NewRecorder()
+		c.ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("%q Host %q Origin %q: %d, want %d", tc.ctype, tc.host, tc.origin, rec.Code, tc.want)
+		}
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
+	if res, _ := api.AllowN(context.Background(), "victim", 0); res.Remaining != 1 {
+		t.Fatalf("refused requests charged the victim: %d left", res.Remaining)
 	}
-	return resp, string(b)
-}
-
-func newRequest(t testing.TB, method, url string, body io.Reader) *http.Request {
-	t.Helper()
-	req, err := http.NewRequest(method, url, body)
-	if err != nil {
-		t.Fatal(err)
+	req := httptest.NewRequest("POST", "http://check.internal"+Path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	rec := httptest.NewRecorder()
+	c.ServeHTTP(rec, req)
+	if rec.Code != 200 {
+		t.Errorf("an allowed host with JSON: %d %s", rec.Code, rec.Body)
 	}
-	return req
 }

@@ -19,7 +19,9 @@ func ExampleAPI() {
 	check := checkapi.New(checkapi.Config{Policies: map[string]floodgate.Limiter{"api": api}})
 
 	rec := httptest.NewRecorder()
-	check.ServeHTTP(rec, httptest.NewRequest("POST", checkapi.Path, strings.NewReader(`{"policy":"api","key":"user:42"}`)))
+	req := httptest.NewRequest("POST", "http://localhost"+checkapi.Path, strings.NewReader(`{"policy":"api","key":"user:42"}`))
+	req.Header.Set("Content-Type", "application/json")
+	check.ServeHTTP(rec, req)
 	fmt.Println(rec.Code, rec.Header().Get("RateLimit"))
 	fmt.Print(rec.Body)
 	// Output:

@@ -40,7 +40,9 @@ func FuzzCheckBody(f *testing.F) {
 	c := New(Config{Policies: map[string]floodgate.Limiter{"api": api, "b": b}, MaxBody: 4096})
 	f.Fuzz(func(t *testing.T, body string) {
 		rec := httptest.NewRecorder()
-		c.ServeHTTP(rec, httptest.NewRequest("POST", Path, strings.NewReader(body)))
+		req := httptest.NewRequest("POST", "http://127.0.0.1"+Path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		c.ServeHTTP(rec, req)
 		switch rec.Code {
 		case http.StatusOK, http.StatusTooManyRequests, http.StatusBadRequest, http.StatusRequestEntityTooLarge:
 		default:

@@ -261,7 +261,20 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 		}
 		p = netip.PrefixFrom(a, a.BitLen())
 	}
-	return foldPrefix(p)
+	p, err := foldPrefix(p)
+	if err == nil && p.Bits() == 0 {
+		// 0.0.0.0/0, ::/0, and ::ffff:0:0/96 or 64:ff9b::/96, which
+		// hold every IPv4 address: every client could pick its key.
+		return p, fmt.Errorf("trusts every %s address, so any client could choose its own key with a header; list your proxies' ranges, or set TrustedHops (trusted_hops) to trust the peer whoever it is", familyOf(p))
+	}
+	return p, err
+}
+
+func familyOf(p netip.Prefix) string {
+	if p.Addr().Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
 }
 
 // foldPrefix reads a trusted prefix of IPv4 addresses written in IPv6

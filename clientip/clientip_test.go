@@ -488,7 +488,6 @@ func TestTrustedPrefixFolding(t *testing.T) {
 		{"::ffff:10.0.0.0/104", "10.0.0.0/8"},
 		{"64:ff9b::10.0.0.0/104", "10.0.0.0/8"},
 		{"64:ff9b::192.0.2.1", "192.0.2.1/32"},
-		{"64:ff9b::/96", "0.0.0.0/0"},
 		{"64:ff9b::/64", "64:ff9b::/64"},
 		{"64:ff9b:1::/48", "64:ff9b:1::/48"},
 		{"::10.0.0.0/104", "10.0.0.0/8"},
@@ -564,6 +563,26 @@ func TestEmbeddedIPv4DistinctKeys(t *testing.T) {
 		k1 := zero.Key(&http.Request{RemoteAddr: "[" + pair[1] + "]:4711"})
 		if k0 == k1 {
 			t.Errorf("clients %s and %s share the key %q", pair[0], pair[1], k0)
+		}
+	}
+}
+
+// TestParsePrefixRefusesEverything: a trusted-peer entry that holds every
+// address (written plainly or as IPv4 in IPv6, which folds to IPv4) would
+// let any client choose its key; it is refused, naming the way to say it
+// on purpose.
+func TestParsePrefixRefusesEverything(t *testing.T) {
+	for _, s := range []string{"0.0.0.0/0", "::/0", "::ffff:0:0/96", "64:ff9b::/96"} {
+		if _, err := ParsePrefix(s); err == nil || !strings.Contains(err.Error(), "TrustedHops") {
+			t.Errorf("%s: %v, want it refused", s, err)
+		}
+		if _, err := New(Config{TrustedProxies: []string{s}}); err == nil {
+			t.Errorf("clientip.New with %s: accepted", s)
+		}
+	}
+	for _, s := range []string{"10.0.0.0/8", "::ffff:10.0.0.0/104", "64:ff9b::10.0.0.0/104", "2001:db8::/32", "192.0.2.1"} {
+		if _, err := ParsePrefix(s); err != nil {
+			t.Errorf("%s: %v", s, err)
 		}
 	}
 }

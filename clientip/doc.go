@@ -68,8 +68,9 @@
 // client that can connect to this server, or to any proxy but the outermost,
 // directly can choose its own key.
 //
-// Never trust 0.0.0.0/0 or ::/0 on a server reachable from the internet:
-// every client would then be a trusted proxy and choose its own key. Watch
+// A trusted entry that holds every address (0.0.0.0/0, ::/0, ::ffff:0:0/96,
+// 64:ff9b::/96) is refused: every client would be a trusted proxy and choose
+// its own key. TrustedHops trusts the peer whoever it is, explicitly. Watch
 // Malformed: a count that keeps rising means a proxy does not write what the
 // Config says, and its clients are sharing the proxy's key.
 package clientip

@@ -59,9 +59,18 @@ type Config struct {
 	// Log configures the daemon's log/slog output.
 	Log Log `yaml:"log"`
 
-	// ShutdownTimeout bounds how long a stopping daemon waits for
-	// in-flight requests to finish. Default 10s.
+	// ShutdownTimeout bounds how long a stopping daemon (SIGTERM, ^C) waits
+	// for in-flight requests and sessions to finish; what is still running
+	// then is cut off. The process exits within ShutdownDelay +
+	// ShutdownTimeout. Default 10s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+
+	// ShutdownDelay is how long a stopping daemon keeps serving with
+	// /readyz failing before it closes its listeners, so that a load
+	// balancer that polls readiness (a Kubernetes Service) stops sending
+	// new connections first. Default 0; a few seconds behind such a
+	// balancer.
+	ShutdownDelay Duration `yaml:"shutdown_delay"`
 
 	// File is the name the configuration was parsed under.
 	File string `yaml:"-"`
@@ -538,6 +547,13 @@ type Check struct {
 
 	// TokenFile is a file holding the token; exclusive with Token.
 	TokenFile string `yaml:"token_file,omitempty"`
+
+	// AllowedHosts are the names, besides IP addresses and localhost,
+	// requests may give as their Host (e.g. check.internal); others are
+	// refused, so that a web page whose name an attacker points at this
+	// listener (DNS rebinding) cannot spend anyone's budget. Off loopback
+	// the check API needs a token.
+	AllowedHosts []string `yaml:"allowed_hosts,omitempty"`
 }
 
 func (c *Check) setDefaults() { c.Listen = DefaultCheckListen }
@@ -668,8 +684,7 @@ type Admin struct {
 	// everything but /metrics, /healthz and /readyz (which monitoring
 	// scrapes) and the status page's shell (which holds no data): the
 	// configuration, the status data, key inspection and reset, pprof.
-	// Bound off loopback without a token, the admin listener refuses every
-	// method but GET, HEAD and OPTIONS (no key can be reset).
+	// Off loopback a token is required: without one the file is refused.
 	Token string `yaml:"token,omitempty"`
 
 	// TokenFile is a file holding the token; exclusive with Token.
@@ -678,6 +693,13 @@ type Admin struct {
 	// RawKeys shows keys (client addresses, user ids) unredacted on the
 	// status page and in logs. Default false: keys are redacted.
 	RawKeys bool `yaml:"raw_keys,omitempty"`
+
+	// AllowedHosts are the names, besides IP addresses and localhost,
+	// requests may give as their Host (the name Prometheus or an operator's
+	// browser uses); others are refused but for /metrics, /healthz and
+	// /readyz, so that a web page whose name an attacker points at this
+	// listener (DNS rebinding) cannot read or reset anything.
+	AllowedHosts []string `yaml:"allowed_hosts,omitempty"`
 }
 
 func (a *Admin) setDefaults() { a.Listen = DefaultAdminListen }

@@ -473,3 +473,20 @@ func TestUnknownAliases(t *testing.T) {
 		}
 	}
 }
+
+// TestIndentationErrors: a layout mistake is reported at the line to fix,
+// with what to do about it.
+func TestIndentationErrors(t *testing.T) {
+	for _, tc := range []struct {
+		src, at, hint string
+	}{
+		{"policies:\n  api: {rate: 10/min}\nproxy:\n  upstream: demo\n    listen: :8080\n", "f.yaml:5:5", "indented more than line 4"},
+		{"policies:\n  api:\n    rate: 10/min\n   burst: 5\nproxy: {upstream: demo}\n", "f.yaml:4:", "check the indentation"},
+		{"policies:\n\tapi: {rate: 10/min}\nproxy: {upstream: demo}\n", "f.yaml:2:", "never tabs"},
+	} {
+		_, err := Parse("f.yaml", []byte(tc.src))
+		if err == nil || !strings.Contains(err.Error(), tc.at) || !strings.Contains(err.Error(), tc.hint) {
+			t.Errorf("%q: %v, want %s and %q", tc.src, err, tc.at, tc.hint)
+		}
+	}
+}

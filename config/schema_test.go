@@ -127,20 +127,14 @@ type field struct {
 // types, flattening inline embeds, in declaration order.
 func yamlFields(t reflect.Type) []field {
 	var out []field
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		if !sf.IsExported() {
-			continue
+	for _, f := range yamlpos.Fields(t) {
+		// The field's owner is the struct that declares it, an inline
+		// one's for the fields it brings.
+		owner := t
+		for _, i := range f.Index[:len(f.Index)-1] {
+			owner = owner.Field(i).Type
 		}
-		name, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
-		if name == "-" {
-			continue
-		}
-		if strings.Contains(opts, "inline") {
-			out = append(out, yamlFields(sf.Type)...)
-			continue
-		}
-		out = append(out, field{name, t.Name(), sf})
+		out = append(out, field{f.Name, owner.Name(), t.FieldByIndex(f.Index)})
 	}
 	return out
 }

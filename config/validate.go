@@ -74,6 +74,9 @@ func (k *checker) check() {
 		}
 		k.listen("check.listen", c.Check.Listen, false)
 		k.secret("check", &c.Check.Token, &c.Check.TokenFile)
+		if c.Check.Token == "" && c.Check.Listen != "" && !pathnet.Loopback(c.Check.Listen) {
+			k.errf("check.listen", "%s is reachable off loopback, so the check API needs check.token (or check.token_file): anyone there could spend every client's budget; or listen on 127.0.0.1", c.Check.Listen)
+		}
 	}
 	if c.Envoy != nil {
 		k.checkEnvoy()
@@ -88,6 +91,9 @@ func (k *checker) check() {
 	k.oneOf("log.level", c.Log.Level, enumLogLevels...)
 	if c.ShutdownTimeout <= 0 {
 		k.errf("shutdown_timeout", "must be positive")
+	}
+	if c.ShutdownDelay < 0 {
+		k.errf("shutdown_delay", "must not be negative")
 	}
 	if c.Proxy == nil && c.Check == nil && c.Envoy == nil && c.Postgres == nil {
 		k.errf("", "nothing to serve: configure at least one of proxy, check, envoy or postgres")
@@ -721,8 +727,8 @@ func (k *checker) checkAdmin() {
 	a := k.c.Admin
 	k.listen("admin.listen", a.Listen, true)
 	k.secret("admin", &a.Token, &a.TokenFile)
-	if a.Pprof && a.Token == "" && a.Listen != "" && !pathnet.Loopback(a.Listen) {
-		k.errf("admin.pprof", "pprof on %s without admin.token would let anyone there read memory and stall the process; set a token or listen on 127.0.0.1", a.Listen)
+	if a.Token == "" && a.Listen != "" && !pathnet.Loopback(a.Listen) {
+		k.errf("admin.listen", "%s is reachable off loopback, so the admin listener needs admin.token (or admin.token_file): anyone there could read the limits, see keys and reset them; or listen on 127.0.0.1", a.Listen)
 	}
 }
 

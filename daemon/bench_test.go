@@ -32,7 +32,7 @@ admin: {listen: ""}
 			if err != nil {
 				b.Fatal(err)
 			}
-			h := d.proxy
+			h := d.cur.Load().proxy
 			reqs := make([]*http.Request, 1000)
 			for i := range reqs {
 				reqs[i] = httptest.NewRequest("GET", "http://example.com/", nil)

@@ -13,18 +13,23 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/goccy/go-yaml"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -42,19 +47,20 @@ import (
 // A Daemon serves one configuration at a time. Build it with New, run it
 // with Run, and hand it new configurations with Apply.
 type Daemon struct {
-	log    *slog.Logger
-	reg    *prometheus.Registry
-	m      *metrics.Metrics
-	engine *engine
-	run    *runner
-	proxy  *proxy.Proxy      // nil without a proxy listener
-	check  *checkapi.API     // nil without a check listener
-	envoy  *envoyrls.Service // nil without an envoy listener
-	pg     *pgproxy.Proxy    // nil without a postgres listener
-	admin  *admin.Admin      // nil without an admin listener
-	status *statusPage
-	cur    atomic.Pointer[generation]
-	mu     sync.Mutex // serialises Apply
+	log       *slog.Logger
+	level     *slog.LevelVar  // the log's level, which a reload may change
+	transport *http.Transport // every generation's proxy's, to the upstream
+	reg       *prometheus.Registry
+	m         *metrics.Metrics
+	engine    *engine
+	run       *runner
+	check     *checkapi.API     // nil without a check listener
+	envoy     *envoyrls.Service // nil without an envoy listener
+	pg        *pgproxy.Proxy    // nil without a postgres listener
+	admin     *admin.Admin      // nil without an admin listener
+	status    *statusPage
+	cur       atomic.Pointer[generation]
+	mu        sync.Mutex // serialises Apply
 
 	noStatus bool // Options.NoStatus
 
@@ -67,8 +73,13 @@ type Daemon struct {
 
 // Options are what the command line adds to a configuration.
 type Options struct {
-	// Logger overrides the configuration's log section, e.g. in tests.
+	// Logger overrides the configuration's log section, e.g. in tests
+	// (a reload then cannot change the level).
 	Logger *slog.Logger
+
+	// LogOutput is where the daemon's own logger (the log section's
+	// format and level) writes. Nil means os.Stderr.
+	LogOutput io.Writer
 
 	// NoStatus leaves decisions unrecorded: the status page then shows no
 	// top keys. The benchmarks use it to measure what recording costs.
@@ -80,9 +91,15 @@ type Options struct {
 // file it checks, so a file that validates builds exactly what serve builds;
 // only binding the listeners is left to Start.
 func New(cfg *config.Config, o Options) (*Daemon, error) {
-	d := &Daemon{log: o.Logger, reg: prometheus.NewRegistry(), noStatus: o.NoStatus}
+	d := &Daemon{log: o.Logger, level: new(slog.LevelVar), reg: prometheus.NewRegistry(), noStatus: o.NoStatus,
+		transport: proxy.NewTransport()}
 	if d.log == nil {
-		d.log = NewLogger(os.Stderr, cfg.Log)
+		w := o.LogOutput
+		if w == nil {
+			w = os.Stderr
+		}
+		d.level.Set(logLevel(cfg.Log))
+		d.log = newLogger(w, cfg.Log.Format, d.level)
 	}
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := metrics.New(d.reg, metrics.Options{})
@@ -100,9 +117,13 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Help: "Requests a shadow route or descriptor would have refused, by route or descriptor."}, []string{"name"})
 	d.upstreamErrs = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "proxy_upstream_errors_total",
 		Help: "Proxied requests answered 502 because the upstream failed, by route."}, []string{"route"})
-	d.reg.MustRegister(d.reloads, d.reloadErrors, d.lastReload, d.shadowed, d.upstreamErrs)
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Name: "build_info",
+		Help: "The floodgate binary serving: its version, commit and Go version (always 1)."}, []string{"version", "revision", "goversion"})
+	version, revision, goversion := buildVersion()
+	buildInfo.WithLabelValues(version, revision, goversion).Set(1)
+	d.reg.MustRegister(d.reloads, d.reloadErrors, d.lastReload, d.shadowed, d.upstreamErrs, buildInfo)
 
-	if d.engine, err = newEngine(cfg.Storage, m); err != nil {
+	if d.engine, err = newEngine(cfg.Storage, m, d.log); err != nil {
 		return nil, errAt(cfg, "storage", err)
 	}
 	if d.status, err = d.newStatus(cfg); err != nil {
@@ -128,6 +149,9 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 // Policies is the number of policies in service, those of the PostgreSQL
 // proxy and of the Envoy rules included.
 func (d *Daemon) Policies() int { return len(d.cur.Load().limiters) }
+
+// Logger is the daemon's logger.
+func (d *Daemon) Logger() *slog.Logger { return d.log }
 
 // Registry is the daemon's metrics registry, which /metrics serves.
 func (d *Daemon) Registry() *prometheus.Registry { return d.reg }
@@ -215,33 +239,34 @@ func (d *Daemon) ReloadFailed(err error) {
 
 func (d *Daemon) apply(cfg *config.Config) error {
 	old := d.cur.Load().cfg
-	if !sameYAML(old.Storage, cfg.Storage) {
-		return errors.New("storage changed: a new engine needs a restart (the state of every key lives in it)")
-	}
-	if moved := movedListeners(old, cfg); len(moved) > 0 {
-		d.log.Warn("listener addresses changed; restart to apply them", "listeners", strings.Join(moved, ", "))
+	if refused := refusedChanges(old, cfg); len(refused) > 0 {
+		return refusal(cfg, refused)
 	}
 	g, err := d.build(cfg)
 	if err != nil {
 		return err
 	}
-	if d.proxy != nil {
-		if err := d.proxy.SetRoutes(g.routes); err != nil {
-			return err
+	if d.pg != nil {
+		if err := d.pg.SetLimits(postgresLimits(cfg.Postgres, g.limiters)); err != nil {
+			return errAt(cfg, "postgres", err)
 		}
 	}
+	// Everything is built: swap. A request sees the old generation or the
+	// new one, never a mix.
+	d.cur.Store(g)
 	if d.check != nil {
 		d.check.SetPolicies(g.limiters)
+		d.check.SetToken(cfg.Check.Token)
 	}
-	if d.envoy != nil && cfg.Envoy != nil && cfg.Envoy.Rules != nil {
+	if d.envoy != nil {
 		d.envoy.SetRules(cfg.Envoy.Rules, g.limiters)
 	}
-	if d.pg != nil && cfg.Postgres != nil {
-		if err := d.pg.SetLimits(postgresLimits(cfg.Postgres, g.limiters)); err != nil {
-			return err
-		}
+	if d.admin != nil {
+		d.admin.SetToken(cfg.Admin.Token)
 	}
-	d.cur.Store(g)
+	d.engine.setCredentials(cfg.Storage.Redis)
+	d.level.Set(logLevel(cfg.Log))
+	d.run.setDelay(cfg.ShutdownDelay.D())
 	names := make([]string, 0, len(g.limiters))
 	for name := range g.limiters {
 		names = append(names, name)
@@ -250,11 +275,14 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	return nil
 }
 
-// A generation is everything built from one configuration.
+// A generation is everything built from one configuration: the limiters
+// and the reverse proxy (its upstream, headers, trust and routes), swapped
+// as a whole on a reload.
 type generation struct {
 	cfg      *config.Config
 	limiters map[string]floodgate.Limiter
-	routes   []proxy.Route
+	proxy    *proxy.Proxy // nil without a proxy section
+	proxyTLS *tls.Config  // the proxy's certificates, nil for plain HTTP
 }
 
 // build makes the limiters, routes and Envoy rules of cfg on the daemon's
@@ -290,11 +318,52 @@ func (d *Daemon) build(cfg *config.Config) (*generation, error) {
 		return nil, errs.Sorted()
 	}
 	if cfg.Proxy != nil {
-		if g.routes, err = proxyRoutes(cfg.Proxy, g.limiters); err != nil {
-			return nil, errAt(cfg, "proxy", err)
+		if err := d.buildProxy(g); err != nil {
+			return nil, err
 		}
 	}
 	return g, nil
+}
+
+// buildProxy makes the reverse proxy of g's configuration over the
+// daemon's one upstream transport.
+func (d *Daemon) buildProxy(g *generation) error {
+	cfg, p := g.cfg, g.cfg.Proxy
+	routes, err := proxyRoutes(p, g.limiters)
+	if err != nil {
+		return errAt(cfg, "proxy", err)
+	}
+	pc := proxy.Config{
+		TrustedProxies: p.ClientIP.TrustedProxies,
+		Headers:        p.Headers,
+		Body:           p.Body,
+		Routes:         routes,
+		Logger:         d.log,
+		Transport:      d.transport,
+		OnShadow: func(route string, _ floodgate.Result) {
+			d.shadowed.WithLabelValues(route).Inc()
+		},
+		OnUpstreamError: func(route string, _ error) {
+			d.upstreamErrs.WithLabelValues(route).Inc()
+		},
+	}
+	if p.Upstream != config.DemoUpstream {
+		pc.Upstream = p.Upstream
+	}
+	if p.TLS != nil {
+		pc.TLS = &proxy.TLSFiles{Cert: p.TLS.Cert, Key: p.TLS.Key}
+	}
+	px, err := proxy.New(pc)
+	if err != nil {
+		return errAt(cfg, "proxy", err)
+	}
+	g.proxy = px
+	if p.TLS != nil {
+		if g.proxyTLS, err = withClientCA(px.TLSConfig(), p.TLS.ClientCA); err != nil {
+			return errAt(cfg, "proxy.tls.client_ca", err)
+		}
+	}
+	return nil
 }
 
 // newFrontEnds builds the front ends of g's configuration and the runner
@@ -305,35 +374,22 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 	var errs config.Errors
 	fail := func(path string, err error) { errs = append(errs, errorsAt(cfg, path, err)...) }
 	d.run = &runner{log: d.log}
-	if p := cfg.Proxy; p != nil {
-		pc := proxy.Config{
-			TrustedProxies: p.ClientIP.TrustedProxies,
-			Headers:        p.Headers,
-			Body:           p.Body,
-			Routes:         g.routes,
-			Logger:         d.log,
-			OnShadow: func(route string, _ floodgate.Result) {
-				d.shadowed.WithLabelValues(route).Inc()
-			},
-			OnUpstreamError: func(route string, _ error) {
-				d.upstreamErrs.WithLabelValues(route).Inc()
-			},
+	d.run.setDelay(cfg.ShutdownDelay.D())
+	if p := cfg.Proxy; p != nil && g.proxy != nil {
+		// The listener serves the generation in service: a reload swaps
+		// the whole proxy (upstream, headers, trust, routes, certificates).
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { d.cur.Load().proxy.ServeHTTP(w, r) })
+		var tc *tls.Config
+		if g.proxyTLS != nil {
+			// Each handshake takes the generation's TLS settings: rotated or
+			// moved certificate files and client CAs apply on a reload.
+			tc = &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: g.proxyTLS.NextProtos,
+				GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return d.cur.Load().proxyTLS, nil }}
 		}
-		if p.Upstream != config.DemoUpstream {
-			pc.Upstream = p.Upstream
-		}
-		if p.TLS != nil {
-			pc.TLS = &proxy.TLSFiles{Cert: p.TLS.Cert, Key: p.TLS.Key}
-		}
-		if px, err := proxy.New(pc); err != nil {
-			fail("proxy", err)
-		} else {
-			d.proxy = px
-			d.run.fronts = append(d.run.fronts, httpFrontEnd("proxy", p.Listen, px, px.TLSConfig(), d.log))
-		}
+		d.run.fronts = append(d.run.fronts, httpFrontEnd("proxy", p.Listen, h, tc, d.log))
 	}
 	if c := cfg.Check; c != nil {
-		d.check = checkapi.New(checkapi.Config{Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, Token: c.Token})
+		d.check = checkapi.New(checkapi.Config{Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, Token: c.Token, AllowedHosts: c.AllowedHosts})
 		d.run.fronts = append(d.run.fronts, httpFrontEnd("check", c.Listen, d.check, nil, d.log))
 	}
 	if e := cfg.Envoy; e != nil {
@@ -364,15 +420,16 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 	}
 	if a := cfg.Admin; a != nil && a.Listen != "" {
 		ac := admin.Config{
-			Listen:     a.Listen,
-			Pprof:      a.Pprof,
-			Token:      a.Token,
-			Gatherer:   d.reg,
-			Registerer: d.reg,
-			Logger:     d.log,
-			RawKeys:    a.RawKeys,
-			Keys:       func() map[string]floodgate.Limiter { return d.cur.Load().limiters },
-			Config:     func() ([]byte, error) { return config.MarshalRedacted(d.cur.Load().cfg) },
+			Listen:       a.Listen,
+			Pprof:        a.Pprof,
+			Token:        a.Token,
+			Gatherer:     d.reg,
+			Registerer:   d.reg,
+			Logger:       d.log,
+			RawKeys:      a.RawKeys,
+			AllowedHosts: a.AllowedHosts,
+			Keys:         func() map[string]floodgate.Limiter { return d.cur.Load().limiters },
+			Config:       func() ([]byte, error) { return config.MarshalRedacted(d.cur.Load().cfg) },
 			Ready: func(ctx context.Context) error {
 				return d.engine.ready(ctx, d.cur.Load().cfg.Storage)
 			},
@@ -428,53 +485,47 @@ func tierOfKey(key string) string {
 	return tier
 }
 
-func sameYAML(a, b any) bool {
-	x, errA := yaml.Marshal(a)
-	y, errB := yaml.Marshal(b)
-	return errA == nil && errB == nil && bytes.Equal(x, y)
-}
-
-func movedListeners(a, b *config.Config) []string {
-	var moved []string
-	addr := func(name string, x, y string) {
-		if x != y {
-			moved = append(moved, name)
-		}
-	}
-	pgListen := func(c *config.Config) string {
-		if c.Postgres != nil {
-			return c.Postgres.Listen
-		}
-		return ""
-	}
-	addr("postgres", pgListen(a), pgListen(b))
-	listen := func(c *config.Config) (proxy, check, envoy, admin string) {
-		if c.Proxy != nil {
-			proxy = c.Proxy.Listen
-		}
-		if c.Check != nil {
-			check = c.Check.Listen
-		}
-		if c.Envoy != nil {
-			envoy = c.Envoy.Listen
-		}
-		if c.Admin != nil {
-			admin = c.Admin.Listen
-		}
-		return
-	}
-	p1, c1, e1, a1 := listen(a)
-	p2, c2, e2, a2 := listen(b)
-	addr("proxy", p1, p2)
-	addr("check", c1, c2)
-	addr("envoy", e1, e2)
-	addr("admin", a1, a2)
-	return moved
-}
-
 func short(digest string) string {
 	if len(digest) > 12 {
 		return digest[:12]
 	}
 	return digest
+}
+
+// withClientCA returns tc requiring client certificates signed by one in the
+// PEM file caFile (mutual TLS), or tc as it is for an empty caFile.
+func withClientCA(tc *tls.Config, caFile string) (*tls.Config, error) {
+	if caFile == "" {
+		return tc, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", caFile)
+	}
+	tc = tc.Clone()
+	tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	return tc, nil
+}
+
+// buildVersion is the module version, the VCS revision and the Go version
+// the binary was built with, "unknown" where the build does not say.
+func buildVersion() (version, revision, goversion string) {
+	version, revision, goversion = "unknown", "unknown", runtime.Version()
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return
+	}
+	if bi.Main.Version != "" {
+		version = bi.Main.Version
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			revision = s.Value
+		}
+	}
+	return
 }

@@ -6,7 +6,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -26,13 +28,25 @@ type engine struct {
 	remote  bool
 	guard   *failover.Guard // nil for the memory engine
 	client  redis.UniversalClient
+	creds   atomic.Pointer[credentials] // Redis's user and password, which a reload may rotate
 	closers []func() error
+}
+
+// credentials are what new connections to Redis authenticate with.
+type credentials struct{ username, password string }
+
+// setCredentials makes new connections to Redis authenticate as r says
+// (a rotated password_file); connections already open stay as they are.
+func (e *engine) setCredentials(r *config.Redis) {
+	if r != nil {
+		e.creds.Store(&credentials{r.Username, r.Password})
+	}
 }
 
 // newEngine builds the store of st, registering its collectors with m under
 // the engine names "memory", "local" and "redis". A daemon builds its
 // engine once: the storage section cannot change by a reload.
-func newEngine(st config.Storage, m *metrics.Metrics) (*engine, error) {
+func newEngine(st config.Storage, m *metrics.Metrics, log *slog.Logger) (*engine, error) {
 	e := &engine{remote: st.Remote()}
 	mem := func(name string) *memstore.Store {
 		s := memstore.New(memstore.Options{MaxKeys: st.Memory.MaxKeys})
@@ -44,7 +58,11 @@ func newEngine(st config.Storage, m *metrics.Metrics) (*engine, error) {
 		e.store = mem("memory")
 		return e, nil
 	}
-	client, err := redisClient(st.Redis)
+	e.setCredentials(st.Redis)
+	client, err := redisClient(st.Redis, func() (string, string) {
+		c := e.creds.Load()
+		return c.username, c.password
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -62,6 +80,16 @@ func newEngine(st config.Storage, m *metrics.Metrics) (*engine, error) {
 		Backoff:      st.Failure.Breaker.Backoff.D(),
 		MaxBackoff:   st.Failure.Breaker.MaxBackoff.D(),
 		ContextBound: true, // redisstore returns when the call's context ends
+		// Operators learn that Redis went away, and what floodgate does
+		// about it, from the log too, not only from a metric.
+		OnStateChange: func(from, to failover.BreakerState) {
+			level, what := slog.LevelInfo, "Redis answers again; decisions are Redis's"
+			if to == failover.Open {
+				level, what = slog.LevelWarn, "Redis keeps failing; decisions follow the failure mode until a probe succeeds"
+			}
+			log.Log(context.Background(), level, "circuit breaker "+to.String(), "engine", "redis", "from", from.String(),
+				"failure_mode", failureMode(st), "detail", what)
+		},
 	})
 	guard, err := failover.NewGuard(rs, gopts)
 	if err != nil {
@@ -89,8 +117,9 @@ func newEngine(st config.Storage, m *metrics.Metrics) (*engine, error) {
 
 // redisClient opens the client the configuration describes. Every command
 // has a deadline from its context (ContextTimeoutEnabled), so a stalled
-// Redis costs a decision its failure timeout, not the socket's.
-func redisClient(r *config.Redis) (redis.UniversalClient, error) {
+// Redis costs a decision its failure timeout, not the socket's. New
+// connections authenticate with what creds returns at the time.
+func redisClient(r *config.Redis, creds func() (username, password string)) (redis.UniversalClient, error) {
 	if r == nil {
 		return nil, errors.New("storage.redis is required by the redis and hybrid engines")
 	}
@@ -106,8 +135,7 @@ func redisClient(r *config.Redis) (redis.UniversalClient, error) {
 		MasterName:            r.MasterName,
 		SentinelUsername:      r.SentinelUsername,
 		SentinelPassword:      r.SentinelPassword,
-		Username:              r.Username,
-		Password:              r.Password,
+		CredentialsProvider:   creds,
 		DB:                    r.DB,
 		TLSConfig:             tlsConf,
 		PoolSize:              r.PoolSize,
@@ -167,4 +195,13 @@ func (e *engine) close() {
 	for _, c := range e.closers {
 		_ = c()
 	}
+}
+
+// failureMode names what decides while Redis is down.
+func failureMode(st config.Storage) string {
+	if st.Engine == config.EngineHybrid {
+		return "local_fallback (the hybrid engine's local filter)"
+	}
+	b, _ := st.Failure.Mode.MarshalText()
+	return string(b)
 }

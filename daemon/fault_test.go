@@ -153,3 +153,42 @@ admin: {listen: ""}
 		})
 	}
 }
+
+// TestBreakerTransitionsLogged: when Redis dies the log says the breaker
+// opened, for which engine and what decides meanwhile; when it is back,
+// that it closed.
+func TestBreakerTransitionsLogged(t *testing.T) {
+	srv := testkit.Redis(t)
+	logs := &testkit.Buffer{}
+	d, err := New(mustParse(t, fmt.Sprintf(`
+storage:
+  engine: redis
+  redis: {addrs: [%q]}
+  failure: {mode: fail_open, timeout: 200ms, breaker: {failures: 2, backoff: 100ms, max_backoff: 200ms}}
+policies: {api: {rate: 1000/s}}
+check: {listen: 127.0.0.1:0}
+admin: {listen: ""}
+`, srv.Addr)), Options{LogOutput: logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Shutdown(context.Background())
+	lim := d.cur.Load().limiters["api"]
+	testkit.Eventually(t, 20*time.Second, "a decision by redis", func() bool {
+		res, err := lim.Allow(context.Background(), "k")
+		return err == nil && res.Source == "redis"
+	})
+	srv.Kill()
+	testkit.Eventually(t, 20*time.Second, "the breaker's opening logged", func() bool {
+		lim.Allow(context.Background(), "k")
+		return strings.Contains(logs.String(), `msg="circuit breaker open" engine=redis`) && strings.Contains(logs.String(), "failure_mode=fail_open")
+	})
+	srv.Restart()
+	testkit.Eventually(t, 20*time.Second, "the breaker's closing logged", func() bool {
+		lim.Allow(context.Background(), "k")
+		return strings.Contains(logs.String(), `msg="circuit breaker closed" engine=redis`)
+	})
+}

@@ -56,7 +56,9 @@ func (d *Daemon) newPostgres(g *generation) (*pgproxy.Proxy, string, error) {
 		if err != nil {
 			return nil, "postgres.tls", err
 		}
-		c.TLS = pair.TLSConfig()
+		if c.TLS, err = withClientCA(pair.TLSConfig(), pg.TLS.ClientCA); err != nil {
+			return nil, "postgres.tls.client_ca", err
+		}
 	}
 	p, err := pgproxy.New(c)
 	if err != nil {

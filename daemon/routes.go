@@ -122,16 +122,28 @@ func keyFunc(k config.Key, ip httplimit.KeyFunc, trusted func(*http.Request) boo
 	return httplimit.JoinKeys(parts...)
 }
 
-// NewLogger returns the daemon's logger as the log section says: text or
-// JSON on w, at its level.
+// NewLogger returns a logger as the log section says: text or JSON on w, at
+// its level.
 func NewLogger(w io.Writer, l config.Log) *slog.Logger {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(l.Level)); err != nil {
-		level = slog.LevelInfo
-	}
+	level := new(slog.LevelVar)
+	level.Set(logLevel(l))
+	return newLogger(w, l.Format, level)
+}
+
+func newLogger(w io.Writer, format string, level *slog.LevelVar) *slog.Logger {
 	o := &slog.HandlerOptions{Level: level}
-	if strings.EqualFold(string(l.Format), "json") {
+	if strings.EqualFold(format, "json") {
 		return slog.New(slog.NewJSONHandler(w, o))
 	}
 	return slog.New(slog.NewTextHandler(w, o))
+}
+
+// logLevel is the log section's level; the configuration's checks keep it
+// to the levels slog knows.
+func logLevel(l config.Log) slog.Level {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.Level)); err != nil {
+		return slog.LevelInfo
+	}
+	return level
 }

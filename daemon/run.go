@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,19 +65,23 @@ func httpFrontEnd(name, addr string, h http.Handler, tc *tls.Config, log *slog.L
 }
 
 // A runner starts the front ends, reports the first that fails, and drains
-// them: readiness off first (draining), then every listener but the admin
-// one at once, the admin listener last, so probes see the draining state
-// until the end.
+// them: readiness off first (draining), then, after delay, every listener
+// but the admin one at once, the admin listener last, so probes see the
+// draining state until the end.
 type runner struct {
 	log      *slog.Logger
 	fronts   []*frontEnd
-	draining func() // turns readiness off; may be nil
+	draining func()       // turns readiness off; may be nil
+	delay    atomic.Int64 // nanoseconds between readiness off and closing the listeners
 
 	mu      sync.Mutex
 	started bool
 	addrs   map[string]net.Addr
 	errc    chan error
 }
+
+// setDelay sets the delay between readiness off and closing the listeners.
+func (r *runner) setDelay(d time.Duration) { r.delay.Store(int64(d)) }
 
 // start binds every front end's address and serves them in the
 // background. When one cannot be bound, none is left open.
@@ -138,6 +143,14 @@ func (r *runner) shutdown(ctx context.Context) error {
 	}
 	if r.draining != nil {
 		r.draining()
+	}
+	// Load balancers stop sending new requests once they see readiness
+	// fail; until then the listeners keep serving.
+	if delay := time.Duration(r.delay.Load()); delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+		}
 	}
 	errs := make([]error, len(r.fronts))
 	var wg sync.WaitGroup

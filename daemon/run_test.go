@@ -201,8 +201,8 @@ check: {listen: 127.0.0.1:0}
 admin: {listen: 127.0.0.1:0, token: s3cret, pprof: true}
 `)
 	a := d.Addrs()
-	if st, body := get(t, "http://"+a.Admin.String()+"/metrics", ""); st != 200 || !strings.Contains(body, "floodgate_config_reloads_total") {
-		t.Fatalf("admin /metrics: %d", st)
+	if st, body := get(t, "http://"+a.Admin.String()+"/metrics", ""); st != 200 || !strings.Contains(body, "floodgate_config_reloads_total") || !strings.Contains(body, "floodgate_build_info{") {
+		t.Fatalf("admin /metrics: %d, no reload counters or build_info", st)
 	}
 	for _, addr := range []string{a.Proxy.String(), a.Check.String()} {
 		for _, path := range []string{"/metrics", "/healthz", "/readyz", "/v1/config", "/v1/keys?policy=api&key=k", "/v1/status", "/debug/pprof/"} {

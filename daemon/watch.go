@@ -81,8 +81,9 @@ func (w *Watcher) Config() *config.Config {
 	return w.current
 }
 
-// Reload asks for the file to be read again now, as on SIGHUP. Like a
-// change on disk, it calls back only if the content changed.
+// Reload asks for the file to be read again now, as on SIGHUP. It calls back
+// with the new configuration or its error when the content changed, and
+// with (nil, nil) when it did not.
 func (w *Watcher) Reload() {
 	select {
 	case w.reload <- struct{}{}:
@@ -117,14 +118,17 @@ func (w *Watcher) run(ctx context.Context) {
 			w.fn(nil, errors.Join(errors.New("watching the configuration for changes"), err))
 		case <-w.reload:
 			timer.Stop()
-			w.check()
+			w.check(true)
 		case <-timer.C:
-			w.check()
+			w.check(false)
 		}
 	}
 }
 
-func (w *Watcher) check() {
+// check reads the files again and calls back when their content changed;
+// asked for (Reload), it calls back with neither a configuration nor an
+// error when nothing changed, so that the caller can say so.
+func (w *Watcher) check(asked bool) {
 	c, files, err := config.LoadFiles(w.path)
 	d := config.DigestOf(files)
 	w.mu.Lock()
@@ -135,8 +139,11 @@ func (w *Watcher) check() {
 	}
 	w.mu.Unlock()
 	werr := w.watchDirs(files)
-	if changed {
+	switch {
+	case changed:
 		w.fn(c, err)
+	case asked:
+		w.fn(nil, nil)
 	}
 	if werr != nil {
 		w.fn(nil, werr)

@@ -129,9 +129,13 @@ func TestWatchWriteAndRename(t *testing.T) {
 		t.Errorf("current after a bad file = %s, want 3/s", got)
 	}
 
-	// Reload (SIGHUP) with unchanged bytes calls back nothing; a change
-	// made and then reloaded does.
+	// Reload (SIGHUP) with unchanged bytes says so (neither a
+	// configuration nor an error); a change made and then reloaded calls
+	// back with it.
 	w.Reload()
+	if r := next(t, ch); r.c != nil || r.err != nil {
+		t.Fatalf("a reload of unchanged bytes: %+v", r)
+	}
 	replace(t, path, watchConfig("4/s"))
 	w.Reload()
 	if got := rateOf(t, next(t, ch)); got != "4/s" {

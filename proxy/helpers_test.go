@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -59,28 +58,4 @@ func start(t testing.TB, cfg Config) (*Proxy, string) {
 		}
 	})
 	return p, ln.Addr().String()
-}
-
-// do sends a request and returns the response with its body read.
-func do(t testing.TB, c *http.Client, req *http.Request) (*http.Response, string) {
-	t.Helper()
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, string(b)
-}
-
-func newRequest(t testing.TB, method, url string, body io.Reader) *http.Request {
-	t.Helper()
-	req, err := http.NewRequest(method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return req
 }

@@ -74,10 +74,21 @@ type Config struct {
 	// because the upstream could not be reached or failed mid-response.
 	OnUpstreamError func(route string, err error)
 
-	// Transport carries requests upstream. Nil means a clone of
-	// http.DefaultTransport that keeps enough idle connections for a
-	// proxy's concurrency.
+	// Transport carries requests upstream. Nil means NewTransport(). Proxies
+	// that replace one another (a reload) share one, so that the upstream
+	// connections they keep open are reused, not left behind.
 	Transport http.RoundTripper
+}
+
+// NewTransport is the transport a proxy uses when Config.Transport is nil:
+// http.DefaultTransport's settings with enough idle connections for a
+// proxy's concurrency (the default keeps 2 per host, so a proxy under load
+// would open and close a connection per request).
+func NewTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 1024
+	t.MaxIdleConns = 1024
+	return t
 }
 
 // TLSFiles names a certificate and its key, PEM files.
@@ -152,12 +163,7 @@ func New(cfg Config) (*Proxy, error) {
 			p.target = u
 			p.transport = cfg.Transport
 			if p.transport == nil {
-				t := http.DefaultTransport.(*http.Transport).Clone()
-				// The default keeps 2 idle connections per host: a proxy
-				// under load would open and close a connection per request.
-				t.MaxIdleConnsPerHost = 1024
-				t.MaxIdleConns = 1024
-				p.transport = t
+				p.transport = NewTransport()
 			}
 			p.upstream = p.reverseProxy(u, "")
 		}

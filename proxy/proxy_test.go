@@ -67,7 +67,7 @@ func TestProxyHeadersAnd429(t *testing.T) {
 	base := "http://" + addr
 	c := &http.Client{}
 	for i := range 3 {
-		resp, body := do(t, c, newRequest(t, "GET", base+"/x", nil))
+		resp, body := testkit.Do(t, c, testkit.NewRequest(t, "GET", base+"/x", nil))
 		if resp.StatusCode != 200 || body != "hello" {
 			t.Fatalf("request %d: %d %q", i+1, resp.StatusCode, body)
 		}
@@ -78,7 +78,7 @@ func TestProxyHeadersAnd429(t *testing.T) {
 			t.Errorf("RateLimit-Policy %q", got)
 		}
 	}
-	resp, body := do(t, c, newRequest(t, "GET", base+"/x", nil))
+	resp, body := testkit.Do(t, c, testkit.NewRequest(t, "GET", base+"/x", nil))
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("4th request: %d %q, want 429", resp.StatusCode, body)
 	}
@@ -119,10 +119,10 @@ func TestProxySpoofedXFFIsOneClient(t *testing.T) {
 	c := &http.Client{}
 	codes := map[int]int{}
 	for i := range 20 {
-		req := newRequest(t, "GET", "http://"+addr+"/", nil)
+		req := testkit.NewRequest(t, "GET", "http://"+addr+"/", nil)
 		req.Header.Set("X-Forwarded-For", fmt.Sprintf("198.51.100.%d", i+1))
 		req.Header.Set("X-Real-IP", fmt.Sprintf("198.51.100.%d", i+1))
-		resp, _ := do(t, c, req)
+		resp, _ := testkit.Do(t, c, req)
 		codes[resp.StatusCode]++
 	}
 	if codes[200] != 5 || codes[429] != 15 {
@@ -152,9 +152,9 @@ func TestProxyTrustedXFF(t *testing.T) {
 	})
 	c := &http.Client{}
 	for i := range 3 {
-		req := newRequest(t, "GET", "http://"+addr+"/", nil)
+		req := testkit.NewRequest(t, "GET", "http://"+addr+"/", nil)
 		req.Header.Set("X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i+1))
-		if resp, _ := do(t, c, req); resp.StatusCode != 200 {
+		if resp, _ := testkit.Do(t, c, req); resp.StatusCode != 200 {
 			t.Errorf("client %d: %d, want 200 (own key)", i+1, resp.StatusCode)
 		}
 	}
@@ -198,11 +198,11 @@ func TestProxyRoutes(t *testing.T) {
 	}
 	c := &http.Client{}
 	for _, tc := range cases {
-		req := newRequest(t, tc.method, base+tc.path, nil)
+		req := testkit.NewRequest(t, tc.method, base+tc.path, nil)
 		if tc.host != "" {
 			req.Host = tc.host
 		}
-		resp, _ := do(t, c, req)
+		resp, _ := testkit.Do(t, c, req)
 		got := resp.Header.Get("Ratelimit-Policy")
 		if tc.policy == "" && got != "" || tc.policy != "" && !strings.HasPrefix(got, tc.policy+";") {
 			t.Errorf("%s %s host %q: RateLimit-Policy %q, want policy %s", tc.method, tc.path, tc.host, got, tc.policy)
@@ -248,7 +248,7 @@ func TestProxyShadowNeverDenies(t *testing.T) {
 	})
 	c := &http.Client{}
 	for i := range 5 {
-		resp, body := do(t, c, newRequest(t, "GET", "http://"+addr+"/", nil))
+		resp, body := testkit.Do(t, c, testkit.NewRequest(t, "GET", "http://"+addr+"/", nil))
 		if resp.StatusCode != 200 || body != "hello" {
 			t.Fatalf("request %d: %d %q, want the upstream's answer", i+1, resp.StatusCode, body)
 		}
@@ -290,7 +290,7 @@ func TestProxyBadGatewayCountsAsFailure(t *testing.T) {
 	c := &http.Client{}
 	want := []int{502, 502, 429, 429}
 	for i, w := range want {
-		resp, body := do(t, c, newRequest(t, "GET", "http://"+addr+"/", nil))
+		resp, body := testkit.Do(t, c, testkit.NewRequest(t, "GET", "http://"+addr+"/", nil))
 		if resp.StatusCode != w {
 			t.Fatalf("request %d: %d %q, want %d", i+1, resp.StatusCode, body, w)
 		}
@@ -477,14 +477,14 @@ func TestDemoUpstream(t *testing.T) {
 	api := memLimiter(t, "demo", floodgate.PerMinute(2))
 	_, addr := start(t, Config{Routes: []Route{{Limits: []httplimit.Rule{{Limiter: api}}}}})
 	c := &http.Client{}
-	req := newRequest(t, "GET", "http://"+addr+"/", nil)
+	req := testkit.NewRequest(t, "GET", "http://"+addr+"/", nil)
 	req.Header.Set("Accept", "application/json")
-	resp, body := do(t, c, req)
+	resp, body := testkit.Do(t, c, req)
 	if resp.StatusCode != 200 || !strings.Contains(body, "demo upstream") || resp.Header.Get("X-Ratelimit-Limit") != "2" {
 		t.Fatalf("%d %q %v", resp.StatusCode, body, resp.Header)
 	}
-	do(t, c, newRequest(t, "GET", "http://"+addr+"/", nil))
-	if resp, _ := do(t, c, newRequest(t, "GET", "http://"+addr+"/", nil)); resp.StatusCode != 429 {
+	testkit.Do(t, c, testkit.NewRequest(t, "GET", "http://"+addr+"/", nil))
+	if resp, _ := testkit.Do(t, c, testkit.NewRequest(t, "GET", "http://"+addr+"/", nil)); resp.StatusCode != 429 {
 		t.Errorf("3rd request: %d, want 429", resp.StatusCode)
 	}
 }
@@ -521,11 +521,11 @@ func TestProxyFailClosed(t *testing.T) {
 		},
 	})
 	c := &http.Client{}
-	resp, _ := do(t, c, newRequest(t, "GET", "http://"+addr+"/x", nil))
+	resp, _ := testkit.Do(t, c, testkit.NewRequest(t, "GET", "http://"+addr+"/x", nil))
 	if resp.StatusCode != 503 || resp.Header.Get("X-Ratelimit-Source") != "fail-closed" {
 		t.Errorf("enforcing route: %d %v, want 503 naming fail-closed", resp.StatusCode, resp.Header)
 	}
-	resp, body := do(t, c, newRequest(t, "GET", "http://"+addr+"/shadow/x", nil))
+	resp, body := testkit.Do(t, c, testkit.NewRequest(t, "GET", "http://"+addr+"/shadow/x", nil))
 	if resp.StatusCode != 200 || body != "hello" || resp.Header.Get("X-Ratelimit-Source") != "" {
 		t.Errorf("shadow route: %d %q %v, want the upstream's answer", resp.StatusCode, body, resp.Header)
 	}

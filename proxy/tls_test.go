@@ -18,6 +18,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // selfSigned makes a certificate for 127.0.0.1 with the given serial and
@@ -90,7 +91,7 @@ func TestProxyTLSHTTP2AndRotation(t *testing.T) {
 		t.Helper()
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true}
 		defer tr.CloseIdleConnections()
-		resp, body := do(t, &http.Client{Transport: tr}, newRequest(t, "GET", url, nil))
+		resp, body := testkit.Do(t, &http.Client{Transport: tr}, testkit.NewRequest(t, "GET", url, nil))
 		if resp.StatusCode != 200 || body != "hello" {
 			t.Fatalf("%d %q", resp.StatusCode, body)
 		}

@@ -26,6 +26,7 @@ storage:
   hybrid: {local_fraction: 0.5}
 policies: {api: {rate: 5/s}}
 proxy: {listen: 127.0.0.1:0, upstream: demo, routes: [{limits: [{policy: api}]}]}
+postgres: {listen: 127.0.0.1:0, upstream: 127.0.0.1:1, rate_limit: {per_user: {rate: 5/s}}}
 admin: {listen: ""}
 `))
 	if err != nil {

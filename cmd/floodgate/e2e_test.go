@@ -240,24 +240,6 @@ admin: {listen: 127.0.0.1:0}
 	}
 }
 
-// lockedBuffer is a bytes.Buffer that a process writes while a test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func grepLines(s, sub string) string {
 	var b strings.Builder
 	for _, l := range strings.Split(s, "\n") {
@@ -600,7 +582,7 @@ func TestServeDefaults(t *testing.T) {
 		}
 	}
 	cmd := exec.Command(binary, "serve")
-	var stderr lockedBuffer
+	var stderr testkit.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

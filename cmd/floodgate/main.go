@@ -1,7 +1,7 @@
 // Command floodgate is the rate-limiting daemon and its tools.
 //
-//	floodgate serve [-config FILE]     run the daemon (no file: the built-in defaults)
-//	floodgate validate FILE            check a configuration file, print every error
+//	floodgate serve [FILE]             run the daemon (no file: the built-in defaults)
+//	floodgate validate FILE | -        check a configuration file, print every error
 //	floodgate check -policy P -key K   ask a running daemon's check API
 //	floodgate key show|reset -policy P -key K   inspect or forgive a key
 //	floodgate version                  print the version
@@ -22,8 +22,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,8 +34,8 @@ import (
 )
 
 const usage = `usage:
-  floodgate serve [-config FILE]     run the daemon (without -config: built-in defaults)
-  floodgate validate FILE            check a configuration file and print every error
+  floodgate serve [FILE]             run the daemon (without a file: the built-in defaults)
+  floodgate validate FILE | -        check a configuration file (- reads standard input) and print every error
   floodgate check -policy P -key K [-cost N] [-addr URL] [-token T]
                                      ask a running daemon's check API (exit 0 allowed, 1 denied)
   floodgate key show|reset -policy P -key K [-addr URL] [-token T]
@@ -85,31 +87,47 @@ func version() string {
 }
 
 func serve(args []string, stderr io.Writer) int {
+	// Signals are taken before anything else: a SIGHUP or SIGTERM that
+	// arrives while the daemon starts is handled, never the default action
+	// (which would kill the process).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "configuration `file` (watched and reloaded on change and on SIGHUP); empty: built-in defaults")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	switch rest := fs.Args(); {
+	case len(rest) == 1 && *path == "":
+		*path = rest[0] // floodgate serve FILE, as floodgate validate FILE
+	case len(rest) > 0:
+		fmt.Fprintf(stderr, "floodgate serve: unexpected arguments %q; usage: floodgate serve [-config] [FILE]\n", rest)
+		return 2
+	}
 
 	var cfg *config.Config
 	var reload func()
-	var d *daemon.Daemon
+	var d atomic.Pointer[daemon.Daemon]
 	if *path == "" {
 		cfg = config.Default()
 	} else {
 		// The watcher's first load must succeed; later loads call back.
 		w, err := daemon.Watch(ctx, *path, func(c *config.Config, err error) {
-			if d == nil {
-				return
+			dm := d.Load()
+			switch {
+			case dm == nil:
+			case err != nil:
+				dm.ReloadFailed(err)
+			case c == nil:
+				dm.Logger().Info("configuration unchanged", "file", *path)
+			default:
+				_ = dm.Apply(c)
 			}
-			if err != nil {
-				d.ReloadFailed(err)
-				return
-			}
-			_ = d.Apply(c)
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "floodgate: %v\n", err)
@@ -117,38 +135,53 @@ func serve(args []string, stderr io.Writer) int {
 		}
 		cfg, reload = w.Config(), w.Reload
 	}
-	d, err := daemon.New(cfg, daemon.Options{})
+	dm, err := daemon.New(cfg, daemon.Options{LogOutput: stderr})
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate: %v\n", err)
 		return 1
 	}
-	if err := d.Start(); err != nil {
+	d.Store(dm)
+	if err := dm.Start(); err != nil {
+		dm.Close()
 		fmt.Fprintf(stderr, "floodgate: %v\n", err)
 		return 1
 	}
-	banner(stderr, d, *path)
+	log := dm.Logger()
+	banner(stderr, dm, *path)
+	if *path == "" {
+		log.Warn("running on the built-in defaults: memory engine, the demo upstream, the proxy on every interface; give a configuration file to serve yours",
+			"usage", "floodgate serve FILE")
+	}
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	// drain shuts down within the configured time: shutdown_delay with
+	// readiness off and the listeners still serving, then
+	// shutdown_timeout for what is in flight.
+	drain := func() error {
+		c := dm.Config()
+		sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownDelay.D()+c.ShutdownTimeout.D())
+		defer cancel()
+		return dm.Shutdown(sctx)
+	}
 	for {
 		select {
 		case <-hup:
-			if reload != nil {
-				reload()
+			if reload == nil {
+				log.Info("SIGHUP: running on the built-in defaults, nothing to reload")
+				continue
 			}
-		case err := <-d.Failed():
-			fmt.Fprintf(stderr, "floodgate: %v; shutting down\n", err)
-			sctx, cancel := context.WithTimeout(context.Background(), d.Config().ShutdownTimeout.D())
-			defer cancel()
-			d.Shutdown(sctx)
+			log.Info("SIGHUP: reading the configuration again", "file", *path)
+			reload()
+		case err := <-dm.Failed():
+			log.Error("a listener failed; shutting down", "error", err)
+			drain()
 			return 1
 		case <-ctx.Done():
-			sctx, cancel := context.WithTimeout(context.Background(), d.Config().ShutdownTimeout.D()+5*time.Second)
-			defer cancel()
-			if err := d.Shutdown(sctx); err != nil {
-				fmt.Fprintf(stderr, "floodgate: shutdown: %v\n", err)
-				return 1
+			c := dm.Config()
+			log.Info("stopping: readiness off, draining the listeners", "delay", c.ShutdownDelay.D(), "timeout", c.ShutdownTimeout.D())
+			if err := drain(); err != nil {
+				log.Warn("shutdown: requests still in flight were cut off", "error", err)
+			} else {
+				log.Info("stopped")
 			}
 			return 0
 		}
@@ -195,29 +228,85 @@ func banner(w io.Writer, d *daemon.Daemon, path string) {
 		fmt.Fprintf(w, "admin:         http://%s (the status page; /metrics /healthz /readyz /v1/config /v1/keys)\n", local(a.Admin))
 	}
 	if a.Proxy != nil {
-		fmt.Fprintf(w, "try:           for i in $(seq 7); do curl -si http://%s/ | head -1; done\n", local(a.Proxy))
+		if try := tryLine(cfg.Proxy, local(a.Proxy)); try != "" {
+			fmt.Fprintf(w, "try:           %s\n", try)
+		}
 	}
 }
 
+// tryLine is a command that shows the first limited route's limit: enough
+// requests to it to reach a 429, or "" when no route is limited.
+func tryLine(p *config.Proxy, addr string) string {
+	for _, r := range p.Routes {
+		if len(r.Limits) == 0 {
+			continue
+		}
+		m := r.Match
+		path := "/"
+		switch {
+		case m.Path != "":
+			path = strings.NewReplacer("{$}", "", "...}", "}").Replace(m.Path)
+			path = regexp.MustCompile(`\{[^}]*\}`).ReplaceAllString(path, "1")
+		case len(m.PathPrefix) > 0:
+			path = m.PathPrefix[0]
+		}
+		opts := ""
+		if len(m.Methods) > 0 && m.Methods[0] != http.MethodGet {
+			opts += " -X " + m.Methods[0]
+		}
+		if m.Host != "" {
+			opts += " -H 'Host: " + strings.Replace(m.Host, "*.", "www.", 1) + "'"
+		}
+		return fmt.Sprintf("for i in $(seq 12); do curl -si%s http://%s%s | head -1; done   # route %q", opts, addr, path, r.Name)
+	}
+	return ""
+}
+
 func validate(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
-		fmt.Fprint(stderr, "usage: floodgate validate FILE\n")
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "the configuration `file` to check (or give it as the argument; - reads it from standard input)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: floodgate validate [-config] FILE | -\n\nBuilds everything serve would from the file, short of listening, and prints every\nerror as file:line:column: field: message. Exit 0 valid, 1 invalid, 2 usage.\n")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
-	n, err := checkFile(args[0])
+	switch rest := fs.Args(); {
+	case len(rest) == 1 && *path == "":
+		*path = rest[0]
+	case len(rest) > 0 || *path == "":
+		fs.Usage()
+		return 2
+	}
+	name := *path
+	var n int
+	var err error
+	if name == "-" {
+		name = "(stdin)"
+		var data []byte
+		if data, err = io.ReadAll(os.Stdin); err == nil {
+			n, err = checkConfig(config.Parse(name, data))
+		}
+	} else {
+		n, err = checkFile(name)
+	}
 	if err != nil {
 		var errs config.Errors
 		if errors.As(err, &errs) {
 			for _, e := range errs {
 				fmt.Fprintln(stderr, e)
 			}
-			fmt.Fprintf(stderr, "%s: %d error(s)\n", args[0], len(errs))
+			fmt.Fprintf(stderr, "%s: %d error(s)\n", name, len(errs))
 		} else {
-			fmt.Fprintf(stderr, "%s: %v\n", args[0], err)
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		}
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d policies, those of postgres and envoy rules included)\n", args[0], n)
+	fmt.Fprintf(stdout, "%s: ok (%d policies, those of postgres and envoy rules included)\n", name, n)
 	return 0
 }
 
@@ -226,8 +315,10 @@ func validate(args []string, stdout, stderr io.Writer) int {
 // limiters, routes, front ends, TLS files) and released again. A file it
 // passes is one serve starts with; every error serve could give before
 // listening, it gives. It returns the number of policies built.
-func checkFile(path string) (int, error) {
-	cfg, err := config.Load(path)
+func checkFile(path string) (int, error) { return checkConfig(config.Load(path)) }
+
+// checkConfig builds the daemon of a loaded configuration and releases it.
+func checkConfig(cfg *config.Config, err error) (int, error) {
 	if err != nil {
 		return 0, err
 	}

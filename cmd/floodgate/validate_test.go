@@ -2,17 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -21,6 +15,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/daemon"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // TestValidateAgreesWithServe: for every example configuration and
@@ -35,7 +30,8 @@ func TestValidateAgreesWithServe(t *testing.T) {
 	t.Setenv("REDIS_PASSWORD", "secret")
 	t.Setenv("ADMIN_TOKEN", "token")
 	dir := t.TempDir()
-	cert, key := writeCert(t, dir)
+	c := testkit.WriteCert(t, dir, "server", 1)
+	cert, key := c.CertFile, c.KeyFile
 	if err := os.MkdirAll(filepath.Join(dir, "envoy"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -185,29 +181,50 @@ func mutations(text string) []string {
 	return out
 }
 
-// writeCert writes a self-signed certificate for localhost and its key.
-func writeCert(t *testing.T, dir string) (certPath, keyPath string) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// TestValidateForms: validate takes its file as an argument, as -config or
+// on standard input, and -h is help, not an error.
+func TestValidateForms(t *testing.T) {
+	good := "policies: {api: {rate: 1/s}}\ncheck: {listen: 127.0.0.1:0}\n"
+	file := filepath.Join(t.TempDir(), "f.yaml")
+	os.WriteFile(file, []byte(good), 0o644)
+	for _, args := range [][]string{{"validate", file}, {"validate", "-config", file}} {
+		var out, errOut strings.Builder
+		if code := run(args, &out, &errOut); code != 0 || !strings.Contains(out.String(), "ok") {
+			t.Errorf("%v: exit %d %s%s", args, code, out.String(), errOut.String())
+		}
+	}
+	var out, errOut strings.Builder
+	if code := run([]string{"validate", "-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "usage: floodgate validate") {
+		t.Errorf("validate -h: exit %d %q", code, errOut.String())
+	}
+	cmd := exec.Command(binary, "validate", "-")
+	cmd.Stdin = strings.NewReader("policies: {api: {rate: fast}}\ncheck: {}\n")
+	b, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(b), "(stdin):1:") || !strings.Contains(string(b), "policies.api.rate") {
+		t.Errorf("validate - with a bad file on stdin: %v %s", err, b)
+	}
+}
+
+// TestBannerTriesALimitedRoute: the banner's try: line sends enough
+// requests to the first route that has limits to reach its 429.
+func TestBannerTriesALimitedRoute(t *testing.T) {
+	c, err := config.Parse("f.yaml", []byte(`
+policies: {login: {rate: 5/min}}
+proxy:
+  upstream: demo
+  routes:
+    - {name: health, match: {path: /healthz}}
+    - {name: login, match: {path: "/users/{id}/login", methods: [POST]}, limits: [{policy: login}]}
+`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"}, DNSNames: []string{"localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
+	got := tryLine(c.Proxy, "localhost:8080")
+	if !strings.Contains(got, "-X POST") || !strings.Contains(got, "http://localhost:8080/users/1/login") || !strings.Contains(got, `route "login"`) {
+		t.Errorf("try line %q", got)
 	}
-	kb, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
+	c.Proxy.Routes = c.Proxy.Routes[:1]
+	if got := tryLine(c.Proxy, "localhost:8080"); got != "" {
+		t.Errorf("with no limited route: %q", got)
 	}
-	certPath, keyPath = filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
-	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certPath, keyPath
 }

@@ -114,7 +114,8 @@ func (d *Decoder) Parse(data []byte) ast.Node {
 				p.Line, p.Column = tk.Position.Line, tk.Position.Column
 			}
 		}
-		d.Errs = append(d.Errs, &Error{Pos: p, Msg: "invalid YAML: " + msg, Err: err})
+		p, hint := indentHint(data, p, msg)
+		d.Errs = append(d.Errs, &Error{Pos: p, Msg: "invalid YAML: " + msg + hint, Err: err})
 		return nil
 	}
 	var body ast.Node
@@ -130,6 +131,37 @@ func (d *Decoder) Parse(data []byte) ast.Node {
 		body = doc.Body
 	}
 	return body
+}
+
+// indentHint turns the parser's view of a layout mistake into the line to
+// fix and what to do: YAML nests by indentation, and a field indented more
+// than the fields beside it (after a field with a value) is reported by the
+// parser at the value before it.
+func indentHint(data []byte, p Pos, msg string) (Pos, string) {
+	lines := strings.Split(string(data), "\n")
+	if p.Line < 1 || p.Line > len(lines) {
+		return p, ""
+	}
+	if strings.Contains(msg, "'\t'") || strings.HasPrefix(strings.TrimLeft(lines[p.Line-1], " "), "\t") {
+		return p, "; YAML indents with spaces, never tabs"
+	}
+	if !strings.Contains(msg, "not allowed in this context") {
+		return p, ""
+	}
+	indent := func(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
+	cur := lines[p.Line-1]
+	for i := p.Line; i < len(lines); i++ {
+		next := lines[i]
+		if t := strings.TrimSpace(next); t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		if indent(next) > indent(cur) && strings.Contains(cur, ": ") && !strings.HasSuffix(strings.TrimSpace(cur), ":") {
+			return Pos{File: p.File, Line: i + 1, Column: indent(next) + 1},
+				fmt.Sprintf("; this line is indented more than line %d, which already has a value: line it up with the fields beside it", p.Line)
+		}
+		break
+	}
+	return p, "; check the indentation here: fields of one mapping line up, each nested mapping one step further in"
 }
 
 func (d *Decoder) at(n ast.Node) Pos {
@@ -529,20 +561,22 @@ func keyText(k ast.MapKeyNode) string {
 	return ""
 }
 
-type fieldInfo struct {
-	name  string
-	index []int
+// A Field is one YAML field of a struct type: its name in the file and its
+// index path (through inline embedded structs).
+type Field struct {
+	Name  string
+	Index []int
 }
 
 var fieldCache sync.Map // reflect.Type → []fieldInfo
 
-// fieldsOf lists the YAML fields of a struct type, with inline embedded
-// structs flattened.
-func fieldsOf(t reflect.Type) []fieldInfo {
+// Fields lists the YAML fields of a struct type, with inline embedded
+// structs flattened and fields tagged yaml:"-" left out.
+func Fields(t reflect.Type) []Field {
 	if f, ok := fieldCache.Load(t); ok {
-		return f.([]fieldInfo)
+		return f.([]Field)
 	}
-	var out []fieldInfo
+	var out []Field
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		if !sf.IsExported() {
@@ -553,15 +587,15 @@ func fieldsOf(t reflect.Type) []fieldInfo {
 			continue
 		}
 		if strings.Contains(opts, "inline") {
-			for _, inner := range fieldsOf(sf.Type) {
-				out = append(out, fieldInfo{inner.name, append([]int{i}, inner.index...)})
+			for _, inner := range Fields(sf.Type) {
+				out = append(out, Field{inner.Name, append([]int{i}, inner.Index...)})
 			}
 			continue
 		}
 		if name == "" {
 			name = strings.ToLower(sf.Name)
 		}
-		out = append(out, fieldInfo{name, []int{i}})
+		out = append(out, Field{name, []int{i}})
 	}
 	fieldCache.Store(t, out)
 	return out
@@ -575,7 +609,7 @@ func (d *Decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
 	if path == "" && len(pairs) > 0 {
 		d.Pos[""] = d.at(pairs[0].Key) // the document starts at its first field
 	}
-	fields := fieldsOf(v.Type())
+	fields := Fields(v.Type())
 	seen := map[string]bool{}
 	for _, mv := range pairs {
 		key := keyText(mv.Key)
@@ -586,9 +620,9 @@ func (d *Decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
 			d.registerAnchors(mv.Value, 0)
 			continue
 		}
-		var f *fieldInfo
+		var f *Field
 		for i := range fields {
-			if fields[i].name == key {
+			if fields[i].Name == key {
 				f = &fields[i]
 				break
 			}
@@ -596,7 +630,7 @@ func (d *Decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
 		if f == nil {
 			names := make([]string, len(fields))
 			for i, fi := range fields {
-				names[i] = fi.name
+				names[i] = fi.Name
 			}
 			if s := Suggest(key, names); s != "" {
 				d.errorf(mv.Key, fpath, "unknown field %q; did you mean %q?", key, s)
@@ -611,7 +645,7 @@ func (d *Decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
 			continue
 		}
 		seen[key] = true
-		d.Decode(mv.Value, v.FieldByIndex(f.index), fpath)
+		d.Decode(mv.Value, v.FieldByIndex(f.Index), fpath)
 		// Errors about a field point at its name, where the eye looks.
 		d.Pos[fpath] = d.at(mv.Key)
 	}

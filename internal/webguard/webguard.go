@@ -1,0 +1,57 @@
+// Package webguard holds the checks that keep the daemon's own HTTP APIs
+// (the admin listener, the check API) from being used by someone else's
+// web page: a bearer token compared in constant time, a Host allow-list
+// against DNS rebinding, and a same-origin rule against cross-site requests
+// a browser sends without asking (a form POST, an img tag).
+package webguard
+
+import (
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// Bearer reports whether r carries "Authorization: Bearer token". An empty
+// token is never matched: callers decide what no token means.
+func Bearer(r *http.Request, token string) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+// HostAllowed reports whether r's Host names this server: an IP address,
+// localhost, or one of allowed (names compared without case, ports
+// ignored). A page on attacker.example whose name the attacker points at
+// 127.0.0.1 (DNS rebinding) sends Host: attacker.example and is refused.
+func HostAllowed(r *http.Request, allowed []string) bool {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if host == "" {
+		return false
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	return slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, host) })
+}
+
+// SameOrigin reports whether r is not a cross-site request: it has no
+// Origin header (a command-line client, a server), or its Origin's host is
+// the request's Host (the status page calling its own listener).
+func SameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+}
