@@ -389,14 +389,20 @@ func (c *conn) relay(startup []byte) {
 				Message: "lost synchronization with the server: " + pe.Message,
 				Hint:    "The proxy closed the connection; see its log."})
 		}
-		c.close()
+		if !errors.Is(err, errFatalSent) {
+			// After a FATAL of the client side's, that side closes, once
+			// it has told the server.
+			c.close()
+		}
 		done <- err
 	}()
 	cerr := c.clientToServer()
 	var pe *pgwire.ProtocolError
 	if errors.As(cerr, &pe) {
-		c.terminateUpstream()
+		// The FATAL first: a server that ends its session on the Terminate
+		// must not end the client's connection before the FATAL is out.
 		c.fatal(pe.Fatal())
+		c.terminateUpstream()
 	}
 	c.close()
 	serr := <-done

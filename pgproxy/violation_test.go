@@ -193,3 +193,49 @@ type bufferedConn struct {
 func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
 
 func (b *bufferedConn) CloseWrite() error { return b.Conn.(*net.TCPConn).CloseWrite() }
+
+// TestHostileServer: a server that breaks the framing of its own stream
+// gets its client a FATAL 08P01 between two whole messages, then the end of
+// the connection. The server here is a listener that answers the startup
+// and then sends a message whose length is below 4.
+func TestHostileServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				var n [4]byte
+				if _, err := io.ReadFull(r, n[:]); err != nil {
+					return
+				}
+				if _, err := r.Discard(int(binary.BigEndian.Uint32(n[:])) - 4); err != nil {
+					return
+				}
+				c.Write(append(msg('R', "\x00\x00\x00\x00"), msg('Z', "I")...))
+				var hdr [5]byte
+				if _, err := io.ReadFull(r, hdr[:]); err != nil {
+					return
+				}
+				c.Write(append(msg('N', "SNOTICE\x00Mfirst a whole message\x00\x00"), 'T', 0, 0, 0, 1))
+				io.Copy(io.Discard, r)
+			}()
+		}
+	}()
+	tp := startProxy(t, nil, pgproxy.Config{Upstream: ln.Addr().String()})
+	s := rawConnect(t, tp.Addr, "anyone")
+	s.write(msg('Q', "SELECT 1\x00"))
+	a := readAnswer(t, &bufferedConn{Conn: s.nc, r: s.r}, 20*time.Second)
+	if len(a.errors) != 1 || !a.closed || a.errors[0].severity != "FATAL" || a.errors[0].code != "08P01" || !strings.Contains(a.errors[0].message, "lost synchronization with the server") {
+		t.Fatalf("the client got %s; want FATAL 08P01 lost synchronization with the server, then the end", a)
+	}
+	tp.waitLog(t, "the server sent message type 'T' with invalid length 1")
+}
