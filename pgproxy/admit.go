@@ -45,7 +45,7 @@ func (c *conn) admitQuery(extended bool) (bool, error) {
 			m.uncharged[reasonTransaction].Add(1)
 			return true, nil
 		}
-		if owed && q.queued.Load() > 0 {
+		if owed && q.contended(w, mayWait) {
 			// The query may run inside a transaction that a pipelined
 			// query opens, where it is not charged: learn the status
 			// before taking a place in line.

@@ -74,6 +74,22 @@ func newWaiter() *waiter { return &waiter{wake: make(chan struct{}, 1)} }
 
 func (q *waitQueues) init() { q.lists = make(map[queueKey]*waitList) }
 
+// contended reports whether one of w's limits whose scope may wait has a
+// queue.
+func (q *waitQueues) contended(w *waiter, mayWait func(scopeID) bool) bool {
+	if q.queued.Load() == 0 {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for s, k := range w.keys {
+		if k != "" && mayWait(scopeID(s)) && q.lists[queueKey{scopeID(s), k}] != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // joinFirst puts w, just arrived, at the tail of the first queue among
 // keys whose scope may wait (mayWait) and that holds queries already. It
 // reports whether there was one; if not, w is in no queue and the query
