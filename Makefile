@@ -9,6 +9,9 @@
 #   make fuzz    every fuzz target for FUZZTIME (default 60s) each.
 #   make bench   runs the side-by-side benchmarks (see docs/BENCHMARKS.md).
 #   make demo    a tour: real headers and a 429, a spoofed X-Forwarded-For, Redis failing over.
+#   make install-test
+#                every module installed as a user installs it, from a throwaway
+#                release tag in a clone, offline (part of make test).
 
 GO          ?= go
 GOBIN       := $(shell $(GO) env GOPATH)/bin
@@ -17,16 +20,18 @@ STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 30m
 FUZZTIME    ?= 60s
 # The framework adapters and their examples are modules of their own
-# (contrib/*/go.mod, examples/<framework>/go.mod), each built against its own
-# go.mod as a user's build sees it, not the go.work of development; so is
-# bench.
-CONTRIB     := contrib/chi contrib/echo contrib/fiber contrib/gin contrib/grpc contrib/internal \
-               examples/chi examples/echo examples/fiber examples/gin examples/grpc
+# (contrib/*/go.mod, examples/<framework>/go.mod). They require released
+# versions of floodgate's modules and no replace directive; go.work builds
+# them against this tree (and install-test as a user's build sees them, from
+# tags). bench and the release tool (scripts/modtool) build on their own
+# go.mod.
+CONTRIB     := $(patsubst %/go.mod,%,$(wildcard contrib/*/go.mod examples/*/go.mod))
+TOOL        := scripts/modtool
 NOWORK      := GOWORK=off
 
-.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile bench demo course fuzz
+.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile install-test bench demo course fuzz
 
-test: deps fmt-check mod-check vet lint unit bench-compile
+test: deps fmt-check mod-check vet lint unit bench-compile install-test
 
 deps: servers tools
 
@@ -61,12 +66,15 @@ fmt-check:
 mod-check:
 	@if grep -nE 'gofiber|gin-gonic|labstack/echo|go-chi/chi|valyala/fasthttp' go.mod; then \
 		echo "go.mod names a web framework; it belongs in a contrib module"; exit 1; fi
-	@# Every module's go.mod must be tidy against the main module as it is
-	@# now (they replace it with ../..): a new dependency of the main module
-	@# changes theirs.
-	@for m in . bench $(CONTRIB); do \
+	@# The main module, bench and the release tool resolve on their own.
+	@for m in . bench $(TOOL); do \
 		(cd $$m && $(NOWORK) $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go.mod is not tidy; run: (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; \
 	done
+	@# Published modules and examples: no replace, no pseudo-version, no
+	@# requirement on a module no release tags, one version for all, and a
+	@# go.work that stands this tree in for it; then tidy against this tree.
+	cd $(TOOL) && $(NOWORK) $(GO) run . check -root ../..
+	scripts/tidy-check.sh
 
 # The main module is vetted and tested as a user's build sees it (GOWORK=off:
 # the versions its own go.mod selects), and vetted in the workspace too.
@@ -74,16 +82,24 @@ vet:
 	$(GO) vet ./...
 	$(NOWORK) $(GO) vet ./...
 	cd bench && $(NOWORK) $(GO) vet ./...
-	for m in $(CONTRIB); do (cd $$m && $(NOWORK) $(GO) vet ./...) || exit 1; done
+	cd $(TOOL) && $(NOWORK) $(GO) vet ./...
+	for m in $(CONTRIB); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 lint: $(STATICCHECK)
 	$(STATICCHECK) ./...
 	cd bench && $(NOWORK) $(STATICCHECK) ./...
-	for m in $(CONTRIB); do (cd $$m && $(NOWORK) $(STATICCHECK) ./...) || exit 1; done
+	cd $(TOOL) && $(NOWORK) $(STATICCHECK) ./...
+	for m in $(CONTRIB); do (cd $$m && $(STATICCHECK) ./...) || exit 1; done
 
 unit:
 	$(NOWORK) $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
-	for m in $(CONTRIB); do (cd $$m && $(NOWORK) $(GO) test -race -timeout $(TEST_TIMEOUT) ./...) || exit 1; done
+	for m in $(CONTRIB); do (cd $$m && $(GO) test -race -timeout $(TEST_TIMEOUT) ./...) || exit 1; done
+
+# A throwaway release in a clone of HEAD (committed work only), then every
+# module fetched from a module proxy directory made from its tags and built
+# in fresh modules, offline: see scripts/install-test.sh.
+install-test:
+	scripts/install-test.sh
 
 # The benchmark module's own tests check that every compared limiter limits;
 # -run keeps them quick, -bench is not run here.

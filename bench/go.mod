@@ -3,7 +3,7 @@ module github.com/floodgate-go/floodgate/bench
 go 1.26.0
 
 require (
-	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
+	github.com/floodgate-go/floodgate v0.1.0
 	github.com/gin-gonic/gin v1.12.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/go-chi/httprate v0.16.1
@@ -84,5 +84,3 @@ replace github.com/floodgate-go/floodgate/contrib/echo => ../contrib/echo
 replace github.com/floodgate-go/floodgate/contrib/fiber => ../contrib/fiber
 
 replace github.com/floodgate-go/floodgate/contrib/grpc => ../contrib/grpc
-
-replace github.com/floodgate-go/floodgate/contrib/internal => ../contrib/internal

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/floodgate-go/floodgate"
 )
@@ -55,7 +53,7 @@ const (
 // limiter that decides, and the key and cost of each request.
 type Rule struct {
 	// Limiter decides for every request the rule matches. Exactly one of
-	// Limiter and LimiterFor must be set.
+	// Limiter and LimiterFor must be set; nil means LimiterFor picks.
 	Limiter floodgate.Limiter
 
 	// LimiterFor picks the limiter per request: a plan or tier known from
@@ -63,6 +61,7 @@ type Rule struct {
 	// from its key. Returning nil exempts the request from the rule. It must
 	// be cheap and safe for concurrent use. A tier that follows from the key
 	// alone is better expressed in the policy (floodgate.Policy.TierOf).
+	// Nil means Limiter decides.
 	LimiterFor func(r *http.Request) floodgate.Limiter
 
 	// Key returns the key of a request. Nil means the client's address as
@@ -83,7 +82,8 @@ type Rule struct {
 	// Config.OnError says.
 	Cost func(r *http.Request) int64
 
-	// Count selects the responses that count; the zero value counts all.
+	// Count selects the responses that count; the zero value, CountAll,
+	// counts all.
 	Count Count
 
 	// ResponseCost, when set, returns what a request really cost once its
@@ -95,7 +95,8 @@ type Rule struct {
 	// instead (there is no debt below zero), so a request can overrun the
 	// budget by its own overage once; the next ones wait for the refill.
 	// It runs after the handler, with the status and the final header map
-	// (trailers included), and only for responses the rule counts.
+	// (trailers included), and only for responses the rule counts. Nil
+	// means a request costs what Cost said, whatever its response.
 	ResponseCost func(status int, h http.Header) int64
 }
 
@@ -106,25 +107,26 @@ type Rule struct {
 // formats.
 type Headers struct {
 	// DisableXRateLimit leaves out X-RateLimit-Limit, X-RateLimit-Remaining
-	// and X-RateLimit-Reset.
+	// and X-RateLimit-Reset; false sends them.
 	DisableXRateLimit bool `yaml:"disable_x_ratelimit,omitempty"`
 
 	// DisableRateLimit leaves out the RateLimit-Policy and RateLimit fields
-	// of draft-ietf-httpapi-ratelimit-headers.
+	// of draft-ietf-httpapi-ratelimit-headers; false sends them.
 	DisableRateLimit bool `yaml:"disable_ratelimit,omitempty"`
 
-	// DisableRetryAfter leaves out Retry-After on 429 responses.
+	// DisableRetryAfter leaves out Retry-After on 429 responses (and on
+	// the 503 of a limiter that failed closed); false sends it.
 	DisableRetryAfter bool `yaml:"disable_retry_after,omitempty"`
 
 	// Source adds X-RateLimit-Source, naming what decided (memory, redis,
 	// hybrid:local-fallback, …). It tells operators more than clients, so it
-	// is off by default.
+	// is off by default: false leaves it out.
 	Source bool `yaml:"source,omitempty"`
 
 	// UnixReset sends X-RateLimit-Reset as the Unix time (in seconds, rounded
 	// up) at which the limit is full again, instead of the seconds until
 	// then. Relative seconds need no clock agreement with the client, so
-	// they are the default.
+	// they are the default: false sends seconds from now.
 	UnixReset bool `yaml:"unix_reset,omitempty"`
 }
 
@@ -150,7 +152,8 @@ const (
 // Config configures a Middleware. Rules is the only field that must be set;
 // the zero value of every other field is the usual choice.
 type Config struct {
-	// Rules are the limits a request must pass. Every rule that matches a
+	// Rules are the limits a request must pass; empty is an error (New
+	// reports it), never a middleware that limits nothing. Every rule that matches a
 	// request is checked, in order; when one denies, the units charged by
 	// the rules before it are refunded (floodgate.AllowAll), so a denied
 	// request consumes nothing anywhere. Order them from the widest to the
@@ -159,17 +162,26 @@ type Config struct {
 
 	// Skip exempts requests from every rule: they pass without a decision
 	// and without rate-limit headers (health checks, internal callers).
+	// Nil exempts none.
 	Skip func(r *http.Request) bool
 
-	// Headers selects the rate-limit header fields sent.
+	// Headers selects the rate-limit header fields sent; the zero value
+	// sends them all (see Headers).
 	Headers Headers
 
-	// Body selects the body of the default 429 response.
+	// Body selects the body of every refusal the middleware writes itself:
+	// the 429 of a limit, the 503 of a limiter that failed closed or could
+	// not decide, the 500 of an invalid cost. The zero value, BodyProblem,
+	// is an RFC 9457 problem detail.
 	Body Body
 
-	// OnLimited writes the response to a denied request. The rate-limit
-	// headers, Retry-After included, are already set when it runs. Nil means
-	// status 429 with the body Body selects.
+	// OnLimited writes the response to every refused request: a limit's
+	// denial, and the refusals no limit made, whose Result's Source says
+	// why (floodgate.SourceFailClosed or SourceError: 503; SourceInvalidCost:
+	// 500; Status maps a Result to its status), so that one handler shapes
+	// them all (an application's JSON error envelope). The rate-limit
+	// headers, Retry-After included, are already set when it runs. Nil
+	// means the status with the body Body selects.
 	OnLimited func(w http.ResponseWriter, r *http.Request, res floodgate.Result)
 
 	// OnError decides what happens to a request whose limiter could not
@@ -196,7 +208,7 @@ type Config struct {
 	Clock floodgate.Clock
 
 	// LogKeys writes the keys of failed decisions to the log as they are.
-	// By default a log line names a key by floodgate.RedactKey's stand-in,
+	// False, the default, names a key by floodgate.RedactKey's stand-in,
 	// since keys are addresses, API keys and logins.
 	LogKeys bool
 }
@@ -361,16 +373,25 @@ func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, v *Verdict,
 	case outNone:
 		return true, nil
 	case outError:
-		return m.onError(w, r, v.err), nil
-	case outInvalidCost:
-		v.writeFixed(w, http.StatusInternalServerError)
+		tw := &trackWriter{ResponseWriter: w}
+		if m.onError(tw, r, v.err) {
+			return true, nil
+		}
+		if !tw.wrote {
+			// OnError refused and left the answer to the middleware
+			// (UnavailableOnError): a refusal like the others.
+			v.Refuse()
+			m.refuse(w, r, v)
+		}
+		return false, nil
+	case outInvalidCost, outRefused:
+		m.refuse(w, r, v)
 		return false, nil
 	case outFailOpen:
 		v.writeSource(w)
 		return true, nil
 	case outFailClosed:
-		v.writeSource(w)
-		v.writeFixed(w, http.StatusServiceUnavailable)
+		m.refuse(w, r, v)
 		return false, nil
 	}
 	withWriter = withWriter && v.counting && v.v.res.Allowed
@@ -389,31 +410,45 @@ func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, v *Verdict,
 	return false, nil
 }
 
+// refuse answers a request that no limit denied but that is not served
+// (a limiter that failed closed or could not decide: 503; an invalid
+// cost: 500) as the middleware answers a 429: Config.OnLimited when set,
+// with the Result that says why (see Status), else the body Config.Body
+// selects.
+func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, v *Verdict) {
+	h := w.Header()
+	v.Headers(func(name, value string) { h[name] = []string{value} })
+	if m.onLimited != nil {
+		m.onLimited(w, r, v.Result())
+		return
+	}
+	if ct := v.ContentType(); ct != "" {
+		h[headerType] = []string{ct}
+	}
+	w.WriteHeader(v.Status())
+	w.Write(v.AppendBody(nil))
+}
+
 // ServeOnError is the default Config.OnError: the request is served as if
 // no limit applied, without rate-limit headers.
 func ServeOnError(http.ResponseWriter, *http.Request, error) bool { return true }
 
-// UnavailableOnError is a Config.OnError that answers 503 Service
-// Unavailable with an RFC 9457 problem detail, never 500: the request is not
-// at fault.
-func UnavailableOnError(w http.ResponseWriter, _ *http.Request, _ error) bool {
-	writeUnavailable(w, 0)
-	return false
+// UnavailableOnError is a Config.OnError that refuses the request and
+// leaves the answer to the middleware: 503 Service Unavailable (never 500:
+// the request is not at fault), written by Config.OnLimited with a Result
+// of Source SourceError when it is set, else with the body Config.Body
+// selects.
+func UnavailableOnError(http.ResponseWriter, *http.Request, error) bool { return false }
+
+// trackWriter records whether Config.OnError wrote a response.
+type trackWriter struct {
+	http.ResponseWriter
+	wrote bool
 }
 
-// writeUnavailable answers 503 with a problem detail, and Retry-After when
-// the engine's failure policy said when it will try again (a circuit
-// breaker's next probe). The middleware answers so for a denial whose Source
-// is fail-closed: a limiter that cannot decide is the service's failure.
-func writeUnavailable(w http.ResponseWriter, retry time.Duration) {
-	h := w.Header()
-	h[headerType] = []string{"application/problem+json"}
-	if retry > 0 && retry != floodgate.RetryNever {
-		h[headerRetryAfter] = []string{strconv.FormatInt(max(ceilSeconds(retry), 1), 10)}
-	}
-	w.WriteHeader(http.StatusServiceUnavailable)
-	w.Write([]byte(failClosedBody))
-}
+func (w *trackWriter) WriteHeader(code int) { w.wrote = true; w.ResponseWriter.WriteHeader(code) }
 
-const failClosedBody = `{"type":"about:blank","title":"Service Unavailable","status":503,` +
-	`"detail":"The rate limiter is unavailable; retry shortly."}`
+func (w *trackWriter) Write(b []byte) (int, error) { w.wrote = true; return w.ResponseWriter.Write(b) }
+
+// Unwrap returns the writer underneath, for http.ResponseController.
+func (w *trackWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -444,7 +444,7 @@ func TestEngineFailure(t *testing.T) {
 		if got := rec.Header().Get("Content-Type"); got != "application/problem+json" {
 			t.Errorf("Content-Type %q", got)
 		}
-		if want := `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"The rate limiter is unavailable; retry shortly."}`; rec.Body.String() != want {
+		if want := `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"The rate limiter is unavailable; retry shortly."}` + "\n"; rec.Body.String() != want {
 			t.Errorf("body %s", rec.Body)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,12 +15,19 @@ import (
 )
 
 // DeciderConfig configures a Decider: how its verdicts are written. The
-// fields mean what the fields of the same names in Config mean.
+// fields mean what the fields of the same names in Config mean, and so do
+// their zero values.
 type DeciderConfig struct {
+	// Headers selects the rate-limit fields; the zero value sends them all.
 	Headers Headers
-	Body    Body
-	Logger  *slog.Logger
-	Clock   floodgate.Clock
+	// Body selects the body of refusals; the zero value is BodyProblem.
+	Body Body
+	// Logger receives limiter errors; nil means slog.Default().
+	Logger *slog.Logger
+	// Clock tells the time for Headers.UnixReset; nil means
+	// floodgate.SystemClock.
+	Clock floodgate.Clock
+	// LogKeys logs keys as they are; false logs redacted stand-ins.
 	LogKeys bool
 }
 
@@ -75,13 +83,17 @@ func (d *Decider) init(cfg DeciderConfig) []error {
 // A Charge is one limit a request is checked against: what a Rule amounts
 // to once its functions have run on the request.
 type Charge struct {
+	// Limiter decides the charge. It must be set.
 	Limiter floodgate.Limiter
-	Key     string
+	// Key is the key charged; "" is a valid key, shared by every request
+	// that gets it.
+	Key string
 	// Cost is the units the request costs; 0 peeks. A negative cost makes
 	// the Verdict answer 500 (see Rule.Cost).
 	Cost int64
 	// Count and ResponseCost mean what Rule's fields of the same names
-	// mean; they take effect in Verdict.Settle.
+	// mean, zero values included (all responses count; the cost stands);
+	// they take effect in Verdict.Settle.
 	Count        Count
 	ResponseCost func(status int, h http.Header) int64
 }
@@ -130,7 +142,38 @@ const (
 	outInvalidCost                // a charge had a negative cost: 500
 	outFailOpen                   // the engine failed open: serve
 	outFailClosed                 // the engine failed closed: 503
+	outRefused                    // the limiter could not decide, and the request is refused: 503
 )
+
+// Sources of the Results that stand for refusals no limit made: what
+// Verdict.Result and Config.OnLimited see when the limiter could not
+// decide, or a cost was invalid. The engines' own fail-closed denials keep
+// floodgate.SourceFailClosed.
+const (
+	// SourceError marks a request refused because its limiter could not
+	// decide (an engine error no failure mode absorbed): answered 503.
+	SourceError floodgate.Source = "error"
+
+	// SourceInvalidCost marks a request refused because a Rule's Cost
+	// returned a negative cost, a bug of the server: answered 500.
+	SourceInvalidCost floodgate.Source = "invalid-cost"
+)
+
+// Status returns the status of the response to a request refused with
+// res: 503 Service Unavailable when the limiter failed closed or could not
+// decide (Source floodgate.SourceFailClosed or SourceError), 500 for
+// SourceInvalidCost, and 429 Too Many Requests for a limit's denial. A
+// Config.OnLimited that writes its own body answers with it, so that every
+// refusal keeps its meaning.
+func Status(res floodgate.Result) int {
+	switch res.Source {
+	case floodgate.SourceFailClosed, SourceError:
+		return http.StatusServiceUnavailable
+	case SourceInvalidCost:
+		return http.StatusInternalServerError
+	}
+	return http.StatusTooManyRequests
+}
 
 // A Verdict is the decision for one request and everything a front end
 // writes about it: Status, Headers, ContentType and AppendBody, then, for a
@@ -167,6 +210,7 @@ func (v *Verdict) add(slot int, lim floodgate.Limiter, key string, cost int64, c
 // is wrong, and a bug must not switch limiting off.
 func (v *Verdict) refuseCost(lim floodgate.Limiter, cost int64) {
 	v.out = outInvalidCost
+	v.v.res = floodgate.Result{Source: SourceInvalidCost, Policy: lim.Name(), RetryAfter: floodgate.RetryNever}
 	v.d.logError(v.ctx, fmt.Errorf("%w: policy %s: the rule's Cost returned %d; costs are 0 (peek) or more", floodgate.ErrInvalidCost, lim.Name(), cost), "")
 }
 
@@ -186,6 +230,7 @@ func (d *Decider) decide(v *Verdict) {
 	}
 	if err != nil {
 		v.err, v.out = err, outError
+		v.v.res = floodgate.Result{Source: SourceError, Policy: cs.c[0].Limiter.Name()}
 		d.logError(v.ctx, err, cs.c[0].Key)
 		return
 	}
@@ -209,8 +254,18 @@ func (d *Decider) decide(v *Verdict) {
 
 // Err returns the error of a limiter that could not decide (see
 // Config.OnError), or nil. The front end chooses whether to serve such a
-// request; the error has been logged.
+// request; the error has been logged. To refuse it with the response the
+// middleware writes for refusals (503, Config.Body's format), call Refuse.
 func (v *Verdict) Err() error { return v.err }
+
+// Refuse turns a verdict whose limiter could not decide (Err is not nil)
+// into a refusal: Status becomes 503, and ContentType and AppendBody
+// describe its body. It does nothing to other verdicts.
+func (v *Verdict) Refuse() {
+	if v.out == outError {
+		v.out = outRefused
+	}
+}
 
 // Status returns the status a front end answers with instead of serving
 // the request: 429 when a limit denied it, 503 when the engine failed
@@ -224,20 +279,22 @@ func (v *Verdict) Status() int {
 		}
 	case outInvalidCost:
 		return http.StatusInternalServerError
-	case outFailClosed:
+	case outFailClosed, outRefused:
 		return http.StatusServiceUnavailable
 	}
 	return 0
 }
 
 // Result returns the Result that drove the decision: the denial, or the
-// admission with the fewest units left. It is the zero Result when nothing
-// was decided.
+// admission with the fewest units left. A limiter that could not decide
+// has a Result of Source SourceError, an invalid cost one of Source
+// SourceInvalidCost (see Status). It is the zero Result when nothing was
+// checked.
 func (v *Verdict) Result() floodgate.Result {
-	if v.out == outDecided || v.out == outFailOpen || v.out == outFailClosed {
-		return v.v.res
+	if v.out == outNone {
+		return floodgate.Result{}
 	}
-	return floodgate.Result{}
+	return v.v.res
 }
 
 // Drive returns the index, among the charges given to Decide, of the one
@@ -273,44 +330,73 @@ func (v *Verdict) Headers(set func(name, value string)) {
 		for i := range f.n {
 			set(f.name[i], f.val[i])
 		}
-	case outFailOpen, outFailClosed:
+	case outFailOpen, outFailClosed, outRefused:
 		if v.d.hdr.Source {
 			set(headerSource, string(v.v.res.Source))
 		}
-		if retry := v.v.res.RetryAfter; v.out == outFailClosed && retry > 0 && retry != floodgate.RetryNever {
+		if retry := v.v.res.RetryAfter; v.out == outFailClosed && !v.d.hdr.DisableRetryAfter && retry > 0 && retry != floodgate.RetryNever {
 			set(headerRetryAfter, itoa(max(ceilSeconds(retry), 1)))
 		}
 	}
 }
 
 // ContentType returns the media type of the body AppendBody writes, or ""
-// when there is none.
+// when there is none: every refusal's body has the format Config.Body
+// selects.
 func (v *Verdict) ContentType() string {
-	switch v.Status() {
-	case http.StatusTooManyRequests:
-		switch v.d.body {
-		case BodyJSON:
-			return "application/json"
-		case BodyProblem:
-			return "application/problem+json"
-		}
-	case http.StatusInternalServerError, http.StatusServiceUnavailable:
+	if v.Status() == 0 {
+		return ""
+	}
+	switch v.d.body {
+	case BodyJSON:
+		return "application/json"
+	case BodyProblem:
 		return "application/problem+json"
 	}
 	return ""
 }
 
-// AppendBody appends the body of the Status response to b: the 429 body
-// Config.Body selects, or the problem detail of a 503 or 500. A request
+// AppendBody appends the body of the Status response to b, in the format
+// Config.Body selects: the 429 of a limit, the 503 of a limiter that
+// failed closed or could not decide, the 500 of an invalid cost. A request
 // that is served has no body of the limiter's.
 func (v *Verdict) AppendBody(b []byte) []byte {
-	switch v.Status() {
+	switch status := v.Status(); status {
 	case http.StatusTooManyRequests:
 		return v.appendLimited(b)
-	case http.StatusInternalServerError:
-		return append(b, invalidCostBody...)
-	case http.StatusServiceUnavailable:
-		return append(b, failClosedBody...)
+	case http.StatusServiceUnavailable, http.StatusInternalServerError:
+		return v.appendRefused(b, status)
+	}
+	return b
+}
+
+// appendRefused appends the body of a refusal no limit made: 503 or 500.
+func (v *Verdict) appendRefused(b []byte, status int) []byte {
+	retry := int64(0)
+	if r := v.v.res.RetryAfter; status == http.StatusServiceUnavailable && r > 0 && r != floodgate.RetryNever {
+		retry = max(ceilSeconds(r), 1)
+	}
+	switch v.d.body {
+	case BodyJSON:
+		if status == http.StatusInternalServerError {
+			return append(b, `{"error":"rate limiter given an invalid request cost"}`+"\n"...)
+		}
+		b = append(b, `{"error":"rate limiter unavailable"`...)
+		if retry > 0 {
+			b = append(b, `,"retry_after":`...)
+			b = strconv.AppendInt(b, retry, 10)
+		}
+		return append(b, "}\n"...)
+	case BodyProblem:
+		if status == http.StatusInternalServerError {
+			return append(b, invalidCostBody...)
+		}
+		b = append(b, failClosedPrefix...)
+		if retry > 0 {
+			b = append(b, `,"retry-after":`...)
+			b = strconv.AppendInt(b, retry, 10)
+		}
+		return append(b, "}\n"...)
 	}
 	return b
 }
@@ -398,16 +484,6 @@ func chargeActual(ctx context.Context, c *floodgate.Check, actual int64) error {
 	return err
 }
 
-// writeFixed writes a response of the limiter's own making to w: status
-// with the fields and the body of Headers and AppendBody.
-func (v *Verdict) writeFixed(w http.ResponseWriter, status int) {
-	h := w.Header()
-	v.Headers(func(name, value string) { h[name] = []string{value} })
-	h[headerType] = []string{v.ContentType()}
-	w.WriteHeader(status)
-	w.Write(v.AppendBody(nil))
-}
-
 // writeSource sets the fields of a fail-open admission: X-RateLimit-Source
 // when Headers.Source asks for it, since an operator looking at the answer
 // should see why it has no quota.
@@ -417,8 +493,12 @@ func (v *Verdict) writeSource(w http.ResponseWriter) {
 	}
 }
 
-const invalidCostBody = `{"type":"about:blank","title":"Internal Server Error","status":500,` +
-	`"detail":"The rate limiter was given an invalid request cost."}`
+const (
+	invalidCostBody = `{"type":"about:blank","title":"Internal Server Error","status":500,` +
+		`"detail":"The rate limiter was given an invalid request cost."}` + "\n"
+	failClosedPrefix = `{"type":"about:blank","title":"Service Unavailable","status":503,` +
+		`"detail":"The rate limiter is unavailable; retry shortly."`
+)
 
 // logError logs a limiter error, at most once per second. The key is
 // redacted unless the config says otherwise.

@@ -16,6 +16,7 @@ package chilimit
 import (
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/go-chi/chi/v5"
@@ -50,3 +51,27 @@ func KeyByRoute(routes chi.Routes) httplimit.KeyFunc {
 // routeContexts are the scratch contexts of route look-ups: chi's Find
 // records the URL parameters it meets in one.
 var routeContexts = sync.Pool{New: func() any { return chi.NewRouteContext() }}
+
+// ByIP returns chi middleware that lets n requests per period through for
+// each client address: httplimit.LimitByIP, under the name chi users look
+// for (httprate.LimitByIP):
+//
+//	r.Use(chilimit.ByIP(100, time.Minute))
+//
+// The address is the connection's peer, never a header (chi's
+// middleware.RealIP rewrites RemoteAddr from headers any client can send;
+// do not put it in front): name the proxies in front with
+// httplimit.TrustProxies, and share the limit between instances with
+// httplimit.Redis. It panics on a non-positive n or period or an invalid
+// option.
+func ByIP(n int64, per time.Duration, opts ...httplimit.Option) func(http.Handler) http.Handler {
+	return httplimit.LimitByIP(n, per, opts...)
+}
+
+// ByHeader is ByIP keyed by a request header the server checks, such as an
+// API key, and by address for requests without it:
+//
+//	r.Use(chilimit.ByHeader("X-API-Key", 1000, time.Hour, httplimit.Redis(client)))
+func ByHeader(header string, n int64, per time.Duration, opts ...httplimit.Option) func(http.Handler) http.Handler {
+	return httplimit.LimitByHeader(header, n, per, opts...)
+}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/contrib/chi"
-	"github.com/floodgate-go/floodgate/contrib/internal/adaptertest"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httplimit/httplimittest"
 	"github.com/go-chi/chi/v5"
 )
 
@@ -86,7 +86,7 @@ func compare(t *testing.T, got, want []string) {
 // Every chi route gets its own limit through KeyByRoute, where
 // httplimit.KeyByRoute would put them all under one key.
 func TestPerRouteLimit(t *testing.T) {
-	lim, _ := adaptertest.Limiters(t, floodgate.PerMinute(1), floodgate.PerHour(1))
+	lim, _ := httplimittest.Limiters(t, floodgate.PerMinute(1), floodgate.PerHour(1))
 	r := chi.NewRouter()
 	mw, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: lim, Key: chilimit.KeyByRoute(r)}}})
 	if err != nil {
@@ -108,13 +108,13 @@ func TestPerRouteLimit(t *testing.T) {
 }
 
 func TestAdapter(t *testing.T) {
-	adaptertest.Run(t, func(t *testing.T, s adaptertest.Setup) string {
+	httplimittest.Run(t, func(t *testing.T, s httplimittest.Setup) string {
 		r := chi.NewRouter()
-		r.Use(adaptertest.Middleware(t, s).Handler)
+		r.Use(httplimittest.Middleware(t, s).Handler)
 		r.Get("/hello", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello") })
 		r.Post("/login", func(w http.ResponseWriter, req *http.Request) {
-			w.WriteHeader(adaptertest.LoginStatus(req.PostFormValue("password")))
+			w.WriteHeader(httplimittest.LoginStatus(req.PostFormValue("password")))
 		})
-		return adaptertest.Serve(t, r)
+		return httplimittest.Serve(t, r)
 	})
 }

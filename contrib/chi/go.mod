@@ -2,7 +2,7 @@ module github.com/floodgate-go/floodgate/contrib/chi
 
 go 1.26.0
 
-require github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
+require github.com/floodgate-go/floodgate v0.1.0
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -11,11 +11,4 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 )
 
-require (
-	github.com/floodgate-go/floodgate/contrib/internal v0.0.0-00010101000000-000000000000
-	github.com/go-chi/chi/v5 v5.5.0
-)
-
-replace github.com/floodgate-go/floodgate => ../..
-
-replace github.com/floodgate-go/floodgate/contrib/internal => ../internal
+require github.com/go-chi/chi/v5 v5.5.0

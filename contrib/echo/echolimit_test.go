@@ -7,28 +7,28 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	echolimit "github.com/floodgate-go/floodgate/contrib/echo"
-	"github.com/floodgate-go/floodgate/contrib/internal/adaptertest"
+	"github.com/floodgate-go/floodgate/httplimit/httplimittest"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 )
 
 func TestAdapter(t *testing.T) {
-	adaptertest.Run(t, func(t *testing.T, s adaptertest.Setup) string {
+	httplimittest.Run(t, func(t *testing.T, s httplimittest.Setup) string {
 		e := echo.New()
-		e.Use(echolimit.New(adaptertest.Middleware(t, s)))
+		e.Use(echolimit.New(httplimittest.Middleware(t, s)))
 		e.GET("/hello", func(c echo.Context) error { return c.String(http.StatusOK, "hello") })
-		e.POST("/login", func(c echo.Context) error { return c.NoContent(adaptertest.LoginStatus(c.FormValue("password"))) })
-		return adaptertest.Serve(t, e)
+		e.POST("/login", func(c echo.Context) error { return c.NoContent(httplimittest.LoginStatus(c.FormValue("password"))) })
+		return httplimittest.Serve(t, e)
 	})
 }
 
 // With Echo's test tooling (a context over a recorder): a denied request is
 // answered by the middleware and never reaches the handler.
 func TestContext(t *testing.T) {
-	api, login := adaptertest.Limiters(t, floodgate.PerMinute(1), floodgate.PerHour(1))
+	api, login := httplimittest.Limiters(t, floodgate.PerMinute(1), floodgate.PerHour(1))
 	e := echo.New()
-	mw := echolimit.New(adaptertest.Middleware(t, adaptertest.Setup{API: api, Login: login}))
-	adaptertest.OneThenDenied(t, func(rec *httptest.ResponseRecorder) bool {
+	mw := echolimit.New(httplimittest.Middleware(t, httplimittest.Setup{API: api, Login: login}))
+	httplimittest.OneThenDenied(t, func(rec *httptest.ResponseRecorder) bool {
 		ran := false
 		h := mw(func(c echo.Context) error { ran = true; return c.String(http.StatusOK, "hello") })
 		if err := h(e.NewContext(httptest.NewRequest("GET", "/hello", nil), rec)); err != nil {
@@ -41,10 +41,10 @@ func TestContext(t *testing.T) {
 // Handler errors count with the status Echo's error handler answers, and
 // a panic behind middleware.Recover counts as a failure.
 func TestErrorsCountAsFailures(t *testing.T) {
-	api, login := adaptertest.Limiters(t, floodgate.PerMinute(100), floodgate.PerHour(3))
+	api, login := httplimittest.Limiters(t, floodgate.PerMinute(100), floodgate.PerHour(3))
 	e := echo.New()
 	e.Use(middleware.Recover())
-	e.Use(echolimit.New(adaptertest.Middleware(t, adaptertest.Setup{API: api, Login: login})))
+	e.Use(echolimit.New(httplimittest.Middleware(t, httplimittest.Setup{API: api, Login: login})))
 	e.POST("/login", func(c echo.Context) error {
 		switch c.FormValue("password") {
 		case "panic":
@@ -56,6 +56,6 @@ func TestErrorsCountAsFailures(t *testing.T) {
 		}
 		return c.NoContent(http.StatusNoContent)
 	})
-	try := adaptertest.Try
-	adaptertest.Attempts(t, e, try("ok", 204), try("panic", 500), try("ok", 204), try("forbidden", 403), try("ok", 204), try("error", 502), try("ok", 429))
+	try := httplimittest.Try
+	httplimittest.Attempts(t, e, try("ok", 204), try("panic", 500), try("ok", 204), try("forbidden", 403), try("ok", 204), try("error", 502), try("ok", 429))
 }

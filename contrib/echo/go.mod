@@ -2,7 +2,7 @@ module github.com/floodgate-go/floodgate/contrib/echo
 
 go 1.26.0
 
-require github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
+require github.com/floodgate-go/floodgate v0.1.0
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -12,7 +12,6 @@ require (
 )
 
 require (
-	github.com/floodgate-go/floodgate/contrib/internal v0.0.0-00010101000000-000000000000
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/labstack/gommon v0.5.0 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect
@@ -24,7 +23,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )
-
-replace github.com/floodgate-go/floodgate => ../..
-
-replace github.com/floodgate-go/floodgate/contrib/internal => ../internal

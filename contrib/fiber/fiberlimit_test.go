@@ -16,8 +16,9 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
 	fiberlimit "github.com/floodgate-go/floodgate/contrib/fiber"
-	"github.com/floodgate-go/floodgate/contrib/internal/adaptertest"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httplimit/httplimittest"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/gofiber/fiber/v3"
 )
@@ -41,12 +42,12 @@ func serve(t *testing.T, app *fiber.App) string {
 }
 
 func TestAdapter(t *testing.T) {
-	adaptertest.Run(t, func(t *testing.T, s adaptertest.Setup) string {
+	httplimittest.Run(t, func(t *testing.T, s httplimittest.Setup) string {
 		app := fiber.New()
 		app.Get("/hello", fiberlimit.New(fiberlimit.Config{Limiter: s.API, ClientIP: s.ClientIP}),
 			func(c fiber.Ctx) error { return c.SendString("hello") })
 		app.Post("/login", fiberlimit.New(fiberlimit.Config{Limiter: s.Login, ClientIP: s.ClientIP, SkipSuccessfulRequests: true}),
-			func(c fiber.Ctx) error { return c.SendStatus(adaptertest.LoginStatus(c.FormValue("password"))) })
+			func(c fiber.Ctx) error { return c.SendStatus(httplimittest.LoginStatus(c.FormValue("password"))) })
 		return serve(t, app)
 	})
 }
@@ -174,7 +175,7 @@ func TestLongKeys(t *testing.T) {
 func TestAlgorithmAndStore(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	defer s.Close()
-	a := app(fiberlimit.Config{Max: 2, Expiration: time.Hour, Algorithm: floodgate.FixedWindow, Store: s, Name: "fixed"})
+	a := app(fiberlimit.Config{Max: 2, Expiration: time.Hour, LimiterMiddleware: fiberlimit.FixedWindow{Aligned: true}, Store: s, Name: "fixed"})
 	equal(t, "fixed window", statuses(t, a, 3, "/"), 200, 200, 429)
 	_, h, _ := do(t, a, "GET", "/")
 	if h.Get("Ratelimit-Policy") != `"fixed";q=2;w=3600` {
@@ -221,5 +222,27 @@ func TestFailClosed(t *testing.T) {
 	status, h, body := do(t, app(fiberlimit.Config{Store: fs}), "GET", "/")
 	if status != 503 || h.Get("Content-Type") != "application/problem+json" || !strings.Contains(body, `"status":503`) {
 		t.Errorf("fail closed: %d %v %s", status, h, body)
+	}
+}
+
+// The fail-closed 503 takes the Body format and LimitReached, as the 429
+// does.
+func TestFailClosedShaped(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	defer s.Close()
+	fs, err := failover.New(down{s}, failover.Options{Mode: failover.FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, h, body := do(t, app(fiberlimit.Config{Store: fs, Body: httplimit.BodyJSON}), "GET", "/")
+	if status != 503 || h.Get("Content-Type") != "application/json" || !strings.Contains(body, `"error":"rate limiter unavailable"`) {
+		t.Errorf("JSON body: %d %v %s", status, h, body)
+	}
+	status, _, body = do(t, app(fiberlimit.Config{Store: fs, LimitReached: func(c fiber.Ctx) error {
+		code := httplimit.Status(fiberlimit.ResultOf(c))
+		return c.Status(code).JSON(fiber.Map{"error": "refused", "code": code})
+	}}), "GET", "/")
+	if status != 503 || body != `{"code":503,"error":"refused"}` {
+		t.Errorf("LimitReached: %d %s", status, body)
 	}
 }

@@ -2,10 +2,7 @@ module github.com/floodgate-go/floodgate/contrib/fiber
 
 go 1.26.0
 
-require (
-	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-go/floodgate/contrib/internal v0.0.0-00010101000000-000000000000
-)
+require github.com/floodgate-go/floodgate v0.1.0
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -25,13 +22,9 @@ require (
 	github.com/philhofer/fwd v1.2.0 // indirect
 	github.com/tinylib/msgp v1.6.3 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
-	github.com/valyala/fasthttp v1.69.0 // indirect
+	github.com/valyala/fasthttp v1.69.0
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )
-
-replace github.com/floodgate-go/floodgate => ../..
-
-replace github.com/floodgate-go/floodgate/contrib/internal => ../internal

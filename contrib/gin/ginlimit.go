@@ -12,6 +12,9 @@
 package ginlimit
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/gin-gonic/gin"
 )
@@ -31,5 +34,35 @@ func New(m *httplimit.Middleware) gin.HandlerFunc {
 			c.Next()
 			return c.Writer.Status()
 		}, c.Writer.Header())
+	}
+}
+
+// ByIP returns gin middleware that lets n requests per period through for
+// each client address, as httplimit.LimitByIP does:
+//
+//	router.Use(ginlimit.ByIP(100, time.Minute))
+//
+// The address is the connection's peer, never gin's c.ClientIP(): name the
+// proxies in front with httplimit.TrustProxies, and share the limit
+// between instances with httplimit.Redis. It panics on a non-positive n or
+// period or an invalid option; httplimit.ByIP with New returns the error.
+func ByIP(n int64, per time.Duration, opts ...httplimit.Option) gin.HandlerFunc {
+	return New(must("ByIP", n, per)(httplimit.ByIP(n, per, opts...)))
+}
+
+// ByHeader is ByIP keyed by a request header the server checks, such as an
+// API key, and by address for requests without it (httplimit.KeyByHeader):
+//
+//	router.Use(ginlimit.ByHeader("X-API-Key", 1000, time.Hour, httplimit.Redis(client)))
+func ByHeader(header string, n int64, per time.Duration, opts ...httplimit.Option) gin.HandlerFunc {
+	return New(must("ByHeader", n, per)(httplimit.ByHeader(header, n, per, opts...)))
+}
+
+func must(fn string, n int64, per time.Duration) func(*httplimit.Middleware, error) *httplimit.Middleware {
+	return func(m *httplimit.Middleware, err error) *httplimit.Middleware {
+		if err != nil {
+			panic(fmt.Sprintf("ginlimit: %s(%d, %s): %v", fn, n, per, err))
+		}
+		return m
 	}
 }

@@ -2,7 +2,7 @@ module github.com/floodgate-go/floodgate/contrib/gin
 
 go 1.26.0
 
-require github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
+require github.com/floodgate-go/floodgate v0.1.0
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -15,7 +15,6 @@ require (
 	github.com/bytedance/sonic v1.15.0 // indirect
 	github.com/bytedance/sonic/loader v0.5.0 // indirect
 	github.com/cloudwego/base64x v0.1.6 // indirect
-	github.com/floodgate-go/floodgate/contrib/internal v0.0.0-00010101000000-000000000000
 	github.com/gabriel-vasile/mimetype v1.4.12 // indirect
 	github.com/gin-contrib/sse v1.1.0 // indirect
 	github.com/gin-gonic/gin v1.12.0
@@ -43,7 +42,3 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/floodgate-go/floodgate => ../..
-
-replace github.com/floodgate-go/floodgate/contrib/internal => ../internal

@@ -2,10 +2,7 @@ module github.com/floodgate-go/floodgate/contrib/grpc
 
 go 1.26.0
 
-require (
-	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-go/floodgate/contrib/internal v0.0.0-00010101000000-000000000000
-)
+require github.com/floodgate-go/floodgate v0.1.0
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -21,7 +18,3 @@ require (
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
-
-replace github.com/floodgate-go/floodgate => ../..
-
-replace github.com/floodgate-go/floodgate/contrib/internal => ../internal

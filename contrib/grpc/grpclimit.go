@@ -59,12 +59,13 @@ type KeyFunc func(ctx context.Context, fullMethod string) string
 // A Rule is one limit of the interceptors: the methods it applies to, the
 // limiter that decides and the key and cost of a call.
 type Rule struct {
-	// Limiter decides every call the rule matches. It must be set.
+	// Limiter decides every call the rule matches. It must be set: nil is
+	// an error New reports.
 	Limiter floodgate.Limiter
 
 	// Methods are the full method names the rule applies to
 	// ("/pkg.Service/Method"), or service prefixes ending in a slash
-	// ("/pkg.Service/"). Empty means every method.
+	// ("/pkg.Service/"). Empty, the zero value, means every method.
 	Methods []string
 
 	// Key returns the key of a call; nil means its client address (see
@@ -78,14 +79,16 @@ type Rule struct {
 	// Count selects the calls that count: httplimit.CountFailed keeps the
 	// charge only for calls that end with a code other than OK (guessed
 	// credentials), CountSuccessful only for those that end OK. The call is
-	// charged before its handler runs and refunded when it ends.
+	// charged before its handler runs and refunded when it ends. The zero
+	// value, CountAll, counts every call.
 	Count httplimit.Count
 }
 
 // Config configures the interceptors.
 type Config struct {
-	// Rules are the limits a call must pass. Every rule that matches a
-	// call is checked, in order; when one denies, the others are refunded.
+	// Rules are the limits a call must pass; empty is an error (New
+	// reports it). Every rule that matches a call is checked, in order;
+	// when one denies, the others are refunded.
 	Rules []Rule
 
 	// ClientIP says which peers are trusted proxies and which metadata
@@ -94,8 +97,19 @@ type Config struct {
 	// one: the key is the peer address.
 	ClientIP clientip.Config
 
-	// Headers selects the rate-limit fields of the response metadata.
+	// Headers selects the rate-limit fields of the response metadata; the
+	// zero value sends them all.
 	Headers httplimit.Headers
+
+	// OnLimited returns the error of every refused call: a limit's denial,
+	// and the refusals no limit made, whose Result's Source says why
+	// (floodgate.SourceFailClosed or httplimit.SourceError: the limiter
+	// failed; httplimit.SourceInvalidCost: a negative cost), so that one
+	// function shapes them all (details of the service's own). The
+	// rate-limit metadata is set when it runs. Nil means RESOURCE_EXHAUSTED
+	// with RetryInfo and QuotaFailure for a denial, UNAVAILABLE for a
+	// limiter that failed, INTERNAL for an invalid cost.
+	OnLimited func(ctx context.Context, fullMethod string, res floodgate.Result) error
 
 	// OnError decides about a call whose limiter could not decide: nil
 	// lets the call through, an error fails it with that error (a status
@@ -103,15 +117,21 @@ type Config struct {
 	// call is served. Errors are logged to Logger (nil: slog.Default()) at
 	// most once a second, keys redacted unless LogKeys is set.
 	OnError func(ctx context.Context, fullMethod string, err error) error
-	Logger  *slog.Logger
+
+	// Logger receives limiter errors; nil means slog.Default().
+	Logger *slog.Logger
+
+	// LogKeys logs keys as they are; false logs floodgate.RedactKey's
+	// stand-ins.
 	LogKeys bool
 }
 
 // Interceptors limits gRPC calls. It is safe for concurrent use.
 type Interceptors struct {
-	d       *httplimit.Decider
-	rules   []Rule
-	onError func(context.Context, string, error) error
+	d         *httplimit.Decider
+	rules     []Rule
+	onError   func(context.Context, string, error) error
+	onLimited func(context.Context, string, floodgate.Result) error
 }
 
 // New validates cfg and returns its interceptors.
@@ -144,7 +164,7 @@ func New(cfg Config) (*Interceptors, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return &Interceptors{d: d, rules: rules, onError: cfg.OnError}, nil
+	return &Interceptors{d: d, rules: rules, onError: cfg.OnError, onLimited: cfg.OnLimited}, nil
 }
 
 // KeyByPeer keys calls by client address as k resolves it from the peer
@@ -244,7 +264,11 @@ func (in *Interceptors) decide(ctx context.Context, method string, v *httplimit.
 	if md != nil {
 		setHeader(md) // fails only once headers were sent: not yet
 	}
-	switch v.Status() {
+	st := v.Status()
+	if st != 0 && in.onLimited != nil {
+		return in.onLimited(ctx, method, v.Result())
+	}
+	switch st {
 	case 0:
 		return nil
 	case 429:

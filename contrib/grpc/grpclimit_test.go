@@ -2,6 +2,8 @@ package grpclimit_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -9,10 +11,12 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/clientip"
 	grpclimit "github.com/floodgate-go/floodgate/contrib/grpc"
-	"github.com/floodgate-go/floodgate/contrib/internal/redistest"
+	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httplimit/httplimittest"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/redisstore"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -251,7 +255,7 @@ func TestCountFailed(t *testing.T) {
 }
 
 func TestRedis(t *testing.T) {
-	client := redistest.Start(t)
+	client := httplimittest.Redis(t)
 	store, err := redisstore.New(client, redisstore.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -321,5 +325,82 @@ func TestConfigErrors(t *testing.T) {
 		if _, err := grpclimit.New(cfg); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// RetryStream gives streams what RetryUnary gives unary calls: a stream
+// refused at its opening is opened and sent again after the RetryInfo
+// delay, and the caller reads its first message as if nothing happened;
+// not past maxWait.
+func TestRetryStream(t *testing.T) {
+	s := memstore.New(memstore.Options{Clock: floodgate.SystemClock})
+	t.Cleanup(func() { s.Close() })
+	lims := limiters(t, s, map[string]floodgate.Limit{
+		"fast": {Rate: 1, Period: 200 * time.Millisecond}, "slow": floodgate.PerHour(1)})
+	key := func(context.Context, string) string { return "k" }
+	watchOnce := func(c healthpb.HealthClient) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		st, err := c.Watch(ctx, &healthpb.HealthCheckRequest{Service: "known"})
+		if err != nil {
+			return err
+		}
+		resp, err := st.Recv()
+		if err == nil && resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("first message %v, want SERVING", resp)
+		}
+		return err
+	}
+	c, _ := start(t, grpclimit.Config{Rules: []grpclimit.Rule{{Limiter: lims["fast"], Key: key}}},
+		grpc.WithStreamInterceptor(grpclimit.RetryStream(0)))
+	for i := range 3 {
+		wantCode(t, fmt.Sprint("stream ", i+1), watchOnce(c), codes.OK)
+	}
+	plain, _ := start(t, grpclimit.Config{Rules: []grpclimit.Rule{{Limiter: lims["slow"], Key: key}}})
+	wantCode(t, "without the interceptor, first", watchOnce(plain), codes.OK)
+	wantCode(t, "without the interceptor, second", watchOnce(plain), codes.ResourceExhausted)
+	capped, _ := start(t, grpclimit.Config{Rules: []grpclimit.Rule{{Limiter: lims["slow"], Key: func(context.Context, string) string { return "capped" }}}},
+		grpc.WithStreamInterceptor(grpclimit.RetryStream(time.Second)))
+	wantCode(t, "capped first", watchOnce(capped), codes.OK)
+	begin := time.Now()
+	wantCode(t, "beyond maxWait", watchOnce(capped), codes.ResourceExhausted)
+	if time.Since(begin) > 5*time.Second {
+		t.Errorf("waited %v for a retry beyond maxWait", time.Since(begin))
+	}
+}
+
+// downStore is an engine that always fails, as a dead Redis does.
+type downStore struct{ floodgate.Store }
+
+func (downStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
+	return algo.Verdict{}, errors.New("connection refused")
+}
+
+// OnLimited shapes every refusal: a limit's and a failed-closed
+// limiter's, each with the Result that says which.
+func TestOnLimitedShapesEveryRefusal(t *testing.T) {
+	s := memory(t)
+	fs, err := failover.New(downStore{s}, failover.Options{Mode: failover.FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, err := floodgate.New(fs, floodgate.Policy{Name: "closed", Limits: []floodgate.Limit{floodgate.PerHour(5)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := func(_ context.Context, _ string, res floodgate.Result) error {
+		return status.Errorf(codes.Aborted, "refused by %s: %d", res.Policy, httplimit.Status(res))
+	}
+	lims := limiters(t, s, map[string]floodgate.Limit{"one": floodgate.PerHour(1)})
+	c, _ := start(t, grpclimit.Config{OnLimited: shape, Rules: []grpclimit.Rule{{Limiter: lims["one"]}}})
+	call(t, c, "known")
+	_, err = call(t, c, "known")
+	if status.Code(err) != codes.Aborted || status.Convert(err).Message() != "refused by one: 429" {
+		t.Errorf("denial: %v", err)
+	}
+	c, _ = start(t, grpclimit.Config{OnLimited: shape, Rules: []grpclimit.Rule{{Limiter: closed}}})
+	_, err = call(t, c, "known")
+	if status.Code(err) != codes.Aborted || status.Convert(err).Message() != "refused by closed: 503" {
+		t.Errorf("fail closed: %v", err)
 	}
 }

@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/contrib/internal/adaptertest"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httplimit/httplimittest"
 )
 
 // Every field a Verdict writes has its metadata key in lowerName's table
 // (so it costs no allocation), and the table agrees with strings.ToLower.
 func TestLowerName(t *testing.T) {
-	lim, _ := adaptertest.Limiters(t, floodgate.PerHour(1), floodgate.PerHour(1))
+	lim, _ := httplimittest.Limiters(t, floodgate.PerHour(1), floodgate.PerHour(1))
 	d, err := httplimit.NewDecider(httplimit.DeciderConfig{Headers: httplimit.Headers{Source: true}})
 	if err != nil {
 		t.Fatal(err)

@@ -3,14 +3,15 @@ module github.com/floodgate-go/floodgate/examples/chi
 go 1.26.0
 
 require (
-	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-go/floodgate/contrib/chi v0.0.0-00010101000000-000000000000
+	github.com/floodgate-go/floodgate v0.1.0
+	github.com/floodgate-go/floodgate/contrib/chi v0.1.0
 )
 
 require github.com/go-chi/chi/v5 v5.5.0
 
-replace (
-	github.com/floodgate-go/floodgate => ../..
-	github.com/floodgate-go/floodgate/contrib/chi => ../../contrib/chi
-	github.com/floodgate-go/floodgate/contrib/internal => ../../contrib/internal
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )

@@ -3,8 +3,8 @@ module github.com/floodgate-go/floodgate/examples/fiber
 go 1.26.0
 
 require (
-	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-go/floodgate/contrib/fiber v0.0.0-00010101000000-000000000000
+	github.com/floodgate-go/floodgate v0.1.0
+	github.com/floodgate-go/floodgate/contrib/fiber v0.1.0
 	github.com/gofiber/fiber/v3 v3.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
@@ -27,10 +27,4 @@ require (
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-)
-
-replace (
-	github.com/floodgate-go/floodgate => ../..
-	github.com/floodgate-go/floodgate/contrib/fiber => ../../contrib/fiber
-	github.com/floodgate-go/floodgate/contrib/internal => ../../contrib/internal
 )

@@ -3,8 +3,8 @@ module github.com/floodgate-go/floodgate/examples/gin
 go 1.26.0
 
 require (
-	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-go/floodgate/contrib/gin v0.0.0-00010101000000-000000000000
+	github.com/floodgate-go/floodgate v0.1.0
+	github.com/floodgate-go/floodgate/contrib/gin v0.1.0
 	github.com/gin-gonic/gin v1.12.0
 )
 
@@ -12,6 +12,7 @@ require (
 	github.com/bytedance/gopkg v0.1.3 // indirect
 	github.com/bytedance/sonic v1.15.0 // indirect
 	github.com/bytedance/sonic/loader v0.5.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cloudwego/base64x v0.1.6 // indirect
 	github.com/gabriel-vasile/mimetype v1.4.12 // indirect
 	github.com/gin-contrib/sse v1.1.0 // indirect
@@ -29,19 +30,15 @@ require (
 	github.com/pelletier/go-toml/v2 v2.2.4 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/quic-go/quic-go v0.59.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
 	github.com/ugorji/go/codec v1.3.1 // indirect
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/arch v0.22.0 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-replace (
-	github.com/floodgate-go/floodgate => ../..
-	github.com/floodgate-go/floodgate/contrib/gin => ../../contrib/gin
-	github.com/floodgate-go/floodgate/contrib/internal => ../../contrib/internal
 )

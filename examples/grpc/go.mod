@@ -3,21 +3,18 @@ module github.com/floodgate-go/floodgate/examples/grpc
 go 1.26.0
 
 require (
-	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-go/floodgate/contrib/grpc v0.0.0-00010101000000-000000000000
+	github.com/floodgate-go/floodgate v0.1.0
+	github.com/floodgate-go/floodgate/contrib/grpc v0.1.0
 	google.golang.org/grpc v1.85.0
 )
 
 require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-replace (
-	github.com/floodgate-go/floodgate => ../..
-	github.com/floodgate-go/floodgate/contrib/grpc => ../../contrib/grpc
-	github.com/floodgate-go/floodgate/contrib/internal => ../../contrib/internal
 )

@@ -1,10 +1,14 @@
-// Package adaptertest is the behaviour every HTTP framework adapter of
-// floodgate shares, checked against a real server on loopback: the
-// rate-limit headers, the 429 body, client addresses behind untrusted and
-// trusted peers, failed-login counting, and the Redis engine. Each adapter's
-// tests start its framework's server and hand it to Run, so the adapters are
-// held to one standard.
-package adaptertest
+// Package httplimittest is the behaviour every HTTP front end of floodgate
+// shares, checked against a real server on loopback: the rate-limit
+// headers, the 429 body, client addresses behind untrusted and trusted
+// peers, failed-login counting, and the Redis engine shared by two servers.
+// The framework adapters' tests start their framework's server and hand it
+// to Run, so every adapter is held to one standard; an adapter for another
+// framework can hold itself to it the same way.
+//
+// The Redis checks start a real redis-server through package testkit: the
+// Debian package redis-server must be installed.
+package httplimittest
 
 import (
 	"context"
@@ -22,10 +26,11 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
-	"github.com/floodgate-go/floodgate/contrib/internal/redistest"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/redisstore"
+	"github.com/floodgate-go/floodgate/testkit"
+	"github.com/redis/go-redis/v9"
 )
 
 // Setup is what the server under test limits. It serves two routes, each
@@ -294,7 +299,7 @@ func testLogin(t *testing.T, srv Server) {
 }
 
 func testRedis(t *testing.T, srv Server) {
-	client := redistest.Start(t)
+	client := Redis(t)
 	store, err := redisstore.New(client, redisstore.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -323,4 +328,16 @@ func testRedis(t *testing.T, srv Server) {
 	t.Cleanup(func() { store2.Close() })
 	other := srv(t, Setup{API: limiter(t, store2, "api", floodgate.PerMinute(2)), Login: login})
 	ExpectProblem(t, "request 4, to another server", Do(t, "GET", other+"/hello", nil), "api", 30)
+}
+
+// Redis starts a redis-server for the test (testkit.Redis) and returns a
+// client for it, closed when the test ends. The client's round trips end
+// with their context and are never retried, as floodgate's Redis engine
+// expects.
+func Redis(t testing.TB) *redis.Client {
+	t.Helper()
+	srv := testkit.Redis(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	return c
 }
