@@ -25,7 +25,7 @@ import (
 // most 10 turns, 100 ms, plus the proxy's wake-ups, which the burst
 // absorbs; when every waiter asked the limiter on its own, some of them
 // lost that race until their max_wait ran out, and pgbench aborted them),
-// then 40 pgx clients at twice the limit, where the excess gets 53400
+// then 80 pgx clients at twice the limit, where the excess gets 53400
 // after waiting its max_wait, and what passes is what the limit admits.
 func TestMaxWaitUnderLoad(t *testing.T) {
 	pg := testkit.Postgres(t)
@@ -35,7 +35,9 @@ func TestMaxWaitUnderLoad(t *testing.T) {
 	}
 	const rate, burst, maxWait = 100, 10, 500 * time.Millisecond
 	newProxy := func(t *testing.T) *testProxy {
-		store := memstore.New(memstore.Options{})
+		// The system clock, not the engine's coarse default, so that what
+		// passes can be checked against the limit to the unit.
+		store := memstore.New(memstore.Options{Clock: floodgate.SystemClock})
 		t.Cleanup(func() { store.Close() })
 		lim, err := floodgate.New(store, floodgate.Policy{Name: "u", Limits: []floodgate.Limit{floodgate.PerSecond(rate).WithBurst(burst)}})
 		if err != nil {
@@ -68,7 +70,11 @@ func TestMaxWaitUnderLoad(t *testing.T) {
 
 	t.Run("TwiceTheLimit", func(t *testing.T) {
 		tp := newProxy(t)
-		const clients, period, run = 40, 200 * time.Millisecond, 3 * time.Second // 200/s offered
+		// 200/s offered. A client waits for its answer before it sends
+		// again, so even if every query waited its whole max_wait, the
+		// clients would still offer 80 / 0.5 s = 160/s, more than the
+		// limit: the line overflows however slow the machine is.
+		const clients, period, run = 80, 400 * time.Millisecond, 3 * time.Second
 		type result struct {
 			waited time.Duration
 			code   string
