@@ -35,9 +35,10 @@ func TestRelayAllocs(t *testing.T) {
 
 	up := &fakeConn{}
 	c := newConn(p, &fakeConn{})
-	c.params.user, c.ipKey = "alice", "192.0.2.1"
+	c.params.User, c.ipKey = "alice", "192.0.2.1"
 	c.uw = bufio.NewWriterSize(up, bufSize)
 	c.status.Store('I')
+	c.started = true
 	clientRd, serverRd := bytes.NewReader(nil), bytes.NewReader(nil)
 	c.cr = bufio.NewReaderSize(clientRd, bufSize)
 	c.up = &fakeConn{r: serverRd}

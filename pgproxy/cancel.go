@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"sync"
 	"time"
+
+	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 )
 
 // Clients cancel a query by sending, on a new connection, the key their
@@ -26,7 +28,7 @@ type cancelMap struct {
 // connection. A malformed body is passed on unchanged for the client to
 // reject.
 func (c *conn) backendKey(body []byte) {
-	if len(body) < 4+minSecretLen || len(body) > 4+maxSecretLen {
+	if len(body) < 4+pgwire.MinSecretLen || len(body) > 4+pgwire.MaxSecretLen {
 		return
 	}
 	c.keyMu.Lock()
@@ -95,9 +97,9 @@ func (m *cancelMap) remove(c *conn) {
 // it answers nothing either way.
 func (c *conn) forwardCancel(packet []byte) {
 	p := c.p
-	pid, secret, err := parseCancel(packet)
+	pid, secret, err := pgwire.ParseCancelRequest(packet)
 	if err != nil {
-		c.fail("CancelRequest", err)
+		c.fail("CancelRequest", c.client, err)
 		return
 	}
 	target := p.cancels.lookup(pid, secret)
@@ -111,10 +113,7 @@ func (c *conn) forwardCancel(packet []byte) {
 	default:
 	}
 	target.keyMu.Lock()
-	out := binary.BigEndian.AppendUint32(nil, uint32(12+len(target.upSecret)))
-	out = binary.BigEndian.AppendUint32(out, codeCancelRequest)
-	out = binary.BigEndian.AppendUint32(out, target.upPID)
-	out = append(out, target.upSecret...)
+	out := pgwire.AppendCancelRequest(nil, target.upPID, target.upSecret)
 	target.keyMu.Unlock()
 	up, err := c.dialUpstream(c.ctx)
 	if err == nil {

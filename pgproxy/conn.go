@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 )
 
 var errTooManyFiles = syscall.EMFILE
@@ -41,7 +42,7 @@ type conn struct {
 	ipKey  string
 	ipLog  string // ip redacted for logs
 
-	params startupParams
+	params pgwire.StartupParams
 
 	// connMu guards the fields close reads that serve sets once it runs:
 	// client (after TLS) and up.
@@ -64,24 +65,32 @@ type conn struct {
 	// cancelWait is signalled by a CancelRequest for this connection, to
 	// end a query waiting under MaxWait.
 	cancelWait chan struct{}
+	waiter     *waiter // this connection's place in line, when its query waits
 
 	// state shared by the two relay directions; see relay.go.
-	wmu      sync.Mutex // serialises writes to the client
-	midMsg   bool       // the last write to the client ended inside a message (wmu)
-	pending  []byte     // replies to write once at a message boundary (wmu)
-	expected atomic.Int64
-	received atomic.Int64
-	status   atomic.Uint32 // last ReadyForQuery status
-	readyCh  chan struct{} // signalled on every ReadyForQuery
+	wmu          sync.Mutex    // serialises writes to the client
+	midMsg       bool          // the last write to the client ended inside a message (wmu)
+	pending      []byte        // replies to write once at a message boundary (wmu)
+	fatalQueued  bool          // pending ends with a FATAL (wmu)
+	clientDone   bool          // a FATAL was written: nothing more goes to the client (wmu)
+	fatalWritten chan struct{} // closed when a queued FATAL is written
+	authAsked    atomic.Int64  // authentication requests the server sent that want an answer
+	expected     atomic.Int64
+	received     atomic.Int64
+	status       atomic.Uint32 // last ReadyForQuery status
+	readyCh      chan struct{} // signalled on every ReadyForQuery
 
 	// client-to-server state
-	inCycle    bool                         // inside an extended-protocol cycle (after its first message, before Sync)
-	discarding bool                         // dropping a rejected cycle's messages up to its Sync
-	exempt     bool                         // no query limits (replication)
-	lims       [numScopes]floodgate.Limiter // by scope, set before each decision; nil skips the scope
-	checkBuf   [numScopes]floodgate.Check
-	checkScope [numScopes]scopeID // the scope of each check passed to AllowAll
-	out        []byte             // scratch for replies
+	started      bool                         // the server has ended the startup (its first ReadyForQuery)
+	authAnswered int64                        // answers to authentication requests forwarded
+	upMid        bool                         // the last write to the server ended inside a message
+	inCycle      bool                         // inside an extended-protocol cycle (after its first message, before Sync)
+	discarding   bool                         // dropping a rejected cycle's messages up to its Sync
+	exempt       bool                         // no query limits (replication)
+	lims         [numScopes]floodgate.Limiter // by scope, set before each decision; nil skips the scope
+	checkBuf     [numScopes]floodgate.Check
+	checkScope   [numScopes]scopeID // the scope of each check passed to AllowAll
+	out          []byte             // scratch for replies
 
 	closeOnce sync.Once
 }
@@ -95,7 +104,10 @@ func newConn(p *Proxy, nc net.Conn) *conn {
 		ctx:        ctx,
 		cancel:     cancel,
 		cancelWait: make(chan struct{}, 1),
+		waiter:     newWaiter(),
 		readyCh:    make(chan struct{}, 1),
+
+		fatalWritten: make(chan struct{}),
 	}
 	return c
 }
@@ -133,7 +145,7 @@ func (c *conn) serve() {
 	if c.p.trustedPeer(peer) {
 		addr, err := readProxyHeader(c.cr)
 		if err != nil {
-			c.fail("PROXY protocol header", err)
+			c.fail("PROXY protocol header", c.raw, err)
 			return
 		}
 		if addr.IsValid() {
@@ -153,13 +165,21 @@ func (c *conn) setIP(a netip.Addr) {
 	c.ipKey, c.ipLog = ipKey(c.ip), redactIP(c.ip)
 }
 
-// fail logs why a client connection is closed before it is relayed.
-func (c *conn) fail(stage string, err error) {
+// fail logs why a client connection is closed before it is relayed. A
+// protocol violation is answered first, with a FATAL ErrorResponse on w
+// (the connection in the state the client expects: plain before a TLS
+// handshake, TLS after it); nil w answers nothing.
+func (c *conn) fail(stage string, w net.Conn, err error) {
 	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 		return // the client went away; nothing to report
 	}
-	if errors.Is(err, errMalformed) {
+	var pe *pgwire.ProtocolError
+	if errors.As(err, &pe) {
 		c.p.metrics.malformed.Add(1)
+		if w != nil {
+			_ = w.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = w.Write(pe.Fatal().Append(nil))
+		}
 	}
 	c.p.log.Warn("pgproxy: closing client connection", "stage", stage, "client", c.ipLog, "err", err)
 }
@@ -170,12 +190,14 @@ func (c *conn) fail(stage string, err error) {
 func (c *conn) startup() (packet []byte, ok bool) {
 	first, err := c.cr.Peek(1)
 	if err != nil {
-		c.fail("startup", err)
+		c.fail("startup", nil, err)
 		return nil, false
 	}
 	if first[0] == tlsHandshake {
 		if c.p.tls == nil {
-			c.fail("startup", errors.New("client started TLS directly (sslnegotiation=direct) but the proxy has no TLS certificate configured; set Config.TLS or use sslnegotiation=postgres"))
+			// The client reads what follows as TLS: the FATAL reaches it as
+			// garbage at worst, and as the reason with clients that check.
+			c.fail("startup", c.raw, pgwire.Violation("the client started TLS directly (sslnegotiation=direct), and the proxy has no TLS certificate; connect with sslnegotiation=postgres, or set the proxy's TLS"))
 			return nil, false
 		}
 		if !c.startTLS(true) {
@@ -183,57 +205,51 @@ func (c *conn) startup() (packet []byte, ok bool) {
 		}
 	}
 	for {
-		code, packet, err := readStartup(c.cr, c.p.cfg.MaxStartupSize)
+		code, packet, err := pgwire.ReadStartup(c.cr, c.p.cfg.MaxStartupSize)
+		if err == nil {
+			err = pgwire.CheckStartupCode(code, len(packet))
+		}
 		if err != nil {
-			c.fail("startup", err)
+			c.fail("startup", c.client, err)
 			return nil, false
 		}
-		switch {
-		case code == codeSSLRequest || code == codeGSSENCRequest:
-			if len(packet) != 8 {
-				c.fail("startup", fmt.Errorf("%w: encryption request of %d bytes", errMalformed, len(packet)))
-				return nil, false
-			}
+		switch code {
+		case pgwire.CodeSSLRequest, pgwire.CodeGSSENCRequest:
 			if c.client != c.raw {
-				c.fail("startup", fmt.Errorf("%w: encryption request inside TLS", errMalformed))
+				c.fail("startup", c.client, pgwire.Violation("an encryption request inside an encrypted connection"))
 				return nil, false
 			}
-			if code == codeGSSENCRequest || c.p.tls == nil {
+			if code == pgwire.CodeGSSENCRequest || c.p.tls == nil {
 				if _, err := c.raw.Write([]byte{'N'}); err != nil {
-					c.fail("startup", err)
+					c.fail("startup", nil, err)
 					return nil, false
 				}
 				continue
 			}
 			if c.cr.Buffered() > 0 {
 				// Bytes sent before the handshake would be taken as if
-				// they came over TLS (CVE-2021-23214).
-				c.fail("startup", fmt.Errorf("%w: client sent data after SSLRequest before the TLS handshake", errMalformed))
+				// they came over TLS (CVE-2021-23214). PostgreSQL's words.
+				c.fail("startup", c.raw, pgwire.Violation("received unencrypted data after SSL request"))
 				return nil, false
 			}
 			if _, err := c.raw.Write([]byte{'S'}); err != nil {
-				c.fail("startup", err)
+				c.fail("startup", nil, err)
 				return nil, false
 			}
 			if !c.startTLS(false) {
 				return nil, false
 			}
-		case code == codeCancelRequest:
+		case pgwire.CodeCancelRequest:
 			c.forwardCancel(packet)
 			return nil, false
-		case code>>16 == 3:
-			sp, err := parseStartup(packet)
+		default: // 3.x, CheckStartupCode says
+			sp, err := pgwire.ParseStartupMessage(packet)
 			if err != nil {
-				c.fail("startup", err)
+				c.fail("startup", c.client, err)
 				return nil, false
 			}
 			c.params = sp
 			return packet, true
-		default:
-			c.reject(pgError{severity: "FATAL", code: "0A000",
-				message: fmt.Sprintf("unsupported frontend protocol %d.%d: the proxy speaks protocol 3", code>>16, code&0xffff)})
-			c.fail("startup", fmt.Errorf("%w: protocol version %d.%d", errMalformed, code>>16, code&0xffff))
-			return nil, false
 		}
 	}
 }
@@ -244,13 +260,13 @@ const tlsHandshake = 0x16
 func (c *conn) startTLS(direct bool) bool {
 	tc := tls.Server(&bufConn{Conn: c.raw, r: c.cr}, c.p.tls)
 	if err := tc.HandshakeContext(c.ctx); err != nil {
-		c.fail("TLS handshake", err)
+		c.fail("TLS handshake", nil, err)
 		return false
 	}
 	if direct && tc.ConnectionState().NegotiatedProtocol != alpnPostgres {
 		// PostgreSQL insists on it too: without ALPN, a TLS connection
 		// meant for another protocol could be replayed here.
-		c.fail("TLS handshake", errors.New(`direct TLS without the ALPN protocol "postgresql"; the client must offer it`))
+		c.fail("TLS handshake", tc, pgwire.Violation(`received direct SSL connection request without ALPN protocol negotiation extension; the client must offer the ALPN protocol "postgresql"`))
 		tc.Close()
 		return false
 	}
@@ -271,9 +287,9 @@ type bufConn struct {
 func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
 
 // reject writes an ErrorResponse to the client during startup.
-func (c *conn) reject(e pgError) {
+func (c *conn) reject(e pgwire.ErrorResponse) {
 	_ = c.client.SetWriteDeadline(time.Now().Add(time.Second))
-	_, _ = c.client.Write(appendError(nil, e))
+	_, _ = c.client.Write(e.Append(nil))
 }
 
 // dialUpstream connects to the server, with TLS when configured.
@@ -294,10 +310,7 @@ func (c *conn) dialUpstream(ctx context.Context) (net.Conn, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
-	var req [8]byte
-	req[3] = 8
-	req[4], req[5], req[6], req[7] = 0x04, 0xd2, 0x16, 0x2f // 80877103
-	if _, err := nc.Write(req[:]); err != nil {
+	if _, err := nc.Write(pgwire.SSLRequest[:]); err != nil {
 		nc.Close()
 		return nil, err
 	}
@@ -323,11 +336,11 @@ func (c *conn) dialUpstream(ctx context.Context) (net.Conn, error) {
 // either ends.
 func (c *conn) relay(startup []byte) {
 	p := c.p
-	if c.params.replication {
+	if c.params.Replication {
 		switch p.cfg.Replication {
 		case ReplicationRefuse:
-			c.reject(pgError{severity: "FATAL", code: "28000", message: "replication connections are not allowed through this proxy"})
-			p.log.Info("pgproxy: refused a replication connection", "user", c.params.user, "client", c.ipLog)
+			c.reject(pgwire.ErrorResponse{Severity: "FATAL", Code: "28000", Message: "replication connections are not allowed through this proxy"})
+			p.log.Info("pgproxy: refused a replication connection", "user", c.params.User, "client", c.ipLog)
 			return
 		case ReplicationExempt:
 			c.exempt = true
@@ -340,8 +353,8 @@ func (c *conn) relay(startup []byte) {
 	if err != nil {
 		p.metrics.upstreamErrors.Add(1)
 		p.log.Error("pgproxy: cannot connect to the upstream server", "upstream", p.cfg.Upstream, "client", c.ipLog, "err", err)
-		c.reject(pgError{severity: "FATAL", code: "08006", message: "the proxy could not connect to the database server",
-			hint: "The server may be down or unreachable from the proxy; see the proxy's log."})
+		c.reject(pgwire.ErrorResponse{Severity: "FATAL", Code: "08006", Message: "the proxy could not connect to the database server",
+			Hint: "The server may be down or unreachable from the proxy; see the proxy's log."})
 		return
 	}
 	c.connMu.Lock()
@@ -365,29 +378,60 @@ func (c *conn) relay(startup []byte) {
 
 	// Whichever direction ends first ends the session: a server that went
 	// away must not leave its client waiting on a live-looking connection.
+	// A side that broke the protocol is named to the client in a FATAL
+	// before the end.
 	done := make(chan error, 1)
 	go func() {
 		err := c.serverToClient()
-		c.close()
+		var pe *pgwire.ProtocolError
+		if errors.As(err, &pe) {
+			c.fatal(pgwire.ErrorResponse{Severity: "FATAL", Code: pgwire.CodeProtocolViolation,
+				Message: "lost synchronization with the server: " + pe.Message,
+				Hint:    "The proxy closed the connection; see its log."})
+		}
+		if !errors.Is(err, errFatalSent) {
+			// After a FATAL of the client side's, that side closes, once
+			// it has told the server.
+			c.close()
+		}
 		done <- err
 	}()
 	cerr := c.clientToServer()
+	var pe *pgwire.ProtocolError
+	if errors.As(cerr, &pe) {
+		// The FATAL first: a server that ends its session on the Terminate
+		// must not end the client's connection before the FATAL is out.
+		c.fatal(pe.Fatal())
+		c.terminateUpstream()
+	}
 	c.close()
 	serr := <-done
 	for _, e := range []struct {
 		dir string
 		err error
 	}{{"client to server", cerr}, {"server to client", serr}} {
-		if e.err == nil || errors.Is(e.err, io.EOF) || errors.Is(e.err, net.ErrClosed) || errors.Is(e.err, context.Canceled) {
+		if e.err == nil || errors.Is(e.err, io.EOF) || errors.Is(e.err, net.ErrClosed) || errors.Is(e.err, context.Canceled) || errors.Is(e.err, errFatalSent) {
 			continue
 		}
-		if errors.Is(e.err, errMalformed) {
+		if errors.Is(e.err, pgwire.ErrProtocol) {
 			p.metrics.malformed.Add(1)
-			p.log.Warn("pgproxy: closing a connection that broke the protocol", "direction", e.dir, "user", c.params.user, "client", c.ipLog, "err", e.err)
+			p.log.Warn("pgproxy: closing a connection that broke the protocol", "direction", e.dir, "user", c.params.User, "client", c.ipLog, "err", e.err)
 			continue
 		}
-		p.log.Debug("pgproxy: connection ended", "direction", e.dir, "user", c.params.user, "client", c.ipLog, "err", e.err)
+		p.log.Debug("pgproxy: connection ended", "direction", e.dir, "user", c.params.User, "client", c.ipLog, "err", e.err)
 	}
+}
+
+// terminateUpstream ends the server's session with a Terminate, when the
+// stream to it stands at a message boundary, so that the server ends it
+// cleanly instead of logging a lost connection.
+func (c *conn) terminateUpstream() {
+	if c.upMid {
+		return
+	}
+	_ = c.up.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = c.uw.Write(pgwire.AppendTerminate(nil))
+	_ = c.flush()
 }
 
 // admitConnection applies the connection limits.
@@ -404,15 +448,15 @@ func (c *conn) admitConnection() bool {
 	scope := denied
 	p := c.p
 	p.metrics.connDenied[scope].Add(1)
-	e := pgError{severity: "FATAL", code: "53300", message: "too many new connections"}
+	e := pgwire.ErrorResponse{Severity: "FATAL", Code: "53300", Message: "too many new connections"}
 	if err != nil {
-		p.log.Error("pgproxy: connection limit check failed; refusing the connection", "scope", scope.String(), "user", c.params.user, "client", c.ipLog, "err", err)
-		e.detail = "The connection rate limit could not be checked."
+		p.log.Error("pgproxy: connection limit check failed; refusing the connection", "scope", scope.String(), "user", c.params.User, "client", c.ipLog, "err", err)
+		e.Detail = "The connection rate limit could not be checked."
 	} else {
-		e.detail = fmt.Sprintf("The %s connection rate limit is reached; retry in %s.", scope.label(), retryText(res.RetryAfter))
-		p.rejectLog[scope].log(p, slog.LevelInfo, "pgproxy: connection rate limit exceeded", "scope", scope.String(), "user", c.params.user, "client", c.ipLog)
+		e.Detail = fmt.Sprintf("The %s connection rate limit is reached; retry in %s.", scope.label(), retryText(res.RetryAfter))
+		p.rejectLog[scope].log(p, slog.LevelInfo, "pgproxy: connection rate limit exceeded", "scope", scope.String(), "user", c.params.User, "client", c.ipLog)
 	}
-	e.hint = "Open fewer connections, or reuse them through a connection pool."
+	e.Hint = "Open fewer connections, or reuse them through a connection pool."
 	c.reject(e)
 	return false
 }

@@ -34,10 +34,17 @@
 // ErrorResponse (severity ERROR, SQLSTATE 53400 configuration_limit_exceeded,
 // message "rate limit exceeded", a detail naming the scope and when to
 // retry, and a hint), then ReadyForQuery; the session goes on. A scope with
-// a MaxWait makes a query wait instead, when it would pass within MaxWait. A
-// CancelRequest ends such a wait (SQLSTATE 57014) as it would end a running
-// query. A connection refused by ConnLimits gets FATAL 53300 before it
-// authenticates.
+// a MaxWait makes a query wait in line instead: queries waiting under one
+// limit are charged in arrival order, each when its turn comes, and one
+// whose turn cannot come within MaxWait is refused. A CancelRequest ends
+// such a wait (SQLSTATE 57014) as it would end a running query. A
+// connection refused by ConnLimits gets FATAL 53300 before it
+// authenticates. Queries are charged only once the server has
+// authenticated the session.
+//
+// A client that breaks the protocol is answered FATAL 08P01 with what was
+// wrong, then closed. Package pgwire holds the protocol's framing and the
+// few messages the proxy reads and writes.
 //
 // # Operating
 //

@@ -1,7 +1,10 @@
 package pgproxy_test
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -227,6 +230,48 @@ func TestQueryLimits(t *testing.T) {
 		}
 		if err := pl.Close(); err != nil {
 			t.Fatal(err)
+		}
+	})
+
+	t.Run("OnlyAuthenticatedSessionsCharged", func(t *testing.T) {
+		// A query sent before the server has authenticated the session is
+		// held until it has: a client that never authenticates spends no
+		// one's budget, however it names its user.
+		lim, _ := memLimiter(t, floodgate.Policy{Name: "u", Limits: []floodgate.Limit{burst(5)}})
+		tp := startProxy(t, pg, pgproxy.Config{Limits: pgproxy.Limits{PerUser: pgproxy.Scope{Limiter: lim}}})
+		ctx := ctxT(t)
+		for range 3 {
+			nc, err := net.Dial("tcp", tp.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nc.Write(append(startupPacket(3<<16, "user", testkit.PostgresSCRAMUser, "database", "postgres"), bytes.Repeat(msg('Q', "SELECT 1\x00"), 10)...))
+			a := readAnswer(t, nc, 20*time.Second)
+			nc.Close()
+			if len(a.errors) != 1 || a.errors[0].code != "08P01" {
+				t.Fatalf("queries before authentication: %s; want FATAL 08P01", a)
+			}
+		}
+		if res, err := lim.AllowN(ctx, testkit.PostgresSCRAMUser, 0); err != nil || res.Remaining != 5 {
+			t.Fatalf("the user's remaining budget is %d, %v; want 5 (nothing charged)", res.Remaining, err)
+		}
+		// Sent with its StartupMessage (trust: no password asked), a query
+		// runs once the session is up, and is charged once.
+		s := &rawSession{t: t, r: nil}
+		nc, err := net.Dial("tcp", tp.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		s.nc, s.r = nc, bufio.NewReader(nc)
+		_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
+		s.write(append(startupPacket(3<<16, "user", testkit.PostgresTrustUser, "database", "postgres"), msg('Q', "SELECT 1\x00")...))
+		s.until('Z') // the startup's
+		if got := s.until('Z'); got != "TDCZ" {
+			t.Fatalf("the pipelined query answered %q, want TDCZ", got)
+		}
+		if res, err := lim.AllowN(ctx, testkit.PostgresTrustUser, 0); err != nil || res.Remaining != 4 {
+			t.Fatalf("remaining %d, %v; want 4", res.Remaining, err)
 		}
 	})
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,25 +24,49 @@ import (
 )
 
 // BenchmarkPgbench compares, side by side, pgbench -S (select-only) run
-// directly against PostgreSQL, through floodgate's proxy (all three query
-// scopes on, with limits too high to bite), through pgbouncer in session
-// mode, and through a plain TCP relay (io.Copy each way), in each query
-// mode. Runs are interleaved, round by round with the order rotated, so
-// that noise from other processes spreads over all targets. It runs once,
-// whatever b.N: bench/pgbench.sh runs it with -benchtime=1x.
+// directly against PostgreSQL and through the hops a user might put in
+// front of it:
 //
-// Environment: PGBENCH_T seconds per run (default 20), PGBENCH_ROUNDS
-// (default 3), PGBENCH_MODES (default "prepared simple extended"),
-// PGBENCH_CLIENTS (8), PGBENCH_JOBS (2), and PGBENCH_TARGETS (default all:
-// "direct floodgate pgbouncer relay"), to profile one alone.
+//   - floodgate: this proxy, all three query scopes on, with limits too
+//     high to bite (every query is decided by three limiters);
+//   - pgbouncer: pgbouncer in session mode (one server connection per
+//     client, as floodgate);
+//   - pgbouncer-tx: pgbouncer in transaction mode (pooling);
+//   - floodgate+pgbouncer-tx: floodgate in front of pgbouncer in transaction
+//     mode, how a user who needs pooling runs it;
+//   - relay: a Go TCP relay, io.Copy each way (the net.Conn yardstick);
+//   - epoll-relay: a Go relay on one epoll loop over raw sockets, without
+//     the runtime's netpoller (the floor of a Go hop, bytes only).
+//
+// for each query mode and client count. Runs are interleaved: every round
+// runs every target once per mode and client count, in the opposite order
+// of the round before, so noise from other processes spreads over all
+// targets. Each line gives tps, the CPU time (user + system) of each hop's
+// process per transaction, read from /proc (getrusage for this process,
+// which holds floodgate and the Go relays), and the load average at its
+// start; the summary gives medians, and the ratios of floodgate to
+// pgbouncer per round (each round's pair ran side by side) as median and
+// range. It runs once, whatever b.N: bench/pgbench.sh runs it with
+// -benchtime=1x.
+//
+// Environment: PGBENCH_T seconds per run (default 15), PGBENCH_ROUNDS
+// (default 4), PGBENCH_MODES (default "simple prepared"), PGBENCH_CLIENTS
+// (default "8 32"), PGBENCH_JOBS (2), and PGBENCH_TARGETS (default all, by
+// the names above), e.g. to profile one alone. pgbouncer 1.18 keeps no
+// prepared statements across transactions, so the transaction-mode targets
+// run in the simple and extended modes only.
 func BenchmarkPgbench(b *testing.B) {
-	dur := envInt(b, "PGBENCH_T", 20)
-	rounds := envInt(b, "PGBENCH_ROUNDS", 3)
-	clients := envInt(b, "PGBENCH_CLIENTS", 8)
+	dur := envInt(b, "PGBENCH_T", 15)
+	rounds := envInt(b, "PGBENCH_ROUNDS", 4)
 	jobs := envInt(b, "PGBENCH_JOBS", 2)
-	modes := strings.Fields(os.Getenv("PGBENCH_MODES"))
-	if len(modes) == 0 {
-		modes = []string{"prepared", "simple", "extended"}
+	modes := envList("PGBENCH_MODES", "simple prepared")
+	var clientCounts []int
+	for _, f := range envList("PGBENCH_CLIENTS", "8 32") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			b.Fatalf("PGBENCH_CLIENTS: %q is not a positive integer", f)
+		}
+		clientCounts = append(clientCounts, n)
 	}
 
 	pg := testkit.Postgres(b)
@@ -52,7 +77,7 @@ func BenchmarkPgbench(b *testing.B) {
 		b.Fatalf("pgbench -i: %v\n%s", err, out)
 	}
 	bouncer := testkit.PgBouncer(b, pg, "session")
-	relay := startRelay(b, pg.Addr)
+	bouncerTx := testkit.PgBouncer(b, pg, "transaction")
 
 	store := memstore.New(memstore.Options{})
 	b.Cleanup(func() { store.Close() })
@@ -63,77 +88,185 @@ func BenchmarkPgbench(b *testing.B) {
 		}
 		return pgproxy.Scope{Limiter: lim}
 	}
-	p, err := pgproxy.New(pgproxy.Config{Upstream: pg.Addr, Limits: pgproxy.Limits{
-		Global: high("bench-global"), PerUser: high("bench-user"), PerIP: high("bench-ip"),
-	}})
-	if err != nil {
-		b.Fatal(err)
+	limits := pgproxy.Limits{Global: high("bench-global"), PerUser: high("bench-user"), PerIP: high("bench-ip")}
+	proxyTo := func(upstream string) string {
+		p, err := pgproxy.New(pgproxy.Config{Upstream: upstream, Limits: limits})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		go p.Serve(ln)
+		b.Cleanup(func() { p.Close() })
+		return ln.Addr().String()
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
+	self := os.Getpid()
+	type target struct {
+		name, addr string
+		hops       []int // the processes whose CPU is the hop's
+		prepared   bool  // runs -M prepared
 	}
-	go p.Serve(ln)
-	b.Cleanup(func() { p.Close() })
-
-	targets := []struct{ name, addr string }{
-		{"direct", pg.Addr},
-		{"floodgate", ln.Addr().String()},
-		{"pgbouncer", bouncer.Addr},
-		{"relay", relay},
+	targets := []target{
+		{"direct", pg.Addr, nil, true},
+		{"floodgate", proxyTo(pg.Addr), []int{self}, true},
+		{"pgbouncer", bouncer.Addr, []int{bouncer.Pid()}, true},
+		{"pgbouncer-tx", bouncerTx.Addr, []int{bouncerTx.Pid()}, false},
+		{"floodgate+pgbouncer-tx", proxyTo(bouncerTx.Addr), []int{self, bouncerTx.Pid()}, false},
+		{"relay", startRelay(b, pg.Addr), []int{self}, true},
+		{"epoll-relay", startEpollRelay(b, pg.Addr), []int{self}, true},
 	}
-	if only := strings.Fields(os.Getenv("PGBENCH_TARGETS")); len(only) > 0 {
-		targets = slices.DeleteFunc(targets, func(tg struct{ name, addr string }) bool { return !slices.Contains(only, tg.name) })
+	if only := envList("PGBENCH_TARGETS", ""); len(only) > 0 {
+		targets = slices.DeleteFunc(targets, func(tg target) bool { return !slices.Contains(only, tg.name) })
 	}
-	tps := map[string][]float64{}      // mode/target → one per round
-	cpuPerTx := map[string][]float64{} // the same, for the hop's CPU time
+	type key struct {
+		mode    string
+		clients int
+		target  string
+	}
+	tps := map[key][]float64{}      // one per round
+	cpuPerTx := map[key][]float64{} // the hop's CPU, all its processes, µs per transaction
 	tpsRe := regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+	fmt.Printf("# %d CPUs, load %s at the start\n", runtime.NumCPU(), loadAvg())
 	b.ResetTimer()
 	for round := range rounds {
 		for _, mode := range modes {
-			for i := range targets {
-				tg := targets[(i+round)%len(targets)]
-				host, port, _ := net.SplitHostPort(tg.addr)
-				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(dur+60)*time.Second)
-				cmd := exec.CommandContext(ctx, pgbench, "-n", "-S", "-M", mode,
-					"-c", strconv.Itoa(clients), "-j", strconv.Itoa(jobs), "-T", strconv.Itoa(dur),
-					"-h", host, "-p", port, "-U", testkit.PostgresSuperuser, "postgres")
-				cpu0 := proxyCPU(b, tg.name, bouncer.Pid())
-				out, err := cmd.CombinedOutput()
-				cpu := proxyCPU(b, tg.name, bouncer.Pid()) - cpu0
-				cancel()
-				if err != nil {
-					b.Fatalf("pgbench -M %s through %s: %v\n%s", mode, tg.name, err, out)
+			for _, clients := range clientCounts {
+				order := slices.Clone(targets)
+				if round%2 == 1 {
+					slices.Reverse(order)
 				}
-				m := tpsRe.FindSubmatch(out)
-				if m == nil || !strings.Contains(string(out), "number of failed transactions: 0") {
-					b.Fatalf("pgbench -M %s through %s: no tps, or failures:\n%s", mode, tg.name, out)
+				for _, tg := range order {
+					if mode == "prepared" && !tg.prepared {
+						continue
+					}
+					host, port, _ := net.SplitHostPort(tg.addr)
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(dur+60)*time.Second)
+					cmd := exec.CommandContext(ctx, pgbench, "-n", "-S", "-M", mode,
+						"-c", strconv.Itoa(clients), "-j", strconv.Itoa(jobs), "-T", strconv.Itoa(dur),
+						"-h", host, "-p", port, "-U", testkit.PostgresSuperuser, "postgres")
+					load := loadAvg()
+					cpu0 := hopCPU(b, tg.hops)
+					out, err := cmd.CombinedOutput()
+					cpu := hopCPU(b, tg.hops)
+					cancel()
+					if err != nil {
+						b.Fatalf("pgbench -M %s -c %d through %s: %v\n%s", mode, clients, tg.name, err, out)
+					}
+					m := tpsRe.FindSubmatch(out)
+					if m == nil || !strings.Contains(string(out), "number of failed transactions: 0") {
+						b.Fatalf("pgbench -M %s -c %d through %s: no tps, or failures:\n%s", mode, clients, tg.name, out)
+					}
+					v, _ := strconv.ParseFloat(string(m[1]), 64)
+					k := key{mode, clients, tg.name}
+					tps[k] = append(tps[k], v)
+					txs := parseTransactions(b, out)
+					var per []string
+					total := 0.0
+					for i := range tg.hops {
+						us := float64((cpu[i]-cpu0[i])/time.Microsecond) / txs
+						total += us
+						per = append(per, fmt.Sprintf("%.1f", us))
+					}
+					if len(tg.hops) > 0 {
+						cpuPerTx[k] = append(cpuPerTx[k], total)
+					}
+					fmt.Printf("round %d  -M %-8s -c %-3d %-23s %8.0f tps  %-11s µs hop CPU/tx  load %s\n",
+						round+1, mode, clients, tg.name, v, strings.Join(per, "+"), load)
 				}
-				v, _ := strconv.ParseFloat(string(m[1]), 64)
-				key := mode + "/" + tg.name
-				tps[key] = append(tps[key], v)
-				txs := parseTransactions(b, out)
-				usPerTx := float64(cpu/time.Microsecond) / txs
-				if tg.name != "direct" {
-					cpuPerTx[key] = append(cpuPerTx[key], usPerTx)
-				}
-				fmt.Printf("round %d  -M %-8s %-10s %10.0f tps  %6.1f µs proxy CPU per transaction\n", round+1, mode, tg.name, v, usPerTx)
 			}
 		}
 	}
 	b.StopTimer()
 
-	fmt.Printf("\npgbench -S -c %d -j %d -T %d, %d rounds, median tps:\n", clients, jobs, dur, rounds)
-	fmt.Printf("%-9s %10s %10s %10s %10s   %-18s %-18s %-18s\n", "mode", "direct", "floodgate", "pgbouncer", "relay", "floodgate/pgbouncer", "floodgate/relay", "relay/direct")
+	fmt.Printf("\npgbench -S -j %d -T %d, %d rounds, load %s at the end; median tps and hop CPU µs/transaction [range]:\n", jobs, dur, rounds, loadAvg())
 	for _, mode := range modes {
-		med := func(t string) float64 { return median(tps[mode+"/"+t]) }
-		fg, pb, rl, dr := med("floodgate"), med("pgbouncer"), med("relay"), med("direct")
-		fmt.Printf("%-9s %10.0f %10.0f %10.0f %10.0f   %-18.2f %-18.2f %-18.2f\n", mode, dr, fg, pb, rl, fg/pb, fg/rl, rl/dr)
-		cfg, cpb, crl := median(cpuPerTx[mode+"/floodgate"]), median(cpuPerTx[mode+"/pgbouncer"]), median(cpuPerTx[mode+"/relay"])
-		fmt.Printf("%-9s %10s %10.1f %10.1f %10.1f   µs of the hop's CPU per transaction\n", "", "", cfg, cpb, crl)
-		b.ReportMetric(fg/pb, mode+"-floodgate/pgbouncer")
-		b.ReportMetric(fg/rl, mode+"-floodgate/relay")
+		for _, clients := range clientCounts {
+			fmt.Printf("\n-M %s -c %d\n", mode, clients)
+			for _, tg := range targets {
+				k := key{mode, clients, tg.name}
+				if len(tps[k]) == 0 {
+					continue
+				}
+				line := fmt.Sprintf("  %-23s %8.0f tps %-17s", tg.name, median(tps[k]), spread(tps[k], "%.0f"))
+				if c := cpuPerTx[k]; len(c) > 0 {
+					line += fmt.Sprintf(" %6.1f µs/tx %s", median(c), spread(c, "%.1f"))
+				}
+				fmt.Println(line)
+			}
+			fg, pb := key{mode, clients, "floodgate"}, key{mode, clients, "pgbouncer"}
+			if len(tps[fg]) > 0 && len(tps[fg]) == len(tps[pb]) {
+				tr := ratios(tps[fg], tps[pb])
+				cr := ratios(cpuPerTx[fg], cpuPerTx[pb])
+				fmt.Printf("  floodgate / pgbouncer: tps %.2f %s, CPU per transaction %.2f %s\n", median(tr), spread(tr, "%.2f"), median(cr), spread(cr, "%.2f"))
+				b.ReportMetric(median(tr), fmt.Sprintf("%s-c%d-tps-floodgate/pgbouncer", mode, clients))
+				b.ReportMetric(median(cr), fmt.Sprintf("%s-c%d-cpu-floodgate/pgbouncer", mode, clients))
+			}
+		}
 	}
+}
+
+// ratios divides a by b round by round.
+func ratios(a, b []float64) []float64 {
+	var r []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 {
+			r = append(r, a[i]/b[i])
+		}
+	}
+	return r
+}
+
+// spread renders the range of v.
+func spread(v []float64, format string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return "[" + fmt.Sprintf(format, slices.Min(v)) + "–" + fmt.Sprintf(format, slices.Max(v)) + "]"
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+func envList(name, def string) []string {
+	if v := os.Getenv(name); v != "" {
+		return strings.Fields(v)
+	}
+	return strings.Fields(def)
+}
+
+// hopCPU returns the CPU time (user and system) used so far by each
+// process: getrusage for this one (floodgate and the Go relays; its other
+// goroutines are idle while pgbench runs), /proc/PID/stat for the others.
+func hopCPU(b *testing.B, pids []int) []time.Duration {
+	out := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		if pid == os.Getpid() {
+			var ru syscall.Rusage
+			if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+				b.Fatal(err)
+			}
+			out[i] = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Fields 14 and 15 (utime, stime, in clock ticks) follow the
+		// command name, which is in parentheses.
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		out[i] = time.Duration(ut+st) * time.Second / clockTicks
+	}
+	return out
 }
 
 var txRe = regexp.MustCompile(`number of transactions actually processed: ([0-9]+)`)
@@ -145,33 +278,6 @@ func parseTransactions(b *testing.B, out []byte) float64 {
 	}
 	n, _ := strconv.ParseFloat(string(m[1]), 64)
 	return n
-}
-
-// proxyCPU returns the CPU time (user and system) used so far by the hop
-// of target: this process for floodgate and the relay, pgbouncer's process
-// for pgbouncer, nothing for direct. Other goroutines of this process are
-// idle while pgbench runs.
-func proxyCPU(b *testing.B, target string, bouncerPid int) time.Duration {
-	switch target {
-	case "floodgate", "relay":
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-			b.Fatal(err)
-		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	case "pgbouncer":
-		stat, err := os.ReadFile("/proc/" + strconv.Itoa(bouncerPid) + "/stat")
-		if err != nil {
-			b.Fatal(err)
-		}
-		// Fields 14 and 15 (utime, stime, in clock ticks) follow the
-		// command name, which is in parentheses.
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		return time.Duration(ut+st) * time.Second / clockTicks
-	}
-	return 0
 }
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat times: 100 on Linux

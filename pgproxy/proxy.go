@@ -13,16 +13,17 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 )
 
 // Defaults for Config's zero values.
 const (
 	// DefaultMaxMessageSize is PostgreSQL's own bound on one message
 	// (MaxAllocSize less one byte): a larger length can only be garbage.
-	DefaultMaxMessageSize = 1<<30 - 1
+	DefaultMaxMessageSize = pgwire.MaxMessageSize
 	// DefaultMaxStartupSize is PostgreSQL's bound on a startup packet
 	// (MAX_STARTUP_PACKET_LENGTH).
-	DefaultMaxStartupSize = 10000
+	DefaultMaxStartupSize = pgwire.MaxStartupSize
 	// DefaultConnectTimeout bounds dialing the upstream server, TLS included.
 	DefaultConnectTimeout = 5 * time.Second
 	// DefaultStartupTimeout bounds a client's startup: from accepting the
@@ -167,6 +168,8 @@ type Proxy struct {
 	limits    atomic.Pointer[Limits]
 	trusted   []netip.Prefix
 	cancels   cancelMap
+	queues    waitQueues
+	clock     clock
 	metrics   metrics
 	rejectLog [numScopes]sampler
 
@@ -250,6 +253,8 @@ func New(cfg Config) (*Proxy, error) {
 		p.trusted = append(p.trusted, pfx.Masked())
 	}
 	p.cancels.m = make(map[uint32]*conn)
+	p.queues.init()
+	p.clock = systemClock{}
 	p.metrics.init()
 	p.limits.Store(&cfg.Limits)
 	return p, nil

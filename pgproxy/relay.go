@@ -4,13 +4,12 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 )
 
 // The two directions of a connection run in their own goroutines:
@@ -49,30 +48,45 @@ func (c *conn) serverToClient() error {
 			pos = min(skip, have)
 			skip -= pos
 		}
-		readys, st := int64(0), byte(0)
-		for skip == 0 && have-pos >= 5 {
-			typ := buf[pos]
-			size := int(binary.BigEndian.Uint32(buf[pos+1:])) + 1
-			if size < 5 {
-				return fmt.Errorf("%w: server sent message %q of length %d", errMalformed, typ, size-1)
+		readys, asks, st := int64(0), int64(0), byte(0)
+		var perr error
+	scan:
+		for skip == 0 && have-pos >= pgwire.HeaderSize {
+			typ, size, err := pgwire.ServerHeader(buf[pos:])
+			if err != nil {
+				perr = err
+				break
 			}
-			if typ == 'Z' || typ == 'K' {
+			switch typ {
+			case 'Z', 'K':
 				// Small messages the proxy reads whole: wait for the rest
 				// of one split across reads.
-				if size > 5+4+maxSecretLen {
-					return fmt.Errorf("%w: server sent message %q of length %d", errMalformed, typ, size-1)
+				if size > pgwire.HeaderSize+4+pgwire.MaxSecretLen {
+					perr = pgwire.Violation("the server sent message type %q of %d bytes", typ, size)
+					break scan
 				}
 				if have-pos < size {
-					break
+					break scan
 				}
 				if typ == 'K' {
-					c.backendKey(buf[pos+5 : pos+size])
+					c.backendKey(buf[pos+pgwire.HeaderSize : pos+size])
 				} else if size == 6 {
 					readys++
 					st = buf[pos+5]
 				}
-				pos += size
-				continue
+			case 'R':
+				// Only its code is read: whether the server now waits for
+				// the client's answer.
+				if size < pgwire.HeaderSize+4 {
+					perr = pgwire.Violation("the server sent an Authentication message of %d bytes", size)
+					break scan
+				}
+				if have-pos < pgwire.HeaderSize+4 {
+					break scan
+				}
+				if pgwire.AuthExpectsResponse(binary.BigEndian.Uint32(buf[pos+pgwire.HeaderSize:])) {
+					asks++
+				}
 			}
 			if have-pos < size {
 				skip = size - (have - pos)
@@ -83,21 +97,32 @@ func (c *conn) serverToClient() error {
 		}
 		if pos > 0 {
 			c.wmu.Lock()
+			if c.clientDone {
+				c.wmu.Unlock()
+				return errFatalSent
+			}
 			_, werr := c.client.Write(buf[:pos])
 			c.midMsg = skip > 0
-			if readys > 0 {
-				// Published only once the ReadyForQuery is on its way, so
-				// that a reply clientToServer writes next comes after it.
+			if readys > 0 || asks > 0 {
+				// Published only once the message is on its way, so that
+				// a reply clientToServer writes next comes after it.
 				c.status.Store(uint32(st))
+				c.authAsked.Add(asks)
 				c.received.Add(readys)
 			}
 			if werr == nil && !c.midMsg && len(c.pending) > 0 {
 				_, werr = c.client.Write(c.pending)
 				c.pending = c.pending[:0]
+				if c.fatalQueued {
+					c.clientDone = true
+					close(c.fatalWritten)
+					c.wmu.Unlock()
+					return errFatalSent
+				}
 			}
 			c.wmu.Unlock()
 			m.toClient.Add(uint64(pos))
-			if readys > 0 {
+			if readys > 0 || asks > 0 {
 				select {
 				case c.readyCh <- struct{}{}:
 				default:
@@ -108,17 +133,27 @@ func (c *conn) serverToClient() error {
 			}
 			have = copy(buf, buf[pos:have])
 		}
+		if perr != nil {
+			return perr
+		}
 		if rerr != nil {
 			return rerr
 		}
 	}
 }
 
+// errFatalSent ends the relay to the client once the proxy has sent it a
+// FATAL.
+var errFatalSent = errors.New("FATAL sent to the client")
+
 // writeReply writes a reply of the proxy's own to the client, after what
 // the server has sent so far.
 func (c *conn) writeReply(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.clientDone {
+		return errFatalSent
+	}
 	if c.midMsg {
 		c.pending = append(c.pending, b...)
 		return nil
@@ -127,6 +162,39 @@ func (c *conn) writeReply(b []byte) error {
 	return err
 }
 
+// fatal sends the client a FATAL ErrorResponse at the next message
+// boundary of the stream to it, after which nothing more is written to it.
+// When a server message is in transit, the FATAL follows it, if the rest
+// of that message comes within fatalWait.
+func (c *conn) fatal(e pgwire.ErrorResponse) {
+	b := e.Append(nil)
+	c.wmu.Lock()
+	if c.clientDone {
+		c.wmu.Unlock()
+		return
+	}
+	if !c.midMsg {
+		c.clientDone = true
+		_ = c.client.SetWriteDeadline(time.Now().Add(fatalWait))
+		_, _ = c.client.Write(append(c.pending, b...))
+		c.wmu.Unlock()
+		return
+	}
+	c.pending = append(c.pending, b...)
+	c.fatalQueued = true
+	c.wmu.Unlock()
+	t := time.NewTimer(fatalWait)
+	defer t.Stop()
+	select {
+	case <-c.fatalWritten:
+	case <-c.ctx.Done():
+	case <-t.C:
+	}
+}
+
+// fatalWait bounds how long a FATAL waits for the message before it.
+const fatalWait = time.Second
+
 // clientToServer relays the client's messages to the server and charges
 // queries.
 func (c *conn) clientToServer() error {
@@ -134,21 +202,35 @@ func (c *conn) clientToServer() error {
 	max := c.p.cfg.MaxMessageSize
 	m := &c.p.metrics
 	for {
-		if r.Buffered() < 5 {
+		if r.Buffered() < pgwire.HeaderSize {
 			if err := c.flush(); err != nil {
 				return err
 			}
 		}
-		hdr, err := r.Peek(5)
+		hdr, err := r.Peek(pgwire.HeaderSize)
 		if err != nil {
 			if len(hdr) > 0 && errors.Is(err, io.EOF) {
-				return fmt.Errorf("%w: connection ended inside a message header", errMalformed)
+				return pgwire.Violation("the connection ended inside a message header")
 			}
 			return err
 		}
-		typ, size, err := header(hdr, max)
+		typ, size, err := pgwire.ClientHeader(hdr, max)
 		if err != nil {
 			return err
+		}
+		if !c.started && typ != 'X' {
+			if typ == 'p' {
+				// An answer to the server's authentication request;
+				// never charged.
+				c.authAnswered++
+				if err := c.forward(size); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := c.awaitStartup(typ); err != nil {
+				return err
+			}
 		}
 		if c.discarding {
 			if err := c.skip(size); err != nil {
@@ -157,7 +239,7 @@ func (c *conn) clientToServer() error {
 			switch typ {
 			case 'S':
 				c.discarding, c.inCycle = false, false
-				if err := c.writeReply(appendReady(c.out[:0], byte(c.status.Load()))); err != nil {
+				if err := c.writeReply(pgwire.AppendReadyForQuery(c.out[:0], byte(c.status.Load()))); err != nil {
 					return err
 				}
 			case 'X':
@@ -172,12 +254,12 @@ func (c *conn) clientToServer() error {
 			if c.exempt {
 				charge = false
 				m.uncharged[reasonReplication].Add(1)
-			} else if typ == 'Q' && !c.p.cfg.ChargeEmptyQuery && size-5 <= maxEmptyCheck && size <= r.Size() {
+			} else if typ == 'Q' && !c.p.cfg.ChargeEmptyQuery && size-pgwire.HeaderSize <= pgwire.MaxEmptyCheck && size <= r.Size() {
 				b, err := c.peek(size)
 				if err != nil {
 					return err
 				}
-				if emptyQuery(b[5:]) {
+				if pgwire.EmptyQuery(b[pgwire.HeaderSize:]) {
 					charge = false
 					m.uncharged[reasonEmpty].Add(1)
 				}
@@ -200,7 +282,7 @@ func (c *conn) clientToServer() error {
 				c.inCycle = true
 				if c.exempt {
 					m.uncharged[reasonReplication].Add(1)
-				} else if b, _ := r.Peek(r.Buffered()); cycleCharged(b) {
+				} else if b, _ := r.Peek(r.Buffered()); pgwire.CycleExecutes(b) {
 					ok, err := c.admitQuery(true)
 					if err != nil {
 						return err
@@ -227,6 +309,29 @@ func (c *conn) clientToServer() error {
 	}
 }
 
+// awaitStartup holds a client message of type typ, other than an answer to
+// authentication, until the server has ended the startup with its first
+// ReadyForQuery: only an authenticated session is charged. A client that
+// sends it while the server waits for its answer to an authentication
+// request breaks the protocol, as PostgreSQL would tell it.
+func (c *conn) awaitStartup(typ byte) error {
+	if err := c.flush(); err != nil {
+		return err
+	}
+	for c.received.Load() == 0 {
+		if c.authAsked.Load() > c.authAnswered {
+			return pgwire.Violation("expected password response, got message type %d (%q)", typ, typ)
+		}
+		select {
+		case <-c.readyCh:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
+	c.started = true
+	return nil
+}
+
 // peek returns the next size bytes of the client, flushing what is
 // buffered for the server first if it has to wait for them.
 func (c *conn) peek(size int) ([]byte, error) {
@@ -237,9 +342,13 @@ func (c *conn) peek(size int) ([]byte, error) {
 	}
 	b, err := c.cr.Peek(size)
 	if errors.Is(err, io.EOF) {
-		err = fmt.Errorf("%w: connection ended inside a message", errMalformed)
+		err = truncated(size, len(b))
 	}
 	return b, err
+}
+
+func truncated(size, got int) error {
+	return pgwire.Violation("the connection ended inside a message of %d bytes, after %d", size, got)
 }
 
 // forward passes the client's next message, size bytes, to the server.
@@ -257,10 +366,12 @@ func (c *conn) forward(size int) error {
 	if err := c.flush(); err != nil {
 		return err
 	}
-	_, err := io.CopyN(c.uw, c.cr, int64(size))
+	c.upMid = true
+	n, err := io.CopyN(c.uw, c.cr, int64(size))
 	if errors.Is(err, io.EOF) {
-		err = fmt.Errorf("%w: connection ended inside a message", errMalformed)
+		return truncated(size, int(n))
 	}
+	c.upMid = err != nil
 	return err
 }
 
@@ -271,9 +382,9 @@ func (c *conn) skip(size int) error {
 			return err
 		}
 	}
-	_, err := c.cr.Discard(size)
+	n, err := c.cr.Discard(size)
 	if errors.Is(err, io.EOF) {
-		err = fmt.Errorf("%w: connection ended inside a message", errMalformed)
+		err = truncated(size, n)
 	}
 	return err
 }
@@ -287,125 +398,13 @@ func (c *conn) flush() error {
 	return c.uw.Flush()
 }
 
-// admitQuery decides a query (a simple Query or FunctionCall, or an
-// extended cycle at its first message) under the limits, waiting under
-// MaxWait when it may. When it denies, it has answered the client: an
-// ErrorResponse, then for a simple query a ReadyForQuery (for a cycle, the
-// caller sends that at the cycle's Sync). A non-nil error ends the
-// connection.
-func (c *conn) admitQuery(extended bool) (bool, error) {
-	m := &c.p.metrics
-	lim := c.loadLimits()
-	if lim == nil {
-		return true, nil
-	}
-	select { // a CancelRequest meant for an earlier query must not end this one
-	case <-c.cancelWait:
-	default:
-	}
-	var (
-		waitStart time.Time
-		waitScope = scopeNone
-		watch     *watcher
-	)
-	defer func() {
-		if watch != nil {
-			watch.stop()
-		}
-	}()
-	endWait := func(outcome waitOutcome) {
-		if waitScope != scopeNone {
-			m.waits[waitScope][outcome].Add(1)
-			m.waitNanos.Add(uint64(time.Since(waitStart)))
-		}
-	}
-	for {
-		owed := c.received.Load() != c.expected.Load()
-		if !owed && c.status.Load() != 'I' {
-			m.uncharged[reasonTransaction].Add(1)
-			endWait(waitPassed)
-			return true, nil
-		}
-		res, scope, err := c.allow(c.ctx)
-		if err == nil && scope == scopeNone {
-			for i := range c.lims {
-				if c.lims[i] != nil {
-					m.queries[i][decisionAllowed].Add(1)
-				}
-			}
-			endWait(waitPassed)
-			return true, nil
-		}
-		if c.ctx.Err() != nil {
-			return false, c.ctx.Err()
-		}
-		if owed {
-			// This query may run inside a transaction that a pipelined
-			// query opens: learn the status before answering.
-			if err := c.awaitReady(); err != nil {
-				return false, err
-			}
-			lim = c.loadLimits()
-			if lim == nil {
-				return true, nil
-			}
-			continue
-		}
-		if err == nil && res.Source != floodgate.SourceFailClosed && res.RetryAfter != floodgate.RetryNever {
-			if mw := lim.scope(scope).MaxWait; mw > 0 {
-				now := time.Now()
-				if waitStart.IsZero() {
-					waitStart, waitScope = now, scope
-				}
-				if now.Add(res.RetryAfter).Sub(waitStart) <= mw {
-					if err := c.flush(); err != nil {
-						return false, err
-					}
-					if watch == nil {
-						watch = c.watchClient()
-					}
-					switch c.sleep(max(res.RetryAfter, time.Millisecond), watch) {
-					case sleepCanceled:
-						endWait(waitCanceled)
-						e := pgError{severity: "ERROR", code: "57014", message: "canceling statement due to user request",
-							detail: "The query was waiting for the rate limit and had not reached the server."}
-						return false, c.replyDenied(e, extended)
-					case sleepGone:
-						endWait(waitCanceled)
-						return false, errClientGone
-					}
-					lim = c.loadLimits()
-					if lim == nil {
-						endWait(waitPassed)
-						return true, nil
-					}
-					continue
-				}
-			}
-		}
-		endWait(waitRejected)
-		p := c.p
-		if err != nil {
-			m.queries[scope][decisionError].Add(1)
-			p.rejectLog[scope].log(p, slog.LevelError, "pgproxy: rate limit check failed; query rejected",
-				"scope", scope.String(), "user", c.params.user, "client", c.ipLog, "err", err)
-		} else {
-			m.queries[scope][decisionDenied].Add(1)
-			p.rejectLog[scope].log(p, slog.LevelInfo, "pgproxy: query rate limit exceeded",
-				"scope", scope.String(), "user", c.params.user, "client", c.ipLog,
-				"source", string(res.Source), "retry_after", res.RetryAfter)
-		}
-		return false, c.replyDenied(c.rejection(scope, res, err != nil), extended)
-	}
-}
-
 var errClientGone = errors.New("client disconnected while its query waited")
 
 // replyDenied answers a query the proxy does not forward.
-func (c *conn) replyDenied(e pgError, extended bool) error {
-	b := appendError(c.out[:0], e)
+func (c *conn) replyDenied(e pgwire.ErrorResponse, extended bool) error {
+	b := e.Append(c.out[:0])
 	if !extended {
-		b = appendReady(b, byte(c.status.Load()))
+		b = pgwire.AppendReadyForQuery(b, byte(c.status.Load()))
 	}
 	c.out = b[:0]
 	return c.writeReply(b)
@@ -447,32 +446,6 @@ func (c *conn) awaitReady() error {
 		}
 	}
 	return nil
-}
-
-type sleepResult uint8
-
-const (
-	sleepDone sleepResult = iota
-	sleepCanceled
-	sleepGone
-)
-
-// sleep waits d, or less if the client cancels its query or disconnects.
-func (c *conn) sleep(d time.Duration, w *watcher) sleepResult {
-	c.p.metrics.waiting.Add(1)
-	defer c.p.metrics.waiting.Add(-1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return sleepDone
-	case <-c.cancelWait:
-		return sleepCanceled
-	case <-w.gone:
-		return sleepGone
-	case <-c.ctx.Done():
-		return sleepGone
-	}
 }
 
 // A watcher notices a client that disconnects while its query waits, when

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 )
 
 // A scopeID names a level of limits, in the order they are checked.
@@ -79,7 +80,7 @@ func (c *conn) key(s scopeID) string {
 	case scopeGlobal:
 		return GlobalKey
 	case scopeUser:
-		return c.params.user
+		return c.params.User
 	}
 	return c.ipKey
 }
@@ -152,26 +153,31 @@ func (s *sampler) log(p *Proxy, level slog.Level, msg string, args ...any) {
 	p.log.Log(context.Background(), level, msg, args...)
 }
 
-// rejection builds the ErrorResponse of a query rejected by scope.
-func (c *conn) rejection(scope scopeID, res floodgate.Result, failed bool) pgError {
-	e := pgError{severity: "ERROR", code: "53400", message: "rate limit exceeded"}
-	who := ""
+// who names the key of scope in a message to the client.
+func (c *conn) who(scope scopeID) string {
 	switch scope {
 	case scopeUser:
-		who = fmt.Sprintf(" for user %q", c.params.user)
+		return fmt.Sprintf(" for user %q", c.params.User)
 	case scopeIP:
-		who = " for your client address"
+		return " for your client address"
 	}
+	return ""
+}
+
+// rejection builds the ErrorResponse of a query rejected by scope.
+func (c *conn) rejection(scope scopeID, res floodgate.Result, failed bool) pgwire.ErrorResponse {
+	e := pgwire.ErrorResponse{Severity: "ERROR", Code: "53400", Message: "rate limit exceeded"}
+	who := c.who(scope)
 	switch {
 	case failed:
-		e.detail = fmt.Sprintf("The %s query rate limit%s could not be checked, and the proxy does not run queries it cannot check.", scope.label(), who)
-		e.hint = "The rate limiter's store is unavailable; retry later. The session is still usable."
+		e.Detail = fmt.Sprintf("The %s query rate limit%s could not be checked, and the proxy does not run queries it cannot check.", scope.label(), who)
+		e.Hint = "The rate limiter's store is unavailable; retry later. The session is still usable."
 	case res.Source == floodgate.SourceFailClosed:
-		e.detail = fmt.Sprintf("The %s query rate limit%s is unavailable, and its failure policy refuses queries.", scope.label(), who)
-		e.hint = "The rate limiter's store is unavailable; retry later. The session is still usable."
+		e.Detail = fmt.Sprintf("The %s query rate limit%s is unavailable, and its failure policy refuses queries.", scope.label(), who)
+		e.Hint = "The rate limiter's store is unavailable; retry later. The session is still usable."
 	default:
-		e.detail = fmt.Sprintf("The %s query rate limit%s is reached (%s); retry in %s.", scope.label(), who, res.Limit, retryText(res.RetryAfter))
-		e.hint = "Send queries more slowly, or ask for a higher limit. The query was not run; the session is still usable."
+		e.Detail = fmt.Sprintf("The %s query rate limit%s is reached (%s); retry in %s.", scope.label(), who, res.Limit, retryText(res.RetryAfter))
+		e.Hint = "Send queries more slowly, or ask for a higher limit. The query was not run; the session is still usable."
 	}
 	return e
 }

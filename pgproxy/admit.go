@@ -1,0 +1,235 @@
+package pgproxy
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
+)
+
+// admitQuery decides a query (a simple Query or FunctionCall, or an
+// extended cycle at its first message) under the limits, waiting in line
+// under MaxWait when it may (see queue.go). When it denies, it has answered
+// the client: an ErrorResponse, then for a simple query a ReadyForQuery
+// (for a cycle, the caller sends that at the cycle's Sync). A non-nil error
+// ends the connection.
+func (c *conn) admitQuery(extended bool) (bool, error) {
+	lim := c.loadLimits()
+	if lim == nil {
+		return true, nil
+	}
+	select { // a CancelRequest meant for an earlier query must not end this one
+	case <-c.cancelWait:
+	default:
+	}
+	m := &c.p.metrics
+	q := &c.p.queues
+	w := c.waiter
+	for s := range numScopes {
+		w.keys[s] = ""
+		if c.lims[s] != nil {
+			w.keys[s] = c.key(s)
+		}
+	}
+	w.seq = 0
+	select { // a wake-up left from an earlier wait
+	case <-w.wake:
+	default:
+	}
+	mayWait := func(s scopeID) bool { return lim.scope(s).MaxWait > 0 }
+	for {
+		owed := c.received.Load() != c.expected.Load()
+		if !owed && c.status.Load() != 'I' {
+			m.uncharged[reasonTransaction].Add(1)
+			return true, nil
+		}
+		if owed && q.contended(w, mayWait) {
+			// The query may run inside a transaction that a pipelined
+			// query opens, where it is not charged: learn the status
+			// before taking a place in line.
+			if err := c.awaitReady(); err != nil {
+				return false, err
+			}
+			if lim = c.loadLimits(); lim == nil {
+				return true, nil
+			}
+			continue
+		}
+		now := c.p.clock.Now()
+		if !owed && q.joinFirst(w, now, mayWait) {
+			return c.waitTurn(extended, time.Time{})
+		}
+		res, scope, err := c.allow(c.ctx)
+		if err == nil && scope == scopeNone {
+			c.countAllowed()
+			return true, nil
+		}
+		if c.ctx.Err() != nil {
+			return false, c.ctx.Err()
+		}
+		if owed {
+			// As above: the status decides whether it is charged at all.
+			if err := c.awaitReady(); err != nil {
+				return false, err
+			}
+			if lim = c.loadLimits(); lim == nil {
+				return true, nil
+			}
+			continue
+		}
+		if err == nil && waitable(res) {
+			if mw := lim.scope(scope).MaxWait; mw > 0 && res.RetryAfter <= mw {
+				q.join(w, scope, now)
+				return c.waitTurn(extended, now.Add(res.RetryAfter))
+			}
+			m.waits[scope][waitRejected].Add(btou(lim.scope(scope).MaxWait > 0))
+		}
+		return false, c.deny(scope, res, err, extended)
+	}
+}
+
+// waitable reports whether a denial may be waited out: the limiter says
+// when the query would pass.
+func waitable(res floodgate.Result) bool {
+	return res.Source != floodgate.SourceFailClosed && res.RetryAfter != floodgate.RetryNever
+}
+
+func btou(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// waitTurn waits in line for the query's turn, then asks the limiter until
+// the query passes or cannot pass within MaxWait. due is when the query
+// would pass by the limiter's last answer, zero when it has not asked yet.
+func (c *conn) waitTurn(extended bool, due time.Time) (bool, error) {
+	m := &c.p.metrics
+	q := &c.p.queues
+	w := c.waiter
+	waitScope := w.list.key.scope
+	defer q.leave(w)
+	m.waiting.Add(1)
+	defer m.waiting.Add(-1)
+	outcome := waitPassed
+	defer func() {
+		m.waits[waitScope][outcome].Add(1)
+		m.waitNanos.Add(uint64(c.p.clock.Now().Sub(w.arrived)))
+	}()
+	if err := c.flush(); err != nil {
+		return false, err
+	}
+	watch := c.watchClient()
+	defer watch.stop()
+	for {
+		lim := c.loadLimits()
+		if lim == nil {
+			return true, nil
+		}
+		scope := w.list.key.scope
+		deadline := w.arrived.Add(lim.scope(scope).MaxWait)
+		now := c.p.clock.Now()
+		turn := q.turn(w)
+		var until time.Time
+		switch {
+		case turn && (due.IsZero() || !now.Before(due)):
+			r, denied, err := c.allow(c.ctx)
+			if err == nil && denied == scopeNone {
+				c.countAllowed()
+				return true, nil
+			}
+			if c.ctx.Err() != nil {
+				return false, c.ctx.Err()
+			}
+			if err != nil || !waitable(r) {
+				outcome = waitRejected
+				return false, c.deny(denied, r, err, extended)
+			}
+			due = now.Add(r.RetryAfter)
+			if denied != scope {
+				if lim.scope(denied).MaxWait == 0 {
+					// Refused by a scope that does not wait.
+					outcome = waitRejected
+					return false, c.deny(denied, r, nil, extended)
+				}
+				q.join(w, denied, now)
+				scope = denied
+				deadline = w.arrived.Add(lim.scope(scope).MaxWait)
+			}
+			if due.After(deadline) {
+				// The limiter says it cannot pass in time: no use waiting.
+				outcome = waitRejected
+				return false, c.deny(scope, r, nil, extended)
+			}
+			continue
+		case turn:
+			until = due // it passes then, MaxWait or not: it was due in time
+		default:
+			if !now.Before(deadline) {
+				outcome = waitRejected
+				m.queries[scope][decisionDenied].Add(1)
+				return false, c.replyDenied(c.waitedOut(scope, lim.scope(scope).MaxWait), extended)
+			}
+			until = deadline
+			due = time.Time{} // it asks afresh when its turn comes
+		}
+		t := c.p.clock.NewTimer(until.Sub(now))
+		select {
+		case <-t.C():
+		case <-w.wake:
+		case <-c.cancelWait:
+			t.Stop()
+			outcome = waitCanceled
+			e := pgwire.ErrorResponse{Severity: "ERROR", Code: "57014", Message: "canceling statement due to user request",
+				Detail: "The query was waiting for the rate limit and had not reached the server."}
+			return false, c.replyDenied(e, extended)
+		case <-watch.gone:
+			t.Stop()
+			outcome = waitCanceled
+			return false, errClientGone
+		case <-c.ctx.Done():
+			t.Stop()
+			outcome = waitCanceled
+			return false, c.ctx.Err()
+		}
+		t.Stop()
+	}
+}
+
+func (c *conn) countAllowed() {
+	m := &c.p.metrics
+	for i := range c.lims {
+		if c.lims[i] != nil {
+			m.queries[i][decisionAllowed].Add(1)
+		}
+	}
+}
+
+// deny counts and logs a query refused by scope (err: the check failed)
+// and answers it.
+func (c *conn) deny(scope scopeID, res floodgate.Result, err error, extended bool) error {
+	m := &c.p.metrics
+	p := c.p
+	if err != nil {
+		m.queries[scope][decisionError].Add(1)
+		p.rejectLog[scope].log(p, slog.LevelError, "pgproxy: rate limit check failed; query rejected",
+			"scope", scope.String(), "user", c.params.User, "client", c.ipLog, "err", err)
+	} else {
+		m.queries[scope][decisionDenied].Add(1)
+		p.rejectLog[scope].log(p, slog.LevelInfo, "pgproxy: query rate limit exceeded",
+			"scope", scope.String(), "user", c.params.User, "client", c.ipLog,
+			"source", string(res.Source), "retry_after", res.RetryAfter)
+	}
+	return c.replyDenied(c.rejection(scope, res, err != nil), extended)
+}
+
+// waitedOut is the ErrorResponse of a query whose turn did not come
+// within MaxWait.
+func (c *conn) waitedOut(scope scopeID, maxWait time.Duration) pgwire.ErrorResponse {
+	e := c.rejection(scope, floodgate.Result{}, false)
+	e.Detail = fmt.Sprintf("The %s query rate limit%s is reached, and the query waited its max_wait (%s) in line without its turn coming.", scope.label(), c.who(scope), maxWait)
+	return e
+}
