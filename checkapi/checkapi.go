@@ -35,8 +35,10 @@ const (
 	// DefaultMaxBody is the largest check request body read.
 	DefaultMaxBody = 64 << 10
 
-	// MaxChecks is the most checks one batch request may carry.
-	MaxChecks = 32
+	// MaxChecks is the most checks one batch request may carry: as many as
+	// one decision checks (httplimit.MaxRules). More is a 400, never a
+	// partial decision.
+	MaxChecks = httplimit.MaxRules
 )
 
 // Path is the path of the check API.
@@ -91,9 +93,12 @@ type Config struct {
 //
 // In a batch answer the driving Result's members are joined by "index",
 // the position of the check that drove the answer, and "checks", each
-// check's own Result in request order (null for checks after a denial,
-// which were not decided; checks before it show their admission, which was
-// refunded).
+// check's own Result in request order as the engine holds it after the
+// request, with "charged" saying whether its cost was taken. In a denied
+// batch nothing is charged: the checks before the denying one show the
+// units they gave back, and those after it, which were not decided
+// ("decided": false), what a look at their key finds, "allowed" saying
+// whether their cost would have passed.
 //
 // An API is safe for concurrent use.
 type API struct {
@@ -318,12 +323,16 @@ func (c *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			if i > drive && !res.Allowed {
-				b = append(b, "null"...) // not decided
-				continue
-			}
-			ri := v.ResultOf(i)
+			ch := &st.charges[i]
+			ri, decided := c.held(r.Context(), v, i, drive, ch)
 			b = appendResult(b, &ri)
+			b = b[:len(b)-1]
+			b = append(b, `,"charged":`...)
+			b = strconv.AppendBool(b, res.Allowed && ch.Cost > 0)
+			if !decided {
+				b = append(b, `,"decided":false`...)
+			}
+			b = append(b, '}')
 		}
 		b = append(b, "]}"...)
 	}
@@ -331,6 +340,30 @@ func (c *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.out = b
 	w.WriteHeader(status)
 	w.Write(b)
+}
+
+// held is check i of a batch as the engine holds it after the request: its
+// Result when the batch was admitted; in a denied batch the denying
+// check's Result, an earlier check's with its refunded units back, and a
+// later (undecided) check's state from a look at its key, allowed when its
+// cost would pass. decided is false for the last kind.
+func (c *API) held(ctx context.Context, v *httplimit.Verdict, i, drive int, ch *httplimit.Charge) (res floodgate.Result, decided bool) {
+	res = v.ResultOf(i)
+	switch {
+	case v.Result().Allowed || i == drive:
+		return res, true
+	case i < drive:
+		if res.Allowed && res.Set != nil {
+			res.Remaining = min(res.Remaining+ch.Cost, res.Limit.Capacity())
+		}
+		return res, true
+	}
+	peek, err := ch.Limiter.AllowN(ctx, ch.Key, 0)
+	if err != nil {
+		return floodgate.Result{Policy: ch.Limiter.Name(), Source: httplimit.SourceError}, false
+	}
+	peek.Allowed = peek.Set != nil && peek.Remaining >= ch.Cost || peek.Source == floodgate.SourceFailOpen
+	return peek, false
 }
 
 // appendResult appends res as the JSON object the check API answers:

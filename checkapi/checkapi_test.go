@@ -290,3 +290,47 @@ func TestCheckRefusesOtherSites(t *testing.T) {
 		t.Errorf("an allowed host with JSON: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// TestCheckBatchReportsWhatTheEngineHolds: in a denied batch every entry
+// says what the engine holds afterwards: the checks before the denying one
+// with the units they gave back, those after it undecided with their
+// state, and none charged.
+func TestCheckBatchReportsWhatTheEngineHolds(t *testing.T) {
+	a := memLimiter(t, "a", floodgate.PerMinute(5))
+	b := memLimiter(t, "b", floodgate.PerMinute(1))
+	cc := memLimiter(t, "c", floodgate.PerMinute(4))
+	_, c := startCheck(t, map[string]floodgate.Limiter{"a": a, "b": b, "c": cc})
+	c.post(`{"policy":"b","key":"k"}`) // b is spent
+	c.post(`{"policy":"c","key":"k","cost":2}`)
+	resp, m := c.post(`{"checks":[{"policy":"a","key":"k","cost":2},{"policy":"b","key":"k"},{"policy":"c","key":"k","cost":3}]}`)
+	if resp.StatusCode != 429 || m["index"] != 1.0 {
+		t.Fatalf("batch: %d %v", resp.StatusCode, m)
+	}
+	checks := m["checks"].([]any)
+	e := func(i int) map[string]any { return checks[i].(map[string]any) }
+	if e(0)["allowed"] != true || e(0)["remaining"] != 5.0 || e(0)["charged"] != false {
+		t.Errorf("the refunded check: %v, want allowed with all 5 back, not charged", e(0))
+	}
+	if e(1)["allowed"] != false || e(1)["remaining"] != 0.0 || e(1)["charged"] != false {
+		t.Errorf("the denying check: %v", e(1))
+	}
+	if e(2)["decided"] != false || e(2)["remaining"] != 2.0 || e(2)["allowed"] != false || e(2)["charged"] != false {
+		t.Errorf("the undecided check: %v, want its 2 left, and that 3 would not pass", e(2))
+	}
+	for _, p := range []struct {
+		policy string
+		left   float64
+	}{{"a", 5}, {"c", 2}} {
+		if _, m := c.post(`{"policy":"` + p.policy + `","key":"k","cost":0}`); m["remaining"] != p.left {
+			t.Errorf("%s remaining %v after the denied batch, want %v", p.policy, m["remaining"], p.left)
+		}
+	}
+	// More checks than one decision holds is refused, whole.
+	many := `{"checks":[` + strings.TrimSuffix(strings.Repeat(`{"policy":"a","key":"x"},`, MaxChecks+1), ",") + `]}`
+	if resp, m := c.post(many); resp.StatusCode != 400 || !strings.Contains(m["error"].(string), "more than") {
+		t.Errorf("%d checks: %d %v", MaxChecks+1, resp.StatusCode, m)
+	}
+	if _, m := c.post(`{"policy":"a","key":"x","cost":0}`); m["remaining"] != 5.0 {
+		t.Errorf("a refused batch charged: %v", m)
+	}
+}

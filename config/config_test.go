@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -491,5 +492,23 @@ func TestIndentationErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.at) || !strings.Contains(err.Error(), tc.hint) {
 			t.Errorf("%q: %v, want %s and %q", tc.src, err, tc.at, tc.hint)
 		}
+	}
+}
+
+// TestTooManyRouteLimits: a route with more limits than one request is
+// checked against is refused at the route, naming the way out.
+func TestTooManyRouteLimits(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("policies:\n")
+	for i := range 9 {
+		fmt.Fprintf(&b, "  p%d: {rate: 1/s}\n", i)
+	}
+	b.WriteString("proxy:\n  upstream: demo\n  routes:\n    - limits:\n")
+	for i := range 9 {
+		fmt.Fprintf(&b, "        - {policy: p%d}\n", i)
+	}
+	_, err := Parse("f.yaml", []byte(b.String()))
+	if err == nil || !strings.Contains(err.Error(), "proxy.routes[0].limits: 9 limits, more than the 8") {
+		t.Errorf("9 limits on a route: %v", err)
 	}
 }

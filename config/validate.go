@@ -546,6 +546,9 @@ func (k *checker) checkProxy() {
 		} else {
 			names[r.Name] = i
 		}
+		if len(r.Limits) > httplimit.MaxRules {
+			k.errf(rp+".limits", "%d limits, more than the %d one request is checked against; combine limits into a policy (a policy holds several, all or nothing)", len(r.Limits), httplimit.MaxRules)
+		}
 		seen := map[string]int{}
 		for j := range r.Limits {
 			k.checkRouteLimit(fmt.Sprintf("%s.limits[%d]", rp, j), &r.Limits[j], seen, j)
