@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -164,5 +165,31 @@ func TestExampleRoutes(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%s %s → route %q, want %q", tc.method, tc.path, got, tc.want)
 		}
+	}
+}
+
+// TestDefaultRouteHeadersAgree: on the built-in defaults (10/min, burst 5)
+// every header field describes the same quantity: X-RateLimit-Limit 5, a
+// RateLimit-Policy of 5 per the 30 s it takes to fill up again, and
+// remaining counts out of those 5.
+func TestDefaultRouteHeadersAgree(t *testing.T) {
+	d, err := New(config.Default(), Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	req := httptest.NewRequest("GET", "http://localhost/", nil)
+	req.RemoteAddr = "192.0.2.1:4711"
+	rec := httptest.NewRecorder()
+	d.cur.Load().proxy.ServeHTTP(rec, req)
+	h := rec.Header()
+	if h.Get("X-Ratelimit-Limit") != "5" || h.Get("X-Ratelimit-Remaining") != "4" {
+		t.Errorf("X-RateLimit-Limit %q, -Remaining %q", h.Get("X-Ratelimit-Limit"), h.Get("X-Ratelimit-Remaining"))
+	}
+	if p := h.Get("Ratelimit-Policy"); !strings.Contains(p, ";q=5;w=30") {
+		t.Errorf("RateLimit-Policy %q, want q=5;w=30 beside X-RateLimit-Limit 5", p)
+	}
+	if r := h.Get("Ratelimit"); !strings.Contains(r, ";r=4;") {
+		t.Errorf("RateLimit %q, want r=4", r)
 	}
 }

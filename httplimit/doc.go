@@ -53,7 +53,10 @@
 //     applied, named after the policy ("api", or "api/1", "api/2" for a
 //     policy of several limits), with q units per w seconds; a window that is
 //     not a whole number of seconds is rounded up, with q scaled down. A
-//     token bucket whose burst differs from its rate adds floodgate-burst.
+//     token bucket whose burst differs from its rate is q = its burst per
+//     w = the seconds it takes to fill up again (10/min, burst 5: q=5;w=30),
+//     so that q, X-RateLimit-Limit and the remaining counts describe one
+//     quantity, and q/w is the sustained rate.
 //     RateLimit has one item per decided rule, each with its own deciding
 //     limit's remaining units r and t: the seconds until that limit is
 //     full again (as X-RateLimit-Reset), or on a 429 the Retry-After value,

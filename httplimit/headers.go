@@ -62,19 +62,33 @@ func newDesc(set *floodgate.LimitSet) *desc {
 		if i > 0 {
 			line = append(line, ", "...)
 		}
-		q, w := Quota(l)
+		q, w := policyQuota(l)
 		line = append(line, d.ids[i]...)
 		line = append(line, ";q="...)
 		line = strconv.AppendInt(line, q, 10)
 		line = append(line, ";w="...)
 		line = strconv.AppendInt(line, w, 10)
-		if l.Interval() > 0 && l.Capacity() != l.Rate {
-			line = append(line, ";floodgate-burst="...)
-			line = strconv.AppendInt(line, min(l.Capacity(), maxSFInt), 10)
-		}
 	}
 	d.policy = string(line)
 	return d
+}
+
+// policyQuota is l's quota as RateLimit-Policy advertises it, in the terms
+// X-RateLimit-Limit and the remaining counts use: a token bucket whose burst
+// differs from its rate (10/min, burst 5) is q = its burst per w = the time
+// it takes to fill up again (5 per 30 s), so that q is the most a client
+// can hold, as X-RateLimit-Limit says, and q/w its sustained rate; any
+// other limit is Quota's rate per period.
+func policyQuota(l floodgate.Limit) (q, w int64) {
+	iv, capacity := l.Interval(), l.Capacity()
+	if iv <= 0 || capacity == l.Rate || capacity <= 0 {
+		return Quota(l)
+	}
+	hi, lo := bits.Mul64(uint64(capacity), uint64(iv))
+	if hi != 0 || lo > math.MaxInt64 {
+		return min(capacity, maxSFInt), maxSFInt
+	}
+	return min(capacity, maxSFInt), min(ceilSeconds(time.Duration(lo)), maxSFInt)
 }
 
 // Quota expresses l as q units per w whole seconds, the only windows the

@@ -275,7 +275,7 @@ func TestPolicyDescriptions(t *testing.T) {
 		{name: "fractional window", policy: "odd", limits: []floodgate.Limit{{Rate: 3, Period: 1500 * time.Millisecond}},
 			policyHdr: `"odd";q=4;w=2`, rateHdr: `"odd";r=2;t=1`, limitHdr: "3"},
 		{name: "burst", policy: "b", limits: []floodgate.Limit{floodgate.PerSecond(10).WithBurst(20)},
-			policyHdr: `"b";q=10;w=1;floodgate-burst=20`, rateHdr: `"b";r=19;t=1`, limitHdr: "20"},
+			policyHdr: `"b";q=20;w=2`, rateHdr: `"b";r=19;t=1`, limitHdr: "20"},
 		{name: "quoted name", policy: `a"b\c é`, limits: []floodgate.Limit{floodgate.PerMinute(2)},
 			policyHdr: `"a\"b\\c ??";q=2;w=60`, rateHdr: `"a\"b\\c ??";r=1;t=30`, limitHdr: "2"},
 	}
