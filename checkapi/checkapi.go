@@ -274,6 +274,12 @@ func (c *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("check %d: unknown policy %q", i+1, q.Policy))
 			return
 		}
+		if q.Key == "" {
+			// An empty key would be one bucket shared by every caller that
+			// left it out.
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("check %d: give the key to decide for (\"key\"), e.g. \"user:42\"", i+1))
+			return
+		}
 		cost := int64(1)
 		if q.Cost != nil {
 			if cost = *q.Cost; cost < 0 {

@@ -131,6 +131,8 @@ func TestCheckErrors(t *testing.T) {
 		{"two values", `{"policy":"api","key":"k"} {}`, 400, "more than one"},
 		{"both forms", `{"policy":"api","checks":[{"policy":"api"}]}`, 400, "not both"},
 		{"empty batch", `{"checks":[]}`, 400, "empty"},
+		{"no key", `{"policy":"api"}`, 400, "give the key"},
+		{"empty key", `{"policy":"api","key":""}`, 400, "give the key"},
 		{"too many", `{"checks":[` + strings.Repeat(`{"policy":"api","key":"k"},`, MaxChecks) + `{"policy":"api","key":"k"}]}`, 400, "more than"},
 		{"oversized", `{"policy":"api","key":"` + strings.Repeat("k", DefaultMaxBody) + `"}`, 413, "larger than"},
 	}

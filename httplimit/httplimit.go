@@ -23,9 +23,10 @@ var ErrInvalidConfig = errors.New("httplimit: invalid config")
 // client chooses freely (an unchecked header, a spoofable address) lets the
 // client pick a fresh key per request; see the package documentation.
 //
-// A KeyFunc cannot fail: a request it cannot identify must still get a key,
-// typically a shared one, so that it stays limited. An empty key is a valid
-// key, shared by every request that gets it.
+// A KeyFunc answers "" when the request has no key of its kind (a login
+// form without its field): the rule then keys the request by its client
+// address instead (Rule.NoKey), or skips it where the rule says so
+// (Rule.SkipNoKey); "" is never a key that every such request shares.
 type KeyFunc func(r *http.Request) string
 
 // Count says which responses a rule's charge stands for.
@@ -68,6 +69,18 @@ type Rule struct {
 	// clientip's zero Config sees it: the connection's peer, never a header.
 	// Behind a proxy use KeyByIP with a configured clientip.Resolver.
 	Key KeyFunc
+
+	// NoKey keys a request Key gave no key (""), tagged "nokey:" so that
+	// it never meets a key Key makes. Nil means the client's address
+	// (KeyByIP(nil)): a request that leaves its key out is limited as its
+	// client, never in one bucket with every other such request.
+	NoKey KeyFunc
+
+	// SkipNoKey lets a request Key gave no key through the rule unlimited,
+	// for rules that only make sense with a key; such requests are logged
+	// (sampled) so that a key function that stopped finding its key shows.
+	// Default false: NoKey keys them.
+	SkipNoKey bool
 
 	// Match selects the requests the rule applies to; nil means all. It runs
 	// on the request as the middleware sees it, before any routing of the
@@ -252,6 +265,9 @@ func New(cfg Config) (*Middleware, error) {
 		if r.Count > CountSuccessful {
 			bad("rule %d: unknown Count %d", i+1, r.Count)
 		}
+		if r.NoKey == nil {
+			r.NoKey = KeyByIP(nil)
+		}
 		if r.Key == nil {
 			r.Key = KeyByIP(nil)
 		}
@@ -340,6 +356,13 @@ func (m *Middleware) Decide(r *http.Request, v *Verdict) {
 			}
 		}
 		key := ru.Key(r)
+		if key == "" {
+			if ru.SkipNoKey {
+				m.core.logNoKey(r.Context(), lim)
+				continue
+			}
+			key = "nokey:" + ru.NoKey(r)
+		}
 		cost := int64(1)
 		if ru.Cost != nil {
 			if cost = ru.Cost(r); cost < 0 {

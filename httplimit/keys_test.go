@@ -12,6 +12,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/memstore"
 )
 
 type userKey struct{}
@@ -216,4 +217,48 @@ func TestTrustedProxyChain(t *testing.T) {
 			t.Fatalf("client B request %d: %d: it shares A's limit", i+1, code)
 		}
 	}
+}
+
+// TestNoKey: a key function that finds no key never puts such requests in
+// one shared bucket: they are keyed by their client, or skipped when the
+// rule says so.
+func TestNoKey(t *testing.T) {
+	st := memstore.New(memstore.Options{})
+	defer st.Close()
+	lim, err := floodgate.New(st, floodgate.Policy{Name: "login", Limits: []floodgate.Limit{floodgate.PerMinute(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, skip := range []bool{false, true} {
+		mw, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: lim, Key: httplimit.KeyByFormValue("username"), SkipNoKey: skip}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		send := func(peer string) int {
+			req := httptest.NewRequest("POST", "/login", strings.NewReader("password=x"))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.RemoteAddr = peer + ":1"
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			return rec.Code
+		}
+		a1, a2, b := send(fmt.Sprintf("192.0.2.%d", 10+btoi(skip))), send(fmt.Sprintf("192.0.2.%d", 10+btoi(skip))), send(fmt.Sprintf("198.51.100.%d", 10+btoi(skip)))
+		switch {
+		case !skip && (a1 != 200 || a2 != 429 || b != 200):
+			t.Errorf("no field, keyed by client: %d %d %d, want 200 429 200", a1, a2, b)
+		case skip && (a1 != 200 || a2 != 200 || b != 200):
+			t.Errorf("no field, skipped: %d %d %d, want all 200", a1, a2, b)
+		}
+	}
+	if res, _ := lim.AllowN(context.Background(), "", 0); res.Remaining != 1 {
+		t.Error("a request without a key was charged to the empty key")
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

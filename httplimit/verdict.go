@@ -54,6 +54,7 @@ type Decider struct {
 
 	lastLog    atomic.Int64
 	suppressed atomic.Uint64
+	lastNoKey  atomic.Int64
 }
 
 // NewDecider validates cfg and returns its Decider. Errors wrap
@@ -527,6 +528,17 @@ const (
 
 // logError logs a limiter error, at most once per second. The key is
 // redacted unless the config says otherwise.
+// logNoKey logs, at most once a second, that a rule let a request through
+// because its key function found no key (Rule.SkipNoKey).
+func (d *Decider) logNoKey(ctx context.Context, lim floodgate.Limiter) {
+	now := time.Now().UnixNano()
+	last := d.lastNoKey.Load()
+	if now-last < int64(time.Second) || !d.lastNoKey.CompareAndSwap(last, now) {
+		return
+	}
+	d.log.LogAttrs(ctx, slog.LevelInfo, "httplimit: a request had no key, and its rule skips such requests", slog.String("policy", lim.Name()))
+}
+
 func (d *Decider) logError(ctx context.Context, err error, key string) {
 	now := time.Now().UnixNano()
 	last := d.lastLog.Load()

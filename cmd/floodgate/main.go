@@ -369,8 +369,8 @@ func check(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *policy == "" {
-		fmt.Fprint(stderr, "floodgate check: -policy is required\n")
+	if *policy == "" || *key == "" {
+		fmt.Fprint(stderr, "floodgate check: -policy and -key are required, e.g. floodgate check -policy api -key user:42\n")
 		return 2
 	}
 	reqBody, _ := json.Marshal(map[string]any{"policy": *policy, "key": *key, "cost": *cost})

@@ -228,3 +228,12 @@ proxy:
 		t.Errorf("with no limited route: %q", got)
 	}
 }
+
+// TestCheckNeedsAKey: floodgate check without -key is a usage error, not a
+// decision for the empty key.
+func TestCheckNeedsAKey(t *testing.T) {
+	var out, errOut strings.Builder
+	if code := run([]string{"check", "-policy", "api"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "-key") {
+		t.Errorf("check without -key: exit %d %q", code, errOut.String())
+	}
+}
