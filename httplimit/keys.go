@@ -145,7 +145,8 @@ func methodKey(m string) string {
 // KeyByFormValue keys requests by a field of their URL-encoded form body,
 // such as the login a sign-in form submits, trimmed and in lower case so
 // that "Alice " and "alice" are one account. Requests without the field
-// share the key "".
+// have no key (""): the rule keys them by their client (Rule.NoKey), so a
+// form sent without the field is limited as its sender.
 //
 // It parses the body with http.Request.ParseForm, so the handler still finds
 // the field in r.PostForm or r.FormValue but cannot read the body again. The
