@@ -302,8 +302,12 @@ type Hybrid struct {
 }
 
 // Fraction returns the local share of each limit: LocalFraction, or what
-// hybrid.FractionFor makes of Instances and Headroom.
+// hybrid.FractionFor makes of Instances and Headroom; 0 without a hybrid
+// section, which the checker allows only when every policy gives local.
 func (h *Hybrid) Fraction() float64 {
+	if h == nil {
+		return 0 // every policy gives its own local limits
+	}
 	if h.LocalFraction > 0 {
 		return h.LocalFraction
 	}
@@ -394,6 +398,14 @@ func (s *LimitsSpec) List() []LimitSpec {
 // A PolicySpec is one entry of policies.
 type PolicySpec struct {
 	LimitsSpec `yaml:",inline"`
+
+	// Local is what the hybrid engine's local filter lets through per
+	// instance in place of the limits, one for each limit and in their
+	// order (rate: 50/s, burst: 100 with local: {rate: 10/s, burst: 20}).
+	// Each must be no larger than its limit. Absent: the filter holds
+	// storage.hybrid's share of every limit. Overrides and tiers always
+	// take that share. Only the hybrid engine has a local filter.
+	Local *LimitsSpec `yaml:"local,omitempty"`
 
 	// Description is free text for the status page and the effective
 	// configuration.
