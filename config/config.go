@@ -576,6 +576,20 @@ type Envoy struct {
 	// Listen is the gRPC address. Default "127.0.0.1:8082".
 	Listen string `yaml:"listen"`
 
+	// TLS serves gRPC over TLS (with client_ca, mutual TLS). Envoy's
+	// cluster for the service then needs a transport_socket with TLS.
+	TLS *ServerTLS `yaml:"tls,omitempty"`
+
+	// Token, when set, is required with every ShouldRateLimit call as the
+	// metadata "authorization: Bearer TOKEN" (in Envoy, the grpc_service's
+	// initial_metadata). Without one, anyone who reaches the listener can
+	// spend and refund every client's budget: keep it on a private network.
+	// Use ${ENVOY_TOKEN} or TokenFile to keep it out of the file.
+	Token string `yaml:"token,omitempty"`
+
+	// TokenFile is a file holding the token; exclusive with Token.
+	TokenFile string `yaml:"token_file,omitempty"`
+
 	// RatelimitConfig are envoyproxy/ratelimit configuration files, loaded
 	// as they are (see docs/envoy.md), relative to this file's directory.
 	RatelimitConfig []string `yaml:"ratelimit_config"`

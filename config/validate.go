@@ -665,6 +665,8 @@ func (k *checker) checkRouteLimit(path string, l *RouteLimit, seen map[string]in
 func (k *checker) checkEnvoy() {
 	e := k.c.Envoy
 	k.listen("envoy.listen", e.Listen, false)
+	k.serverTLS("envoy.tls", e.TLS)
+	k.secret("envoy", &e.Token, &e.TokenFile)
 	alg, err := floodgate.ParseAlgorithm(e.Algorithm)
 	if err != nil {
 		k.oneOf("envoy.algorithm", e.Algorithm, enumAlgorithms...)

@@ -38,6 +38,8 @@ import (
 	"github.com/floodgate-go/floodgate/checkapi"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/envoyrls"
+	"github.com/floodgate-go/floodgate/internal/certfile"
+	"github.com/floodgate-go/floodgate/internal/denylog"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/pgproxy"
@@ -261,6 +263,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	if d.envoy != nil {
 		d.envoy.SetRules(cfg.Envoy.Rules, g.limiters)
 		d.envoy.SetMode(envoyMode(cfg.Envoy))
+		d.envoy.SetToken(cfg.Envoy.Token)
 	}
 	if d.admin != nil {
 		d.admin.SetToken(cfg.Admin.Token)
@@ -394,12 +397,27 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 		d.run.fronts = append(d.run.fronts, httpFrontEnd("check", c.Listen, d.check, nil, d.log))
 	}
 	if e := cfg.Envoy; e != nil {
-		svc, err := envoyrls.New(envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg),
-			Mode: envoyMode(e), Store: d.engine.store,
+		ec := envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg),
+			Mode: envoyMode(e), Store: d.engine.store, Token: e.Token,
 			Rules: e.Rules, Limiters: g.limiters, Logger: d.log,
-			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() }})
+			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() }}
+		path, err := "envoy", error(nil)
+		if e.TLS != nil {
+			// As the PostgreSQL listener's: rotated certificate files are
+			// served from the next connection on.
+			var pair *certfile.Pair
+			if pair, err = certfile.Load(e.TLS.Cert, e.TLS.Key, "envoy", &denylog.Errors{Log: d.log}); err != nil {
+				path = "envoy.tls"
+			} else if ec.TLS, err = withClientCA(pair.TLSConfig(), e.TLS.ClientCA); err != nil {
+				path = "envoy.tls.client_ca"
+			}
+		}
+		var svc *envoyrls.Service
+		if err == nil {
+			svc, err = envoyrls.New(ec)
+		}
 		if err != nil {
-			fail("envoy", err)
+			fail(path, err)
 		} else {
 			d.envoy = svc
 			d.run.fronts = append(d.run.fronts, &frontEnd{name: "envoy", addr: e.Listen, serve: svc.Serve, shutdown: svc.Shutdown})
