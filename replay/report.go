@@ -491,4 +491,3 @@ func signed(n int64) string {
 	}
 	return fmt.Sprint(n)
 }
-
