@@ -7,7 +7,8 @@ import (
 	"io"
 	"slices"
 	"sort"
-	"text/tabwriter"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/config"
@@ -405,84 +406,113 @@ func rows(cand, ag *side, own map[string]*Counts, of func(*side) map[string]*Cou
 
 // WriteText writes the report as tables.
 func (r *Report) WriteText(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	p := func(format string, args ...any) { fmt.Fprintf(tw, format, args...) }
 	format := string(r.Format)
 	if format == "" {
 		format = "empty"
 	}
-	fmt.Fprintf(w, "replayed %d requests (%d lines, %s format, %d malformed)", r.Requests, r.Lines, format, r.Malformed)
+	var b strings.Builder
+	fmt.Fprintf(&b, "replayed %d requests (%d lines, %s format, %d malformed)", r.Requests, r.Lines, format, r.Malformed)
 	if r.First != "" {
-		fmt.Fprintf(w, " from %s to %s", r.First, r.Last)
+		fmt.Fprintf(&b, " from %s to %s", r.First, r.Last)
 	}
-	fmt.Fprintf(w, "\ncandidate: %s\n", r.Candidate)
+	fmt.Fprintf(&b, "\ncandidate: %s\n", r.Candidate)
 	if r.Flipped != nil {
-		fmt.Fprintf(w, "against:   %s\n", r.Against)
+		fmt.Fprintf(&b, "against:   %s\n", r.Against)
 	}
 	table := func(title string, rows []Row, policy bool) {
-		fmt.Fprintf(w, "\n%s\n", title)
-		p("\trequests\tallowed\tdenied\t")
+		head := []string{title, "requests", "allowed", "denied"}
 		if policy {
-			p("unchecked\t")
+			head = append(head, "unchecked")
 		}
 		if r.Flipped != nil {
-			p("Δallowed\tΔdenied\t")
+			head = append(head, "Δallowed", "Δdenied")
 		}
-		p("\n")
+		cells := [][]string{head}
 		for _, row := range rows {
 			name := row.Name
 			if row.Shadow {
 				name += " (shadow)"
 			}
-			p("%s\t%d\t%d\t%d\t", name, row.Requests, row.Allowed, row.Denied)
+			c := []string{name, fmt.Sprint(row.Requests), fmt.Sprint(row.Allowed), fmt.Sprint(row.Denied)}
 			if policy {
-				p("%d\t", row.Unchecked)
+				c = append(c, fmt.Sprint(row.Unchecked))
 			}
 			if row.Change != nil {
-				p("%s\t%s\t", signed(row.Change.Allowed), signed(row.Change.Denied))
+				c = append(c, signed(row.Change.Allowed), signed(row.Change.Denied))
 			}
-			p("\n")
+			cells = append(cells, c)
 		}
-		tw.Flush()
+		b.WriteByte('\n')
+		writeTable(&b, cells, 1)
 	}
-	table("routes", r.Routes, false)
-	table("policies", r.Policies, true)
+	table("route", r.Routes, false)
+	table("policy", r.Policies, true)
 	if r.Flipped != nil {
-		fmt.Fprintf(w, "\n%d requests newly denied, %d newly allowed, by %d keys", r.Flipped.Denied, r.Flipped.Allowed, r.FlipKeys)
+		fmt.Fprintf(&b, "\n%d requests newly denied, %d newly allowed, by %d keys", r.Flipped.Denied, r.Flipped.Allowed, r.FlipKeys)
 		if len(r.Flips) > 0 {
-			fmt.Fprintf(w, "; the top %d:\n", len(r.Flips))
-			ftw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(ftw, "key\tpolicy\troute\tnewly denied\tnewly allowed\n")
+			fmt.Fprintf(&b, "; the top %d:\n", len(r.Flips))
+			cells := [][]string{{"key", "policy", "route", "newly denied", "newly allowed"}}
 			for _, f := range r.Flips {
 				key := f.Key
 				if key == "" {
 					key = "-"
 				}
-				fmt.Fprintf(ftw, "%s\t%s\t%s\t%d\t%d\n", key, f.Policy, f.Route, f.NewlyDenied, f.NewlyAllowed)
+				cells = append(cells, []string{key, f.Policy, f.Route, fmt.Sprint(f.NewlyDenied), fmt.Sprint(f.NewlyAllowed)})
 			}
-			ftw.Flush()
+			writeTable(&b, cells, 3)
 		} else {
-			fmt.Fprintln(w)
+			b.WriteByte('\n')
 		}
 	}
 	if r.Malformed > 0 {
-		fmt.Fprintf(w, "\n%d malformed lines (counted, not replayed):\n", r.Malformed)
+		fmt.Fprintf(&b, "\n%d malformed lines (counted, not replayed):\n", r.Malformed)
 		reasons := make([]string, 0, len(r.MalformedBy))
 		for k := range r.MalformedBy {
 			reasons = append(reasons, k)
 		}
 		sort.Strings(reasons)
 		for _, k := range reasons {
-			fmt.Fprintf(w, "  %6d  %s\n", r.MalformedBy[k], k)
+			fmt.Fprintf(&b, "  %6d  %s\n", r.MalformedBy[k], k)
 		}
 		for _, e := range r.Examples {
-			fmt.Fprintf(w, "  e.g. %s\n", e)
+			fmt.Fprintf(&b, "  e.g. %s\n", e)
 		}
 	}
 	for _, n := range r.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
+		fmt.Fprintf(&b, "note: %s\n", n)
 	}
-	return nil
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeTable writes cells in columns two spaces apart: the first left
+// columns aligned left, the others (numbers) right.
+func writeTable(b *strings.Builder, cells [][]string, left int) {
+	var width []int
+	for _, row := range cells {
+		for i, c := range row {
+			if i == len(width) {
+				width = append(width, 0)
+			}
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	for _, row := range cells {
+		var line strings.Builder
+		for i, c := range row {
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
+			if i > 0 {
+				line.WriteString("  ")
+			}
+			if i < left {
+				line.WriteString(c + pad)
+			} else {
+				line.WriteString(pad + c)
+			}
+		}
+		b.WriteString(strings.TrimRight(line.String(), " "))
+		b.WriteByte('\n')
+	}
 }
 
 func signed(n int64) string {
