@@ -367,3 +367,58 @@ func TestLongLine(t *testing.T) {
 		t.Fatalf("%d malformed, %d requests, %d lines; want 1, 1, 2", rep.Malformed, rep.Requests, rep.Lines)
 	}
 }
+
+// A route with two limits: the global limit denies first, so the per-client
+// policy behind it is unchecked for those requests, and a shadow route's
+// denials are counted as denials of a shadow route.
+func TestTwoLimitsAndShadow(t *testing.T) {
+	yaml := `policies:
+  global:
+    rate: 4/min
+  per_ip:
+    rate: 100/min
+  beta:
+    rate: 1/min
+proxy:
+  listen: 127.0.0.1:0
+  upstream: demo
+  routes:
+    - name: beta
+      shadow: true
+      match: {path_prefix: ["/beta"]}
+      limits:
+        - {policy: beta, key: ip}
+    - name: api
+      limits:
+        - {policy: global, key: global}
+        - {policy: per_ip, key: ip}
+`
+	path := filepath.Join(t.TempDir(), "two.yaml")
+	os.WriteFile(path, []byte(yaml), 0o600)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reqs []logReq
+	for i := range 10 {
+		reqs = append(reqs, logReq{time.Duration(i) * time.Millisecond, fmt.Sprintf("192.0.2.%d", i+1), "GET", "/api", 200})
+	}
+	for i := range 3 {
+		reqs = append(reqs, logReq{time.Second + time.Duration(i)*time.Millisecond, "192.0.2.1", "GET", "/beta/x", 200})
+	}
+	rep := run(t, nginxLog(reqs), cfg, nil, RunOptions{})
+	if g := row(t, rep.Policies, "global"); g.Requests != 10 || g.Allowed != 4 || g.Denied != 6 {
+		t.Errorf("global %+v; want 10 requests, 4 allowed, 6 denied", g.Counts)
+	}
+	if p := row(t, rep.Policies, "per_ip"); p.Requests != 10 || p.Allowed != 4 || p.Unchecked != 6 || p.Denied != 0 {
+		t.Errorf("per_ip %+v; want 10 requests, 4 allowed, 6 unchecked", p.Counts)
+	}
+	if b := row(t, rep.Routes, "beta"); !b.Shadow || b.Requests != 3 || b.Denied != 2 {
+		t.Errorf("beta %+v; want a shadow route with 2 of 3 denied", b)
+	}
+	var out bytes.Buffer
+	rep.WriteText(&out)
+	if !strings.Contains(out.String(), "beta (shadow)") {
+		t.Errorf("text report does not mark the shadow route:\n%s", out.String())
+	}
+}

@@ -49,7 +49,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) int {
 	headers := fs.String("headers", "", "comma-separated header `names` of quoted fields appended to an nginx or Envoy line, in order (e.g. X-Forwarded-For,X-Api-Key)")
 	top := fs.Int("top", 10, "how many flipping `keys` to list")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
-	rawKeys := fs.Bool("raw-keys", false, "show keys as they are (default: the redacted stand-ins floodgate logs)")
+	rawKeys := fs.Bool("raw-keys", false, "show keys as they are (default: redacted stand-ins, as floodgate logs them; stable within one report)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), replayUsage)
 		fs.PrintDefaults()
