@@ -168,10 +168,10 @@ func (r *Reader) Next() (Request, error) {
 		if r.err != nil {
 			return Request{}, r.err
 		}
-		line, long, err := r.readLine()
+		line, read, long, err := r.readLine()
 		if err != nil {
 			r.err = err
-			if len(line) == 0 && !long {
+			if !read {
 				return Request{}, err
 			}
 		}
@@ -193,12 +193,14 @@ func (r *Reader) Next() (Request, error) {
 	}
 }
 
-// readLine reads one line without its end; long reports a line longer
-// than maxLine, whose rest is skipped.
-func (r *Reader) readLine() (line []byte, long bool, err error) {
+// readLine reads one line without its end; read reports that there was
+// one (a last line without a newline included), long a line longer than
+// maxLine, whose rest is skipped.
+func (r *Reader) readLine() (line []byte, read, long bool, err error) {
 	var buf []byte
 	for {
 		chunk, err := r.br.ReadSlice('\n')
+		read = read || len(chunk) > 0
 		if len(buf)+len(chunk) > maxLine {
 			long = true
 		} else {
@@ -210,7 +212,7 @@ func (r *Reader) readLine() (line []byte, long bool, err error) {
 		if long {
 			buf = nil
 		}
-		return bytes.TrimRight(buf, "\r\n"), long, err
+		return bytes.TrimRight(buf, "\r\n"), read, long, err
 	}
 }
 
