@@ -13,6 +13,7 @@ var nginxSeeds = []string{
 	`192.0.2.1 - - [30/Nov/2026:10:00:00 +0000] "GET /a\"b HTTP/1.1" 200 1 "-" "ua \\ x"`,
 	`192.0.2.1 - - [30/Nov/2026:10:00:00 +0000] "-" 400 0 "-" "-"`,
 	`192.0.2.1 - - [30/Nov/2026:10:00:00 +0000] "GET http://api.example.com/x HTTP/1.1" 200 1 "-" "-"`,
+	`time=2026-11-30T10:00:00.000Z level=INFO msg="request denied" front=proxy policy=api key=k:0123456789ab`,
 	`not a line`, `"`, `[`, ``,
 }
 

@@ -218,6 +218,11 @@ func (r *Reader) readLine() (line []byte, read, long bool, err error) {
 
 // Parse reads one line of format f.
 func Parse(f Format, line []byte, o Options) (Request, error) {
+	if f != FormatJSON && bytes.HasPrefix(line, []byte("time=")) && bytes.Contains(line, []byte(" msg=")) {
+		// floodgate's own text log (log.format: text); its JSON lines are
+		// recognised by ParseJSON.
+		return Request{}, bad(f, "a floodgate log line (log.format text): it names no method, path or peer, so it cannot be replayed; replay the access log of the server in front or behind")
+	}
 	switch f {
 	case FormatJSON:
 		return ParseJSON(line)

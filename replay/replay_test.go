@@ -297,6 +297,10 @@ func TestFloodgateDenialLineRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "floodgate proxy log line") {
 		t.Fatalf("err %v; want a floodgate log line refused", err)
 	}
+	text := `time=2026-11-30T10:00:00.000Z level=INFO msg="request denied" front=proxy policy=api key=k:0123456789ab source=memory retry_after=1s shadow=false suppressed=0`
+	if _, err := Parse(FormatNginx, []byte(text), Options{}); err == nil || !strings.Contains(err.Error(), "a floodgate log line") {
+		t.Fatalf("text line: %v; want a floodgate log line refused", err)
+	}
 }
 
 // Envoy lines: the peer is the last X-Forwarded-For address, the rest
