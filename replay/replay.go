@@ -216,7 +216,7 @@ func (r *Reader) readLine() (line []byte, read, long bool, err error) {
 	}
 }
 
-// Parse reads one line of format f.
+// Parse reads one line of format f (FormatAuto: the format it looks like).
 func Parse(f Format, line []byte, o Options) (Request, error) {
 	if f != FormatJSON && bytes.HasPrefix(line, []byte("time=")) && bytes.Contains(line, []byte(" msg=")) {
 		// floodgate's own text log (log.format: text); its JSON lines are
@@ -231,13 +231,7 @@ func Parse(f Format, line []byte, o Options) (Request, error) {
 	case FormatEnvoy:
 		return ParseEnvoy(line, o)
 	}
-	return ParseFormatLine(line, o)
-}
-
-// ParseFormatLine reads one line in the format it looks like (see
-// FormatAuto).
-func ParseFormatLine(line []byte, o Options) (Request, error) {
-	return Parse(detect(line), line, o)
+	return Parse(detect(line), line, o) // FormatAuto: the format the line looks like
 }
 
 // A LineError is a line of the log that is not a request.
