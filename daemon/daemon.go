@@ -86,6 +86,12 @@ type Options struct {
 	// NoStatus leaves decisions unrecorded: the status page then shows no
 	// top keys. The benchmarks use it to measure what recording costs.
 	NoStatus bool
+
+	// Clock, when set, replaces the storage section's engine with a memory
+	// engine on this clock (with the section's memory.max_keys); every
+	// policy, route and front end is built as serve builds it. floodgate
+	// replay decides recorded traffic so, on the log's own time.
+	Clock floodgate.Clock
 }
 
 // New builds the engine, the metrics and the front ends of cfg. It does not
@@ -125,7 +131,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	buildInfo.WithLabelValues(version, revision, goversion).Set(1)
 	d.reg.MustRegister(d.reloads, d.reloadErrors, d.lastReload, d.shadowed, d.upstreamErrs, buildInfo)
 
-	if d.engine, err = newEngine(cfg.Storage, m, d.log); err != nil {
+	if d.engine, err = newEngine(cfg.Storage, o.Clock, m, d.log); err != nil {
 		return nil, errAt(cfg, "storage", err)
 	}
 	if d.status, err = d.newStatus(cfg); err != nil {
