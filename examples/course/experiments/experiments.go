@@ -109,7 +109,7 @@ func Run(ctx context.Context, w io.Writer) (*Findings, error) {
 			storage = fmt.Sprintf(`  engine: hybrid
   redis: {addrs: [%s]}
   hybrid: %s
-  failure: {timeout: 100ms, breaker: {failures: 3, backoff: 1s}}`, rs.Addr, share)
+  failure: {timeout: 100ms, breaker: {min_calls: 3, backoff: 1s}}`, rs.Addr, share)
 		}
 		c, err := config.Parse("course.yaml", []byte(fmt.Sprintf(conf, storage, up.URL)))
 		if err != nil {
