@@ -238,7 +238,8 @@ type Redis struct {
 	DialTimeout Duration `yaml:"dial_timeout"`
 
 	// ReadTimeout and WriteTimeout bound socket reads and writes. Default
-	// 500ms each. Decisions are bounded more tightly by failure.timeout.
+	// 500ms each. A decision's reads and writes wait at most the shorter of
+	// these and failure.slow_timeout, so raise them with slow_timeout.
 	ReadTimeout  Duration `yaml:"read_timeout"`
 	WriteTimeout Duration `yaml:"write_timeout"`
 
