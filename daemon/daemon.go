@@ -491,13 +491,15 @@ func errorsAt(cfg *config.Config, path string, err error) config.Errors {
 func errAt(cfg *config.Config, path string, err error) error { return errorsAt(cfg, path, err) }
 
 // checkTimeout bounds a decision of the check and Envoy APIs: a little more
-// than the engine's own failure timeout, so that a hung Redis is answered by
-// the failure mode, not by the API's deadline.
+// than two of the engine's calls (a decision and the refund of an
+// all-or-nothing request), each bounded by the slow timeout, so that a hung
+// Redis is answered by the failure mode and a slow one by Redis, not by the
+// API's deadline.
 func checkTimeout(cfg *config.Config) time.Duration {
 	if !cfg.Storage.Remote() {
 		return 0
 	}
-	return 2*cfg.Storage.Failure.Timeout.D() + 100*time.Millisecond
+	return 2*cfg.Storage.Failure.SlowTimeout.D() + 100*time.Millisecond
 }
 
 // tierOfKey reads the tier a route put in front of a key ("tier:pro|…");

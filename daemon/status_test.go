@@ -75,7 +75,7 @@ func TestStatusEngineHealth(t *testing.T) {
 storage:
   engine: redis
   redis: {addrs: [`+r.Addr+`]}
-  failure: {mode: fail_open, timeout: 100ms, breaker: {failures: 1, backoff: 50ms, max_backoff: 100ms}}
+  failure: {mode: fail_open, timeout: 100ms, breaker: {min_calls: 1, backoff: 50ms, max_backoff: 100ms}}
 policies:
   api: {rate: 100/s}
 check: {listen: 127.0.0.1:0}
