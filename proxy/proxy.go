@@ -136,7 +136,9 @@ type Proxy struct {
 type route struct {
 	name   string
 	match  *httplimit.Matcher
+	desc   string // the Match, as written
 	shadow bool
+	mw     *httplimit.Middleware // nil for a route without limits
 	h      http.Handler
 }
 
@@ -282,7 +284,7 @@ func (p *Proxy) SetRoutes(routes []Route) error {
 }
 
 func (p *Proxy) compile(i int, rt Route) (*route, error) {
-	r := &route{name: rt.Name, shadow: rt.Shadow}
+	r := &route{name: rt.Name, shadow: rt.Shadow, desc: rt.Match.String()}
 	if r.name == "" {
 		r.name = fmt.Sprintf("route %d", i+1)
 	}
@@ -329,6 +331,7 @@ func (p *Proxy) compile(i int, rt Route) (*route, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", r.name, err)
 	}
+	r.mw = mw
 	if rt.Shadow {
 		r.h = &shadowHandler{p: p, name: r.name, next: next}
 		r.h.(*shadowHandler).limited = mw.Handler(passHandler{next})
