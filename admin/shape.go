@@ -11,7 +11,8 @@ import (
 //
 //	{address}  a client address or prefix as package clientip keys it
 //	           (203.0.113.7, 2001:db8::/64, unknown)
-//	{value}    any non-empty text without an unescaped |
+//	{value}    any non-empty text; in a shape of several parts joined
+//	           by |, text without an unescaped | (the parts escape theirs)
 //	{any}      any key at all: the policy takes keys from callers (the
 //	           check API, a PostgreSQL user name)
 //
@@ -44,6 +45,14 @@ func ShapeMatches(shape, key string) bool {
 // shapePattern is the regular expression of a shape, anchored; each
 // {address} is a group named a, checked by isAddressKey.
 func shapePattern(shape string) string {
+	value := `.+`
+	bare := shape
+	for _, p := range []string{ShapeAddress, ShapeValue, ShapeAny} {
+		bare = strings.ReplaceAll(bare, p, "")
+	}
+	if strings.Contains(bare, "|") {
+		value = `(?:[^|\\]|\\.)+`
+	}
 	var b strings.Builder
 	b.WriteString(`\A`)
 	for shape != "" {
@@ -59,7 +68,7 @@ func shapePattern(shape string) string {
 			b.WriteString(`(?P<a>[0-9A-Za-z:./]+)`)
 			shape = rest[len(ShapeAddress):]
 		case strings.HasPrefix(rest, ShapeValue):
-			b.WriteString(`(?:[^|\\]|\\.)+`)
+			b.WriteString(value)
 			shape = rest[len(ShapeValue):]
 		case strings.HasPrefix(rest, ShapeAny):
 			b.WriteString(`.*`)

@@ -18,6 +18,7 @@ func TestShapeMatches(t *testing.T) {
 		{"x-api-key:{value}", "x-api-key:", false},
 		{"x-api-key:{value}|route:a", `x-api-key:a\|b|route:a`, true},
 		{"x-api-key:{value}|route:a", `x-api-key:a|b|route:a`, false},
+		{"x-api-key:{value}", "x-api-key:a|b", true},
 		{"one_per_minute={value}", "one_per_minute=a", true},
 		{"one_per_minute={value}", "one_per_minute", false},
 		{"k=v.1|x={value}", "k=v.1|x=9", true},

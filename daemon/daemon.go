@@ -431,10 +431,15 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 			RawKeys:      a.RawKeys,
 			AllowedHosts: a.AllowedHosts,
 			Keys:         func() map[string]floodgate.Limiter { return d.cur.Load().limiters },
+			KeyShapes:    func() map[string][]string { return configKeyShapes(d.cur.Load().cfg) },
+			Explain:      d.Explain,
 			Config:       func() ([]byte, error) { return config.MarshalRedacted(d.cur.Load().cfg) },
 			Ready: func(ctx context.Context) error {
 				return d.engine.ready(ctx, d.cur.Load().cfg.Storage)
 			},
+		}
+		if !d.noStatus {
+			ac.Recent = d.status.st.Recent
 		}
 		d.status.routes(&ac)
 		if adm, err := admin.New(ac); err != nil {

@@ -65,9 +65,9 @@ type KeyCount struct {
 type Engine struct {
 	Name string `json:"name"` // memory, redis or hybrid
 
-	// Failure is the failure mode in force when the remote engine fails:
-	// fail_open, fail_closed or local_fallback; empty for the memory
-	// engine.
+	// Failure is the failure mode in force when the remote engine fails,
+	// as the Sources of its decisions spell it: fail-open, fail-closed or
+	// local-fallback; empty for the memory engine.
 	Failure string `json:"failure,omitempty"`
 
 	// Breaker is the remote engine's circuit breaker state (closed, open,

@@ -4,6 +4,7 @@
 //	floodgate validate FILE | -        check a configuration file, print every error
 //	floodgate check -policy P -key K   ask a running daemon's check API
 //	floodgate key show|reset -policy P -key K   inspect or forgive a key
+//	floodgate explain -http 'GET /path' …      what the daemon would do with a request
 //	floodgate version                  print the version
 //
 // See docs/daemon.md.
@@ -40,6 +41,8 @@ const usage = `usage:
                                      ask a running daemon's check API (exit 0 allowed, 1 denied)
   floodgate key show|reset -policy P -key K [-addr URL] [-token T]
                                      inspect a key without charging it, or reset (forgive) it
+  floodgate explain -http 'GET /path' [-H 'Name: value'] [-peer ADDR] | -pg-user U | -envoy-domain D -descriptor k=v
+                                     which route or rule a request meets, its keys and their state, without charging
   floodgate version                  print the version
 `
 
@@ -61,6 +64,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return check(args[1:], stdout, stderr)
 	case "key":
 		return key(args[1:], stdout, stderr)
+	case "explain":
+		return explain(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "floodgate", version())
 		return 0
