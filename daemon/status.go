@@ -24,7 +24,7 @@ type statusPage struct {
 	failure string // the failure mode in force, "" for the memory engine
 
 	mu          sync.Mutex
-	pings       []ping // the last pings, oldest first
+	pings       []ping    // the last pings, oldest first
 	pingErr     string    // the last failed ping's error
 	pingErrAt   time.Time // and when it was
 	transitions []status.Transition
