@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/floodgate-go/floodgate/admin"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 const explainConf = `
@@ -215,5 +216,32 @@ func TestKeysRefuseUnknownShapes(t *testing.T) {
 	d.admin.ServeHTTP(w, httptest.NewRequest("POST", "http://127.0.0.1/v1/explain", strings.NewReader(`{"http":{"url":"/"},"postgres":{"user":"a"}}`)))
 	if w.Code != http.StatusBadRequest {
 		t.Errorf("two descriptions: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestRawKeysInDenialLines: admin.raw_keys shows keys as they are in the
+// proxy's denial log lines too, as on the status page.
+func TestRawKeysInDenialLines(t *testing.T) {
+	for _, raw := range []bool{false, true} {
+		var buf testkit.Buffer
+		d, err := New(mustParse(t, fmt.Sprintf(`
+policies: {api: {rate: 1/min}}
+proxy: {listen: 127.0.0.1:0, upstream: demo, routes: [{limits: [{policy: api, key: ip}]}]}
+admin: {listen: 127.0.0.1:0, raw_keys: %v}
+`, raw)), Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		px := d.cur.Load().proxy
+		for range 2 {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = "192.0.2.1:1234"
+			px.ServeHTTP(httptest.NewRecorder(), r)
+		}
+		d.Close()
+		shown := "key=192.0.2.1 "
+		if got := strings.Contains(buf.String(), shown); got != raw {
+			t.Errorf("raw_keys %v: the denial line %q", raw, buf.String())
+		}
 	}
 }

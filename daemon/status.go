@@ -64,8 +64,7 @@ func (d *Daemon) newStatus(cfg *config.Config) (*statusPage, error) {
 		}
 		sp.failure = m.String()
 	}
-	raw := cfg.Admin != nil && cfg.Admin.RawKeys
-	sp.st = status.New(status.Options{RawKeys: raw, Engine: sp.health})
+	sp.st = status.New(status.Options{RawKeys: rawKeys(cfg), Engine: sp.health})
 	sp.st.ConfigLoaded(cfg.File, cfg.Digest, time.Now())
 	return sp, nil
 }

@@ -72,6 +72,10 @@ type Config struct {
 	// Logger receives denials (sampled) and errors. Nil means
 	// slog.Default().
 	Logger *slog.Logger
+
+	// RawKeys writes keys as they are in the denial log lines; false, the
+	// default, writes floodgate.RedactKey's stand-ins.
+	RawKeys bool
 }
 
 // Mode is how the service counts descriptors and what its answers carry.
@@ -182,7 +186,7 @@ type ruleSet struct {
 
 // New validates cfg and returns its service.
 func New(cfg Config) (*Service, error) {
-	s := &Service{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger), health: health.NewServer()}
+	s := &Service{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger, cfg.RawKeys), health: health.NewServer()}
 	s.SetMode(cfg.Mode)
 	s.store = cfg.Store
 

@@ -64,6 +64,10 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 
+	// RawKeys writes keys as they are in the denial log lines; false, the
+	// default, writes floodgate.RedactKey's stand-ins.
+	RawKeys bool
+
 	// OnShadow, when set, is called for every request a shadow route would
 	// have refused (res is the decision; its Source is fail-closed when the
 	// engine failed closed). It runs on the request's goroutine: count a
@@ -144,7 +148,7 @@ type route struct {
 
 // New validates cfg and returns its proxy.
 func New(cfg Config) (*Proxy, error) {
-	p := &Proxy{cfg: cfg, sample: denylog.New(cfg.Logger)}
+	p := &Proxy{cfg: cfg, sample: denylog.New(cfg.Logger, cfg.RawKeys)}
 	p.errs.Log = p.sample.Logger()
 	var errs []error
 	trusted, err := clientip.ParsePrefixes(cfg.TrustedProxies)
