@@ -233,18 +233,35 @@ func banner(w io.Writer, d *daemon.Daemon, path string) {
 		fmt.Fprintf(w, "admin:         http://%s (the status page; /metrics /healthz /readyz /v1/config /v1/keys /v1/explain)\n", local(a.Admin))
 	}
 	if a.Proxy != nil {
-		if try := tryLine(cfg.Proxy, local(a.Proxy)); try != "" {
+		if try := tryLine(cfg, local(a.Proxy)); try != "" {
 			fmt.Fprintf(w, "try:           %s\n", try)
 		}
 	}
 }
 
 // tryLine is a command that shows the first limited route's limit: enough
-// requests to it to reach a 429, or "" when no route is limited.
-func tryLine(p *config.Proxy, addr string) string {
-	for _, r := range p.Routes {
-		if len(r.Limits) == 0 {
+// requests to it to reach a 429 (two more than the smallest capacity among
+// its limits), or "" when no route refuses (none has limits, or only
+// shadow routes do, which never refuse).
+func tryLine(cfg *config.Config, addr string) string {
+	policies, err := cfg.FloodgatePolicies()
+	if err != nil || cfg.Proxy == nil {
+		return ""
+	}
+	for _, r := range cfg.Proxy.Routes {
+		if len(r.Limits) == 0 || r.Shadow {
 			continue
+		}
+		n := int64(-1)
+		for _, rl := range r.Limits {
+			for _, l := range policies[rl.Policy].Limits {
+				if c := l.Capacity(); n < 0 || c < n {
+					n = c
+				}
+			}
+		}
+		if n < 0 {
+			n = 10
 		}
 		m := r.Match
 		path := "/"
@@ -262,7 +279,7 @@ func tryLine(p *config.Proxy, addr string) string {
 		if m.Host != "" {
 			opts += " -H 'Host: " + strings.Replace(m.Host, "*.", "www.", 1) + "'"
 		}
-		return fmt.Sprintf("for i in $(seq 12); do curl -si%s http://%s%s | head -1; done   # route %q", opts, addr, path, r.Name)
+		return fmt.Sprintf("for i in $(seq %d); do curl -si%s http://%s%s | head -1; done   # route %q", n+2, opts, addr, path, r.Name)
 	}
 	return ""
 }
