@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -244,4 +245,21 @@ admin: {listen: 127.0.0.1:0, raw_keys: %v}
 			t.Errorf("raw_keys %v: the denial line %q", raw, buf.String())
 		}
 	}
+}
+
+// FuzzPeerAddr: a peer is an address, with or without a port, or an error
+// naming what to give; never a panic.
+func FuzzPeerAddr(f *testing.F) {
+	for _, s := range []string{"", "203.0.113.7", "203.0.113.7:80", "[2001:db8::1]:443", "2001:db8::1", "[::1]", "x", ":"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, peer string) {
+		addr, err := peerAddr(peer)
+		if err != nil {
+			return
+		}
+		if _, perr := netip.ParseAddrPort(addr); perr != nil {
+			t.Fatalf("peerAddr(%q) = %q, not ADDRESS:PORT", peer, addr)
+		}
+	})
 }

@@ -99,3 +99,19 @@ admin: {listen: 127.0.0.1:0}
 		t.Errorf("postgres without a postgres proxy: exit %d %s", code, errOut)
 	}
 }
+
+// FuzzDescription: any flags describing a request give a request or a
+// usage error, never a panic.
+func FuzzDescription(f *testing.F) {
+	f.Add("GET /a?b=1", "X-K: v", "", "", "k=v,k2")
+	f.Add("", "", "u", "", "")
+	f.Add("", "", "", "edge", "a=b=c,,=")
+	f.Add("POST", ":", "", "", "")
+	f.Fuzz(func(t *testing.T, http, header, user, domain, desc string) {
+		d := description{http: http, pgUser: user, domain: domain, headers: multiFlag{header}, descriptors: multiFlag{desc}}
+		req, err := d.request()
+		if (req == nil) == (err == nil) {
+			t.Fatalf("request %+v, error %v", req, err)
+		}
+	})
+}
