@@ -112,6 +112,12 @@ func TestExplainHTTP(t *testing.T) {
 		t.Errorf("after the limit: %+v", st)
 	}
 
+	// The status page lists the policy's override.
+	for _, p := range d.status.st.Snapshot().Policies {
+		if p.Name == "api" && (len(p.Overrides) != 1 || p.Overrides[0].Key != "x-api-key:vip" || p.Overrides[0].Limits[0] != "100/min") {
+			t.Errorf("the page's overrides of api: %+v", p.Overrides)
+		}
+	}
 	// The override applies to its key, and says so.
 	req.HTTP.Headers["X-Api-Key"] = []string{"vip"}
 	ex, _ = d.Explain(ctx, req)
