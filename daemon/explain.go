@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -65,11 +66,17 @@ func (d *Daemon) explainHTTP(ctx context.Context, g *generation, h *admin.HTTPRe
 	if method == "" {
 		method = http.MethodGet
 	}
-	u := h.URL
-	if !strings.HasPrefix(u, "/") {
-		return nil, fmt.Errorf("%w: http.url %q: give the path and query, e.g. /api/items?id=1", admin.ErrExplain, u)
+	u, host := h.URL, h.Host
+	if abs, err := url.Parse(u); err == nil && abs.IsAbs() && abs.Host != "" {
+		// A whole URL: its host is the request's Host unless one is given.
+		u = abs.RequestURI()
+		if host == "" {
+			host = abs.Host
+		}
 	}
-	host := h.Host
+	if !strings.HasPrefix(u, "/") {
+		return nil, fmt.Errorf("%w: http.url %q: give the path and query, e.g. /api/items?id=1, or a whole URL", admin.ErrExplain, h.URL)
+	}
 	if host == "" {
 		host = "localhost"
 	}

@@ -139,6 +139,14 @@ func TestExplainHTTP(t *testing.T) {
 	if len(ex.Checks) != 1 || ex.Checks[0].Key != "2001:db8::/64" || ex.Checks[0].State.Limit != "10/min burst 2" {
 		t.Errorf("login: %+v", ex.Checks)
 	}
+	// A whole URL gives the Host.
+	ex, err = d.Explain(ctx, &admin.ExplainRequest{HTTP: &admin.HTTPRequest{URL: "http://api.example.com:8080/api/x?y=1"}})
+	if err != nil || len(ex.Checks) != 1 || ex.Checks[0].Key != "ip:127.0.0.1" {
+		t.Errorf("a whole URL: %+v %v", ex, err)
+	}
+	if _, err := d.Explain(ctx, &admin.ExplainRequest{HTTP: &admin.HTTPRequest{URL: "api/x"}}); err == nil {
+		t.Error("a relative path was explained")
+	}
 	if _, err := d.Explain(ctx, &admin.ExplainRequest{HTTP: &admin.HTTPRequest{URL: "/", Peer: "nowhere"}}); err == nil {
 		t.Error("a peer that is no address was explained")
 	}

@@ -30,7 +30,7 @@ type description struct {
 }
 
 func (d *description) flags(fs *flag.FlagSet) {
-	fs.StringVar(&d.http, "http", "", "an HTTP `request` to the proxy: \"METHOD /path?query\" (or just the path, for GET)")
+	fs.StringVar(&d.http, "http", "", "an HTTP `request` to the proxy: \"METHOD /path?query\" or \"METHOD URL\" (just the path or URL: GET)")
 	fs.StringVar(&d.host, "host", "", "the HTTP request's `Host`")
 	fs.Var(&d.headers, "H", "an HTTP request `header` \"Name: value\" (repeat for more)")
 	fs.StringVar(&d.peer, "peer", "", "the client's `address` as the front end sees it (the connection's peer); default 127.0.0.1")
