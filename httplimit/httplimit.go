@@ -427,8 +427,8 @@ func (m *Middleware) plan(i int, r *http.Request) (lim floodgate.Limiter, key st
 // against, found by Explain without deciding.
 type Planned struct {
 	Rule    int               // the rule's index in Config.Rules
-	Limiter floodgate.Limiter // nil when the rule does not apply
-	Key     string            // the key the rule checks, "" when it leaves the request alone
+	Limiter floodgate.Limiter // nil when Match, LimiterFor or Config.Skip leave the request out
+	Key     string            // the key the rule checks; "" when it leaves the request alone
 	Cost    int64             // the units it would charge up front
 	Skip    Skip              // SkipNone when the rule checks the request
 }
