@@ -66,9 +66,10 @@ admin: {listen: ""}
 	}
 }
 
-// TestStatusEngineHealth: with Redis, the engine panel shows the round
-// trip of its pings, and the breaker opening when Redis dies and closing
-// when it is back.
+// TestStatusEngineHealth: with Redis, the engine panel names the failure
+// mode, shows the round trip of its pings, and the breaker opening when
+// Redis dies and closing when it is back, when Redis's error is the
+// present no more.
 func TestStatusEngineHealth(t *testing.T) {
 	r := testkit.Redis(t)
 	cfg := mustParse(t, `
@@ -94,7 +95,7 @@ admin: {listen: ""}
 		return d.status.st.Snapshot().Engine
 	}
 	e := engine()
-	if e.Name != "redis" || e.Breaker != "closed" || e.RoundTrip == nil || e.RoundTrip.Samples != 1 || e.RoundTrip.Failed != 0 || e.RoundTrip.P99Ms <= 0 {
+	if e.Name != "redis" || e.Failure != "fail-open" || e.Breaker != "closed" || e.RoundTrip == nil || e.RoundTrip.Samples != 1 || e.RoundTrip.Failed != 0 || e.RoundTrip.P99Ms <= 0 {
 		t.Fatalf("healthy engine: %+v %+v", e, e.RoundTrip)
 	}
 
@@ -122,5 +123,9 @@ admin: {listen: ""}
 	last := e.Transitions[len(e.Transitions)-1]
 	if e.Breaker != "closed" || last.To != "closed" {
 		t.Fatalf("Redis back: %+v", e.Transitions)
+	}
+	// Redis answers again: its error is history, not the present.
+	if rt := e.RoundTrip; rt.Error != "" || rt.LastError == "" || rt.LastErrorAt == nil || rt.Failed == 0 {
+		t.Fatalf("Redis back, round trip: %+v", rt)
 	}
 }
