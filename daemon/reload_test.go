@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 	"github.com/floodgate-go/floodgate/testkit"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -197,7 +199,40 @@ func reloadCases() []reloadCase {
 			}
 		}}
 	}
+	// A listener's connection bounds, lowered by a reload, refuse the
+	// next connection over them: 2 in all, 1 per client.
+	conns := func(listener string) reloadCase {
+		return reloadCase{[]string{listener + ".bounds.max_connections", listener + ".bounds.max_connections_per_client"}, func(_ *reloadEnv, c *config.Config) {
+			v, _ := fieldAt(reflect.ValueOf(c).Elem(), listener+".bounds", false)
+			b := v.Addr().Interface().(*config.Bounds)
+			b.MaxConnections, b.MaxConnectionsPerClient = 2, 1
+		}, func(e *reloadEnv) {
+			http.DefaultClient.CloseIdleConnections()
+			testkit.Eventually(e.t, 10*time.Second, "no connection open on "+listener, func() bool { return e.d.run.open(listener) == 0 })
+			refused := func(why string) float64 {
+				return testutil.ToFloat64(e.d.connsRefused.WithLabelValues(listener, why))
+			}
+			addr := e.d.run.addr(listener).String()
+			dial := func(from string) {
+				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+				c, err := d.Dial("tcp", addr)
+				if err != nil {
+					return // refused before the dial returned
+				}
+				e.t.Cleanup(func() { c.Close() })
+			}
+			dial("127.0.0.1")
+			testkit.Eventually(e.t, 10*time.Second, "one connection admitted", func() bool { return e.d.run.open(listener) == 1 })
+			dial("127.0.0.1")
+			testkit.Eventually(e.t, 10*time.Second, "a client's second connection refused", func() bool { return refused("per_client") == 1 })
+			dial("127.0.0.2")
+			testkit.Eventually(e.t, 10*time.Second, "another client admitted", func() bool { return e.d.run.open(listener) == 2 })
+			dial("127.0.0.3")
+			testkit.Eventually(e.t, 10*time.Second, "a third connection refused", func() bool { return refused("listener") == 1 })
+		}}
+	}
 	return []reloadCase{
+		conns("proxy"), conns("check"), conns("envoy"), conns("postgres"), conns("admin"),
 		{[]string{"policies"}, func(_ *reloadEnv, c *config.Config) {
 			p := c.Policies["api"]
 			p.Rate = config.Rate{Count: 2, Period: time.Minute}

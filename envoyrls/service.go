@@ -72,6 +72,11 @@ type Config struct {
 	// Logger receives denials (sampled) and errors. Nil means
 	// slog.Default().
 	Logger *slog.Logger
+
+	// ServerOptions configure the grpc.Server that Serve runs: the bounds
+	// of a listener in front of untrusted clients (grpc.MaxConcurrentStreams,
+	// grpc.MaxRecvMsgSize, keepalive). Register ignores them.
+	ServerOptions []grpc.ServerOption
 }
 
 // Mode is how the service counts descriptors and what its answers carry.
@@ -153,18 +158,19 @@ type Mode struct {
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
-	timeout  time.Duration
-	mode     atomic.Pointer[Mode]
-	store    floodgate.Store
-	overMu   sync.Mutex
-	over     map[string]floodgate.Limiter // override limiters by policy
-	hdr      httplimit.Headers            // the fields response_headers selects
-	headers  bool
-	onShadow func(string, floodgate.Result)
-	rules    atomic.Pointer[ruleSet]
-	sample   *denylog.Sampler
-	errs     denylog.Errors
-	health   *health.Server
+	timeout    time.Duration
+	serverOpts []grpc.ServerOption
+	mode       atomic.Pointer[Mode]
+	store      floodgate.Store
+	overMu     sync.Mutex
+	over       map[string]floodgate.Limiter // override limiters by policy
+	hdr        httplimit.Headers            // the fields response_headers selects
+	headers    bool
+	onShadow   func(string, floodgate.Result)
+	rules      atomic.Pointer[ruleSet]
+	sample     *denylog.Sampler
+	errs       denylog.Errors
+	health     *health.Server
 
 	mu      sync.Mutex
 	srv     *grpc.Server
@@ -185,6 +191,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger), health: health.NewServer()}
 	s.SetMode(cfg.Mode)
 	s.store = cfg.Store
+	s.serverOpts = cfg.ServerOptions
 
 	s.errs.Log = s.sample.Logger()
 	if s.timeout <= 0 {
@@ -233,7 +240,7 @@ func (s *Service) Register(reg grpc.ServiceRegistrar) {
 // Serve serves the service and the health service on ln until Shutdown.
 // It returns nil after Shutdown.
 func (s *Service) Serve(ln net.Listener) error {
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(s.serverOpts...)
 	s.Register(srv)
 	s.mu.Lock()
 	if s.stopped {
