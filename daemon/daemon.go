@@ -32,8 +32,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/admin"
@@ -323,20 +321,12 @@ func postgresExempt(pg *config.Postgres) clientip.Prefixes {
 	return ps
 }
 
-// grpcBounds are the grpc.Server options of the Envoy listener's bounds: a
-// header list and a request message of at most max_header_bytes (a
-// RateLimitRequest is a few descriptors; gRPC's own bound is 4 MiB per
-// message, times every stream), at most max_concurrent_streams calls per
-// connection, header_timeout to set a connection up, and idle_timeout for
-// a connection without calls.
-func grpcBounds(b config.Bounds) []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.MaxHeaderListSize(uint32(b.MaxHeaderBytes)),
-		grpc.MaxRecvMsgSize(b.MaxHeaderBytes),
-		grpc.MaxConcurrentStreams(uint32(b.MaxConcurrentStreams)),
-		grpc.ConnectionTimeout(b.HeaderTimeout.D()),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: b.IdleTimeout.D()}),
-	}
+// envoyBounds are the Envoy listener's bounds as the service takes them:
+// header_timeout to set a connection up, idle_timeout for a connection
+// without calls.
+func envoyBounds(b config.Bounds) envoyrls.Bounds {
+	return envoyrls.Bounds{MaxHeaderBytes: b.MaxHeaderBytes, MaxConcurrentStreams: b.MaxConcurrentStreams,
+		ConnectionTimeout: b.HeaderTimeout.D(), IdleTimeout: b.IdleTimeout.D()}
 }
 
 // A generation is everything built from one configuration: the limiters
@@ -462,8 +452,8 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 		svc, err := envoyrls.New(envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg),
 			Mode: envoyMode(e), Store: d.engine.store,
 			Rules: e.Rules, Limiters: g.limiters, Logger: d.log,
-			OnShadow:      func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() },
-			ServerOptions: grpcBounds(e.Bounds)})
+			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() },
+			Bounds:   envoyBounds(e.Bounds)})
 		if err != nil {
 			fail("envoy", err)
 		} else {

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate-go/floodgate"
@@ -73,10 +74,46 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 
-	// ServerOptions configure the grpc.Server that Serve runs: the bounds
-	// of a listener in front of untrusted clients (grpc.MaxConcurrentStreams,
-	// grpc.MaxRecvMsgSize, keepalive). Register ignores them.
-	ServerOptions []grpc.ServerOption
+	// Bounds limit what one client may hold of the grpc.Server that Serve
+	// runs; Register ignores them.
+	Bounds Bounds
+}
+
+// Bounds limit the connections and calls of Serve's grpc.Server, for a
+// listener in front of untrusted clients. A zero field is gRPC's default.
+type Bounds struct {
+	// MaxHeaderBytes bounds a call's header list and its request message
+	// (a RateLimitRequest is a few descriptors; gRPC's own bound is 4 MiB
+	// per message, times every stream).
+	MaxHeaderBytes int
+
+	// MaxConcurrentStreams bounds the calls in flight on one connection.
+	MaxConcurrentStreams int
+
+	// ConnectionTimeout bounds setting a connection up (gRPC's default is
+	// 120s).
+	ConnectionTimeout time.Duration
+
+	// IdleTimeout closes a connection without calls for this long.
+	IdleTimeout time.Duration
+}
+
+// options are b as grpc.Server options.
+func (b Bounds) options() []grpc.ServerOption {
+	var opts []grpc.ServerOption
+	if b.MaxHeaderBytes > 0 {
+		opts = append(opts, grpc.MaxHeaderListSize(uint32(b.MaxHeaderBytes)), grpc.MaxRecvMsgSize(b.MaxHeaderBytes))
+	}
+	if b.MaxConcurrentStreams > 0 {
+		opts = append(opts, grpc.MaxConcurrentStreams(uint32(b.MaxConcurrentStreams)))
+	}
+	if b.ConnectionTimeout > 0 {
+		opts = append(opts, grpc.ConnectionTimeout(b.ConnectionTimeout))
+	}
+	if b.IdleTimeout > 0 {
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: b.IdleTimeout}))
+	}
+	return opts
 }
 
 // Mode is how the service counts descriptors and what its answers carry.
@@ -191,7 +228,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger), health: health.NewServer()}
 	s.SetMode(cfg.Mode)
 	s.store = cfg.Store
-	s.serverOpts = cfg.ServerOptions
+	s.serverOpts = cfg.Bounds.options()
 
 	s.errs.Log = s.sample.Logger()
 	if s.timeout <= 0 {
