@@ -220,10 +220,13 @@ func (c *Matcher) muxMatches(r *http.Request) bool {
 		// it is given the path as compared.
 		req := r
 		if p != r.URL.Path || r.URL.RawPath != "" {
+			// A shallow copy: ServeMux reads the method, host and path,
+			// and the request itself is left as it is.
 			u := *r.URL
 			u.Path, u.RawPath = p, ""
-			req = r.Clone(r.Context())
-			req.URL = &u
+			cp := *r
+			cp.URL = &u
+			req = &cp
 		}
 		_, pattern := c.mux.Handler(req)
 		return pattern != ""
