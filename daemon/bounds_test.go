@@ -3,6 +3,9 @@ package daemon
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +23,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // TestListenerBounds: every listener the daemon opens applies its bounds.
@@ -119,4 +124,58 @@ postgres: {listen: 127.0.0.1:0, upstream: 127.0.0.1:1, bounds: {header_timeout: 
 
 	// A PostgreSQL client that never sends its startup is closed.
 	exchange(a.Postgres.String(), "", false)
+}
+
+// TestHTTP2MaxConcurrentStreams: the proxy over TLS advertises its
+// max_concurrent_streams in its HTTP/2 SETTINGS, which bounds what a client
+// may run on one connection.
+func TestHTTP2MaxConcurrentStreams(t *testing.T) {
+	dir := t.TempDir()
+	cert := testkit.WriteCert(t, dir, "proxy", 1)
+	d, err := New(mustParse(t, fmt.Sprintf("proxy: {listen: 127.0.0.1:0, upstream: demo, tls: {cert: %s, key: %s}, bounds: {max_concurrent_streams: 7}}\nadmin: {listen: \"\"}\n",
+		cert.CertFile, cert.KeyFile)), Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Shutdown(context.Background())
+	roots := x509.NewCertPool()
+	roots.AddCert(cert.Cert)
+	c, err := tls.Dial("tcp", d.Addrs().Proxy.String(), &tls.Config{RootCAs: roots, ServerName: "localhost", NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if p := c.ConnectionState().NegotiatedProtocol; p != "h2" {
+		t.Fatalf("negotiated %q, want h2", p)
+	}
+	// The client preface and an empty SETTINGS frame; the server's first
+	// frame is its SETTINGS: 9 bytes of header (length, type 4, flags,
+	// stream 0), then 6 bytes per setting (identifier, value).
+	io.WriteString(c, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+	c.Write([]byte{0, 0, 0, 4, 0, 0, 0, 0, 0})
+	var hdr [9]byte
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		t.Fatal(err)
+	}
+	n := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
+	if hdr[3] != 4 || n%6 != 0 {
+		t.Fatalf("the server's first frame is type %d of %d bytes, want SETTINGS", hdr[3], n)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(c, body); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+6 <= n; i += 6 {
+		if id := binary.BigEndian.Uint16(body[i:]); id == 3 { // SETTINGS_MAX_CONCURRENT_STREAMS
+			if v := binary.BigEndian.Uint32(body[i+2:]); v != 7 {
+				t.Fatalf("SETTINGS_MAX_CONCURRENT_STREAMS %d, want 7", v)
+			}
+			return
+		}
+	}
+	t.Fatal("the server's SETTINGS have no SETTINGS_MAX_CONCURRENT_STREAMS")
 }
