@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate-go/floodgate/testkit"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestListenerBounds: every listener the daemon opens applies its bounds.
@@ -178,4 +179,44 @@ func TestHTTP2MaxConcurrentStreams(t *testing.T) {
 		}
 	}
 	t.Fatal("the server's SETTINGS have no SETTINGS_MAX_CONCURRENT_STREAMS")
+}
+
+// TestTrustedProxiesNotBoundPerClient: behind a load balancer every
+// connection comes from the balancer, so the proxy's trusted proxies are
+// not bounded per client; anyone else is.
+func TestTrustedProxiesNotBoundPerClient(t *testing.T) {
+	d, err := New(mustParse(t, `
+proxy:
+  listen: 127.0.0.1:0
+  upstream: demo
+  client_ip: {trusted_proxies: [127.0.0.2]}
+  bounds: {max_connections_per_client: 1, header_timeout: 1h}
+admin: {listen: ""}
+`), Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Shutdown(context.Background())
+	dial := func(from string) {
+		dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err := dl.Dial("tcp", d.Addrs().Proxy.String())
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+		}
+	}
+	for range 3 {
+		dial("127.0.0.2")
+	}
+	testkit.Eventually(t, 10*time.Second, "three connections of the trusted proxy admitted", func() bool { return d.run.open("proxy") == 3 })
+	dial("127.0.0.3")
+	dial("127.0.0.3")
+	testkit.Eventually(t, 10*time.Second, "another client's second connection refused", func() bool {
+		return testutil.ToFloat64(d.connsRefused.WithLabelValues("proxy", "per_client")) == 1
+	})
+	if n := d.run.open("proxy"); n != 4 {
+		t.Errorf("%d connections open, want 4", n)
+	}
 }
