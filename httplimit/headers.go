@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/floodgate-go/floodgate"
 )
@@ -144,11 +145,23 @@ type verdict struct {
 	d     *desc // description of res.Set, or nil
 }
 
+// valBlock holds a response's header values: the slice every field's value
+// is a part of, and the bytes of the numbers they are made of. One
+// allocation carries both.
+type valBlock struct {
+	vals [8]string
+	buf  [numBuf]byte
+}
+
+// numBuf is what the numbers of one response usually take; more are
+// appended to a buffer of their own.
+const numBuf = 160
+
 // block is what a request under a count rule allocates for its writer and
-// the usual number of header values, in one allocation.
+// its header values, in one allocation.
 type block struct {
-	sw   statusWriter
-	vals [7]string
+	sw statusWriter
+	valBlock
 }
 
 // maxFields bounds the header fields of one response: a RateLimit-Policy
@@ -170,10 +183,12 @@ func (f *fields) add(name, val string) {
 }
 
 // fields lists the rate-limit header fields of a decided response, and with
-// contentType the Content-Type of the default 429 body. All values share
-// one string, so a response costs one allocation for them whatever the
-// number of fields.
-func (v *Verdict) fields(f *fields, contentType bool) {
+// contentType the Content-Type of the default 429 body. The numbers are
+// written to buf and all values share one string made of them: with own
+// set, buf belongs to the response's values (a valBlock that lives as long
+// as they do, never written again) and the string is buf itself; else the
+// string is a copy.
+func (v *Verdict) fields(f *fields, contentType bool, buf []byte, own bool) {
 	d := v.d
 	cs := &v.cs
 	hd := &d.hdr
@@ -207,7 +222,6 @@ func (v *Verdict) fields(f *fields, contentType bool) {
 
 	// Numbers go into one buffer that becomes one string; off records where
 	// each value ends.
-	var buf [160]byte
 	b := buf[:0]
 	var off [4]int
 	limit := ""
@@ -252,7 +266,14 @@ func (v *Verdict) fields(f *fields, contentType bool) {
 	if retry {
 		b = strconv.AppendInt(b, retrySecs, 10)
 	}
-	s := string(b)
+	var s string
+	if own {
+		// b is never written again: its bytes are the string's, whether
+		// they are buf's or, past its capacity, an array append made.
+		s = unsafe.String(unsafe.SliceData(b), len(b))
+	} else {
+		s = string(b)
+	}
 
 	start := 0
 	if legacy {
@@ -292,32 +313,35 @@ func (v *Verdict) fields(f *fields, contentType bool) {
 // withWriter is set it returns a statusWriter allocated together with the
 // header values.
 //
-// The values share one backing array (and one string, see fields), so a
-// response costs two allocations whatever the number of fields; under a
-// count rule the writer shares the array's allocation (up to seven
-// fields). Each value slice is capped at its own length, so a handler that
-// adds to one of the fields appends to a copy rather than overwriting its
-// neighbour.
+// The values share one backing array and one string of their numbers (see
+// fields), both in one valBlock, so a response costs one allocation
+// whatever the number of fields (up to eight, and numbers of up to numBuf
+// bytes); under a count rule the writer shares it too. Each value slice is
+// capped at its own length, so a handler that adds to one of the fields
+// appends to a copy rather than overwriting its neighbour.
 func (v *Verdict) writeHeaders(w http.ResponseWriter, withWriter, contentType bool) *statusWriter {
 	if hd := &v.d.hdr; !withWriter && v.v.res.Allowed && hd.DisableXRateLimit && hd.DisableRateLimit && !hd.Source {
 		return nil // no field to write: skip building the list
 	}
-	var f fields
-	v.fields(&f, contentType)
-	nv := f.n
-	var vals []string
+	var vb *valBlock
 	var sw *statusWriter
-	switch {
-	case withWriter && nv <= len(block{}.vals):
+	if withWriter {
 		blk := new(block)
-		sw, vals = &blk.sw, blk.vals[:nv]
-	case withWriter:
-		sw, vals = new(statusWriter), make([]string, nv)
-	case nv == 0:
-		return nil
-	default:
+		sw, vb = &blk.sw, &blk.valBlock
+	} else {
+		vb = new(valBlock)
+	}
+	var f fields
+	v.fields(&f, contentType, vb.buf[:], true)
+	nv := f.n
+	if nv == 0 {
+		return sw
+	}
+	vals := vb.vals[:]
+	if nv > len(vals) {
 		vals = make([]string, nv)
 	}
+	vals = vals[:nv]
 	copy(vals, f.val[:nv])
 	h := w.Header()
 	for i := 0; i < nv; {

@@ -113,12 +113,11 @@ func runProxyVS(args []string) error {
 	}
 
 	type target struct {
-		name    string
-		port    int
-		pids    func() []int
-		deny    bool
-		runs    []vsRun
-		skipped bool
+		name string
+		port int
+		pids func() []int
+		deny bool
+		runs []vsRun
 	}
 	var targets []*target
 	add := func(name string, port int, pids func() []int, deny bool) {

@@ -11,6 +11,10 @@
 #   ./run.sh            # everything
 #   ./run.sh proxy      # (a) only
 #   ./run.sh decisions  # (b) and (c) only
+#   ./run.sh proxyvs    # (e): floodgate serve's proxy against nginx limit_req,
+#                       #     allowed and denied, with a bare httputil.ReverseProxy
+#                       #     and a bare net/http server as floors (proxyvs.go);
+#                       #     requests/s and CPU per request of every target
 #   ./run.sh rls        # (d): floodgate serve's Envoy listener against
 #                       #     envoyproxy/ratelimit built from source (rls.go)
 #
@@ -24,7 +28,7 @@ WRK_D=${WRK_D:-5s}
 WRK_C=${WRK_C:-64}
 LOAD_D=${LOAD_D:-5s}
 parts=("$@")
-[[ ${#parts[@]} -eq 0 ]] && parts=(proxy decisions rls)
+[[ ${#parts[@]} -eq 0 ]] && parts=(proxy proxyvs decisions rls)
 
 tmp=$(mktemp -d)
 pids=()
@@ -126,6 +130,10 @@ if [[ " ${parts[*]} " == *" decisions "* ]]; then
 			done
 		done
 	done
+fi
+
+if [[ " ${parts[*]} " == *" proxyvs "* ]]; then
+	"$bin" proxyvs -rounds "$ROUNDS" -d "$WRK_D" -c "$WRK_C"
 fi
 
 if [[ " ${parts[*]} " == *" rls "* ]]; then
