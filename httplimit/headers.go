@@ -147,14 +147,15 @@ type verdict struct {
 
 // valBlock holds a response's header values: the slice every field's value
 // is a part of, and the bytes of the numbers they are made of. One
-// allocation carries both.
+// allocation carries both, sized for the usual response (one limit set, all
+// header families) so that it stays small; a response with more fields or
+// longer numbers takes two allocations instead.
 type valBlock struct {
 	vals [8]string
-	buf  [numBuf]byte
+	buf  [48]byte
 }
 
-// numBuf is what the numbers of one response usually take; more are
-// appended to a buffer of their own.
+// numBuf is the stack buffer the numbers of one response are written to.
 const numBuf = 160
 
 // block is what a request under a count rule allocates for its writer and
@@ -184,11 +185,11 @@ func (f *fields) add(name, val string) {
 
 // fields lists the rate-limit header fields of a decided response, and with
 // contentType the Content-Type of the default 429 body. The numbers are
-// written to buf and all values share one string made of them: with own
-// set, buf belongs to the response's values (a valBlock that lives as long
-// as they do, never written again) and the string is buf itself; else the
-// string is a copy.
-func (v *Verdict) fields(f *fields, contentType bool, buf []byte, own bool) {
+// written to buf and all values share one string made of them: a copy, or,
+// when they fit, the bytes of a valBlock that lives as long as the values
+// and is never written again: vb, or with alloc a new one. It returns the
+// block the string lives in, or nil.
+func (v *Verdict) fields(f *fields, contentType bool, buf []byte, vb *valBlock, alloc bool) *valBlock {
 	d := v.d
 	cs := &v.cs
 	hd := &d.hdr
@@ -267,12 +268,15 @@ func (v *Verdict) fields(f *fields, contentType bool, buf []byte, own bool) {
 		b = strconv.AppendInt(b, retrySecs, 10)
 	}
 	var s string
-	if own {
-		// b is never written again: its bytes are the string's, whether
-		// they are buf's or, past its capacity, an array append made.
-		s = unsafe.String(unsafe.SliceData(b), len(b))
+	if len(b) <= len(valBlock{}.buf) && (vb != nil || alloc) {
+		if vb == nil {
+			vb = new(valBlock)
+		}
+		n := copy(vb.buf[:], b)
+		s = unsafe.String(&vb.buf[0], n)
 	} else {
 		s = string(b)
+		vb = nil
 	}
 
 	start := 0
@@ -306,6 +310,7 @@ func (v *Verdict) fields(f *fields, contentType bool, buf []byte, own bool) {
 			f.add(headerType, "application/problem+json")
 		}
 	}
+	return vb
 }
 
 // writeHeaders sets the rate-limit header fields of a decided response, and
@@ -314,34 +319,37 @@ func (v *Verdict) fields(f *fields, contentType bool, buf []byte, own bool) {
 // header values.
 //
 // The values share one backing array and one string of their numbers (see
-// fields), both in one valBlock, so a response costs one allocation
-// whatever the number of fields (up to eight, and numbers of up to numBuf
-// bytes); under a count rule the writer shares it too. Each value slice is
-// capped at its own length, so a handler that adds to one of the fields
-// appends to a copy rather than overwriting its neighbour.
+// fields), both in one valBlock, so a usual response costs one allocation;
+// under a count rule the writer shares it too. Each value slice is capped
+// at its own length, so a handler that adds to one of the fields appends to
+// a copy rather than overwriting its neighbour.
 func (v *Verdict) writeHeaders(w http.ResponseWriter, withWriter, contentType bool) *statusWriter {
 	if hd := &v.d.hdr; !withWriter && v.v.res.Allowed && hd.DisableXRateLimit && hd.DisableRateLimit && !hd.Source {
 		return nil // no field to write: skip building the list
 	}
 	var vb *valBlock
 	var sw *statusWriter
+	var blk *block
 	if withWriter {
-		blk := new(block)
+		blk = new(block)
 		sw, vb = &blk.sw, &blk.valBlock
-	} else {
-		vb = new(valBlock)
 	}
 	var f fields
-	v.fields(&f, contentType, vb.buf[:], true)
+	var buf [numBuf]byte
+	vb = v.fields(&f, contentType, buf[:], vb, true)
 	nv := f.n
 	if nv == 0 {
 		return sw
 	}
-	vals := vb.vals[:]
-	if nv > len(vals) {
+	if vb == nil && blk != nil {
+		vb = &blk.valBlock // the numbers did not fit, the values may
+	}
+	var vals []string
+	if vb != nil && nv <= len(vb.vals) {
+		vals = vb.vals[:nv]
+	} else {
 		vals = make([]string, nv)
 	}
-	vals = vals[:nv]
 	copy(vals, f.val[:nv])
 	h := w.Header()
 	for i := 0; i < nv; {

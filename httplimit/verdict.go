@@ -353,7 +353,7 @@ func (v *Verdict) Headers(set func(name, value string)) {
 	case outDecided:
 		var f fields
 		var buf [numBuf]byte
-		v.fields(&f, false, buf[:], false)
+		v.fields(&f, false, buf[:], nil, false)
 		for i := range f.n {
 			set(f.name[i], f.val[i])
 		}
