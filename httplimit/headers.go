@@ -151,7 +151,7 @@ type verdict struct {
 // header families) so that it stays small; a response with more fields or
 // longer numbers takes two allocations instead.
 type valBlock struct {
-	vals [8]string
+	vals [7]string
 	buf  [48]byte
 }
 
@@ -267,8 +267,20 @@ func (v *Verdict) fields(f *fields, contentType bool, buf []byte, vb *valBlock, 
 	if retry {
 		b = strconv.AppendInt(b, retrySecs, 10)
 	}
+	nf := 0 // the fields added below
+	if legacy {
+		nf += 3
+	}
+	if draft {
+		nf += 1 + nl
+	}
+	for _, on := range [...]bool{retry, hd.Source, body} {
+		if on {
+			nf++
+		}
+	}
 	var s string
-	if len(b) <= len(valBlock{}.buf) && (vb != nil || alloc) {
+	if len(b) <= len(valBlock{}.buf) && (vb != nil || alloc && nf <= len(valBlock{}.vals)) {
 		if vb == nil {
 			vb = new(valBlock)
 		}
