@@ -51,6 +51,7 @@ func runProxyVS(args []string) error {
 	threads := fs.Int("t", 2, "wrk threads")
 	bin := fs.String("floodgate-bin", "", "a floodgate binary to run (default: build this tree's)")
 	only := fs.String("targets", "", "comma-separated targets to run (default: all)")
+	baseline := fs.String("baseline", "", "another floodgate binary (an older build) to run as fg-on@base and fg-deny@base beside this tree's")
 	fs.Parse(args)
 	if *d > 2*time.Minute {
 		return errors.New("-d is at most 2m")
@@ -68,7 +69,7 @@ func runProxyVS(args []string) error {
 			return err
 		}
 	}
-	ports, err := freePorts(12)
+	ports, err := freePorts(16)
 	if err != nil {
 		return err
 	}
@@ -126,14 +127,19 @@ func runProxyVS(args []string) error {
 	pidOf := func(c *exec.Cmd) func() []int { return func() []int { return []int{c.Process.Pid} } }
 
 	// floodgate serve, three configurations, one process each.
-	for _, spec := range []struct {
-		name, routes string
-		deny         bool
-	}{
-		{"fg-on", "routes: [{name: all, limits: [{policy: api, key: ip}]}]", false},
-		{"fg-off", "routes: []", false},
-		{"fg-deny", "routes: [{name: all, limits: [{policy: slow, key: ip}]}]", true},
-	} {
+	type fgSpec struct {
+		name, bin, routes string
+		deny              bool
+	}
+	specs := []fgSpec{
+		{"fg-on", fg, "routes: [{name: all, limits: [{policy: api, key: ip}]}]", false},
+		{"fg-off", fg, "routes: []", false},
+		{"fg-deny", fg, "routes: [{name: all, limits: [{policy: slow, key: ip}]}]", true},
+	}
+	if *baseline != "" {
+		specs = append(specs, fgSpec{"fg-on@base", *baseline, specs[0].routes, false}, fgSpec{"fg-deny@base", *baseline, specs[2].routes, true})
+	}
+	for _, spec := range specs {
 		port, admin := next(), next()
 		conf := fmt.Sprintf(`storage: {engine: memory}
 policies:
@@ -146,11 +152,11 @@ proxy:
 admin: {listen: 127.0.0.1:%d}
 log: {level: error}
 `, port, upstream, spec.routes, admin)
-		file := filepath.Join(tmp, spec.name+".yaml")
+		file := filepath.Join(tmp, strings.ReplaceAll(spec.name, "@", "-")+".yaml")
 		if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
 			return err
 		}
-		c, err := start(fg, "serve", "-config", file)
+		c, err := start(spec.bin, "serve", "-config", file)
 		if err != nil {
 			return err
 		}
@@ -270,6 +276,8 @@ log: {level: error}
 		{"bare-rp", "nginx-on", "bare httputil.ReverseProxy ÷ nginx", "the floor"},
 		{"go-direct", "ngx-direct", "bare net/http server ÷ nginx serving", "the floor"},
 		{"fg-deny", "go-direct", "floodgate denied ÷ bare net/http server", ""},
+		{"fg-on", "fg-on@base", "allowed: this tree ÷ the baseline binary", ""},
+		{"fg-deny", "fg-deny@base", "denied: this tree ÷ the baseline binary", ""},
 	} {
 		a, b := byName[c.a], byName[c.b]
 		if a == nil || b == nil {

@@ -19,7 +19,8 @@
 #                       #     envoyproxy/ratelimit built from source (rls.go)
 #
 # Environment: ROUNDS (default 5), WRK_D (wrk duration, default 5s), WRK_C
-# (connections, default 64), LOAD_D (load generator duration, default 5s).
+# (connections, default 64), LOAD_D (load generator duration, default 5s),
+# BASELINE (proxyvs: an older floodgate binary to run beside this tree's).
 # Everything listens on 127.0.0.1 and stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -133,7 +134,9 @@ if [[ " ${parts[*]} " == *" decisions "* ]]; then
 fi
 
 if [[ " ${parts[*]} " == *" proxyvs "* ]]; then
-	"$bin" proxyvs -rounds "$ROUNDS" -d "$WRK_D" -c "$WRK_C"
+	# BASELINE=/path/to/an/older/floodgate adds fg-on@base and
+	# fg-deny@base, run beside this tree's in the same rounds.
+	"$bin" proxyvs -rounds "$ROUNDS" -d "$WRK_D" -c "$WRK_C" ${BASELINE:+-baseline "$BASELINE"}
 fi
 
 if [[ " ${parts[*]} " == *" rls "* ]]; then
