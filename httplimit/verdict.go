@@ -352,7 +352,8 @@ func (v *Verdict) Headers(set func(name, value string)) {
 	switch v.out {
 	case outDecided:
 		var f fields
-		v.fields(&f, false)
+		var buf [numBuf]byte
+		v.fields(&f, false, buf[:], nil, false)
 		for i := range f.n {
 			set(f.name[i], f.val[i])
 		}
