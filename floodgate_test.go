@@ -209,6 +209,12 @@ var errDown = errors.New("store down")
 func (failingStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
 	return algo.Verdict{}, errDown
 }
+func (failingStore) Reserve(context.Context, *algo.Set, string, int64, time.Duration) (algo.Verdict, algo.Ticket, error) {
+	return algo.Verdict{}, algo.Ticket{}, errDown
+}
+func (failingStore) Cancel(context.Context, *algo.Set, string, int64, algo.Ticket) error {
+	return errDown
+}
 
 func (failingStore) ValidateLimit(floodgate.Limit) error { return nil }
 

@@ -26,13 +26,20 @@ var scriptParts = []string{
 }
 
 // batchScript is the script and its SHA-1, under which EVALSHA finds it.
-var batchScript = joinScript()
+var batchScript = joinScript(scriptParts)
+
+// reserveParts are the files of the reservation script: the batch's
+// prologue and GCRA, and a driver of its own.
+var reserveParts = []string{"prologue.lua", "lib.lua", "gcra.lua", "reserve.lua"}
+
+// reserveScript reserves and cancels (see scripts/reserve.lua).
+var reserveScript = joinScript(reserveParts)
 
 type script struct{ src, sha string }
 
-func joinScript() script {
+func joinScript(parts []string) script {
 	var b strings.Builder
-	for _, name := range scriptParts {
+	for _, name := range parts {
 		src, err := scriptFS.ReadFile("scripts/" + name)
 		if err != nil {
 			panic("redisstore: embedded script missing: " + name)
