@@ -28,8 +28,9 @@ type Ticket struct {
 	// At is the instant (Unix ns, the engine's clock) from which the units
 	// may be used.
 	At int64
-	// Next holds, per transition, the state the charge left (GCRA's TAT).
-	Next [MaxTransitions]int64
+	// Next holds, per transition, the state the charge left (GCRA's TAT),
+	// and Prev the state it found.
+	Next, Prev [MaxTransitions]int64
 	// Path is a composition's note of which store took the reservation.
 	Path uint8
 	// Inner is a composition's ticket of a second store (hybrid: the local
@@ -84,34 +85,33 @@ func (r *Transition) ReserveAt(s State, now, at, cost int64) (State, Decision) {
 	}
 }
 
-// Unreserve takes back a reservation of cost units whose charge left r's
-// state at next and whose units were due at at, from state s at now. It
-// gives back only what no later admission relies on, so a cancellation
-// never lets the limit over-admit:
+// Unreserve takes back a reservation of cost units whose charge moved r's
+// state from prev to next and whose units were due at at, from state s at
+// now. It gives back only what no later admission relies on, so a
+// cancellation never lets the limit over-admit:
 //
 //   - at or after at the units were due, and nothing is given back;
 //   - a state below next has been refunded or reset since, and is kept;
-//   - a state still at next (nothing charged since) gets the whole charge
-//     back, as if the reservation had not been made;
+//   - a state still at next (nothing charged since) goes back to prev, as
+//     if the reservation had not been made;
 //   - a state above next carries later reservations, scheduled after this
 //     one. When r is the set's only transition (alone), every such
 //     reservation was decided by r and waits for it, and the units the
 //     later ones do not cover are given back: min(cost×T, span − later).
 //     In a set of several limits a later reservation may have been decided
 //     by another limit, and nothing is given back.
-func (r *Transition) Unreserve(s State, now, at, next, cost int64, alone bool) State {
+func (r *Transition) Unreserve(s State, now, at, prev, next, cost int64, alone bool) State {
 	if now >= at || r.kind != GCRA || !r.valid() || cost <= 0 || s.A < next {
 		return s
 	}
-	cost = min(cost, r.capacity)
-	give := cost * r.interval
+	tat := prev
 	if later := s.A - next; later > 0 {
 		if !alone {
 			return s
 		}
-		give = min(give, max(r.span-later, 0))
+		cost = min(cost, r.capacity)
+		tat = s.A - min(cost*r.interval, max(r.span-later, 0))
 	}
-	tat := s.A - give
 	if tat <= now {
 		return State{}
 	}

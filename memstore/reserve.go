@@ -43,7 +43,7 @@ func (s *Store) Reserve(_ context.Context, set *algo.Set, key string, cost int64
 			if !s.storeTAT(sh, keys[0], read[0].A, next[0].A, now) {
 				continue // a lock-free decision moved the TAT: decide again
 			}
-			t.Next[0] = next[0].A
+			t.Next[0], t.Prev[0] = next[0].A, read[0].A
 			return v, t, nil
 		}
 		for i := range n {
@@ -55,7 +55,7 @@ func (s *Store) Reserve(_ context.Context, set *algo.Set, key string, cost int64
 				read[i].A = sh.tat(keys[i])
 				want = max(read[i].A, t.At) + cost*r.Interval()
 			}
-			t.Next[i] = want
+			t.Next[i], t.Prev[i] = want, read[i].A
 		}
 		return v, t, nil
 	}
@@ -103,7 +103,7 @@ func (s *Store) Cancel(_ context.Context, set *algo.Set, key string, cost int64,
 		for {
 			now := s.clock.UnixNano()
 			v := slot.tat.Load()
-			nx := r.Unreserve(algo.State{A: v}, now, tk.At, tk.Next[i], cost, alone)
+			nx := r.Unreserve(algo.State{A: v}, now, tk.At, tk.Prev[i], tk.Next[i], cost, alone)
 			if nx.A == v {
 				break
 			}

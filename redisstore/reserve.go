@@ -33,22 +33,22 @@ func (s *Store) Reserve(ctx context.Context, set *algo.Set, key string, cost int
 		return algo.Verdict{}, algo.Ticket{}, err
 	}
 	n := set.Len()
-	if len(vals) != 2+4*n {
-		return algo.Verdict{}, algo.Ticket{}, &Error{Op: "reserve", Err: fmt.Errorf("%w (%d values, want %d)", errBadReply, len(vals), 2+4*n)}
+	if len(vals) != 2+5*n {
+		return algo.Verdict{}, algo.Ticket{}, &Error{Op: "reserve", Err: fmt.Errorf("%w (%d values, want %d)", errBadReply, len(vals), 2+5*n)}
 	}
 	now := toInt(vals[0])
 	allowed := toInt(vals[1]) == 1
 	var ds [algo.MaxTransitions]algo.Decision
 	var t algo.Ticket
 	for i := range n {
-		o := 2 + 4*i
+		o := 2 + 5*i
 		ds[i] = algo.Decision{
 			Allowed:    allowed,
 			Remaining:  toInt(vals[o]),
 			ResetAfter: time.Duration(toInt(vals[o+1])) * time.Microsecond,
 			RetryAfter: time.Duration(toInt(vals[o+2])) * time.Microsecond,
 		}
-		t.Next[i] = toInt(vals[o+3]) * 1e3
+		t.Next[i], t.Prev[i] = toInt(vals[o+3])*1e3, toInt(vals[o+4])*1e3
 	}
 	v := set.CombineReserve(ds[:n], Source)
 	if allowed {
@@ -59,7 +59,12 @@ func (s *Store) Reserve(ctx context.Context, set *algo.Set, key string, cost int
 
 // Cancel implements floodgate.Store (algo.Transition.Unreserve's twin).
 func (s *Store) Cancel(ctx context.Context, set *algo.Set, key string, cost int64, t algo.Ticket) error {
-	_, err := s.runReserve(ctx, "cancel", set, key, opCancel, cost, t.At/1e3, t.Next[:set.Len()])
+	n := set.Len()
+	states := make([]int64, 0, 2*n)
+	for i := range n {
+		states = append(states, t.Next[i], t.Prev[i])
+	}
+	_, err := s.runReserve(ctx, "cancel", set, key, opCancel, cost, t.At/1e3, states)
 	return err
 }
 

@@ -4,11 +4,13 @@
 --
 -- KEYS: the key of every rule of the set.
 -- ARGV: now | op (1 reserve, 2 cancel) | cost | w | nrules | per rule:
---       interval, capacity, span | cancel: per rule, the TAT it left
+--       interval, capacity, span | cancel: per rule, the TAT the
+--       reservation left and the one it found
 --   w        reserve: the longest wait (µs); cancel: the instant the units
 --            were due (µs)
 -- Reply: reserve: now, allowed (1 or 0), then per rule: remaining, reset,
---        retry (the wait) and the TAT stored (0 when denied);
+--        retry (the wait), the TAT stored and the TAT found (both 0 when
+--        denied);
 --        cancel: 0;
 -- or, for a key holding state floodgate did not write, the string
 -- "<rule index from 0> <problem>", having written nothing.
@@ -34,34 +36,34 @@ if op == 2 then
     return 0
   end
   for r = 1, nrules do
-    local p, s, nx = rules[r], tats[r], tonumber(ARGV[j + r - 1])
-    if s >= nx then
+    local p, s = rules[r], tats[r]
+    local nx, pv = tonumber(ARGV[j + 2 * r - 2]), tonumber(ARGV[j + 2 * r - 1])
+    local tat
+    if s == nx then
+      -- Nothing charged since: as if the reservation had not been made.
+      tat = pv
+    elseif s > nx and nrules == 1 then
+      -- Later reservations wait behind it: give back what they do not
+      -- cover.
       local c = cost
       if c > p[3] then
         c = p[3]
       end
       local give = c * p[2]
-      local later = s - nx
-      if later > 0 then
-        if nrules > 1 then
-          give = 0
-        else
-          local free = p[4] - later
-          if free < 0 then
-            free = 0
-          end
-          if free < give then
-            give = free
-          end
-        end
+      local free = p[4] - (s - nx)
+      if free < 0 then
+        free = 0
       end
-      if give > 0 then
-        local tat = s - give
-        if tat <= now_us then
-          redis.call('DEL', KEYS[r])
-        else
-          gcra_save(KEYS[r], tat)
-        end
+      if free < give then
+        give = free
+      end
+      tat = s - give
+    end
+    if tat and tat ~= s then
+      if tat <= now_us then
+        redis.call('DEL', KEYS[r])
+      else
+        gcra_save(KEYS[r], tat)
       end
     end
   end
@@ -94,7 +96,7 @@ if wait > w then
     if tat < now_us then
       tat = now_us
     end
-    out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = gcra_remaining(p, tat, now_us), tat - now_us, waits[r], 0
+    out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = gcra_remaining(p, tat, now_us), tat - now_us, waits[r], 0, 0
   end
   return out
 end
@@ -109,6 +111,6 @@ for r = 1, nrules do
   if cost > 0 then
     gcra_save(KEYS[r], nxt)
   end
-  out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = gcra_remaining(p, nxt, at), nxt - now_us, wait, nxt
+  out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = gcra_remaining(p, nxt, at), nxt - now_us, wait, nxt, tats[r]
 end
 return out
