@@ -99,24 +99,30 @@ func (l *PolicyLimiter) Wait(ctx context.Context, key string) (Result, error) {
 // is not taken: OK is false and nothing is charged. The error is non-nil
 // only when the limiter could not decide, as for AllowN.
 func (l *PolicyLimiter) ReserveN(ctx context.Context, key string, cost int64) (*Reservation, error) {
-	return l.reserve(ctx, key, cost, maxWaitOf(ctx))
+	r := new(Reservation)
+	if err := l.reserve(ctx, key, cost, r); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
-func (l *PolicyLimiter) reserve(ctx context.Context, key string, cost int64, maxWait time.Duration) (*Reservation, error) {
+// reserve makes a reservation into r, which the caller provides so that
+// WaitN keeps it on its stack.
+func (l *PolicyLimiter) reserve(ctx context.Context, key string, cost int64, r *Reservation) error {
 	if cost < 0 {
-		return nil, fmt.Errorf("%w: policy %s: cost %d is negative", ErrInvalidCost, l.p.name, cost)
+		return fmt.Errorf("%w: policy %s: cost %d is negative", ErrInvalidCost, l.p.name, cost)
 	}
 	set := l.p.setFor(key)
-	r := &Reservation{l: l, set: set, key: key, cost: cost}
+	*r = Reservation{l: l, set: set, key: key, cost: cost}
 	if cost > set.set.Capacity() {
 		r.Result = set.result(set.set.Impossible(string(SourcePolicy)))
 		r.Delay = RetryNever
-		return r, nil
+		return nil
 	}
 	if !set.set.Reservable() {
 		res, err := l.AllowN(ctx, key, cost)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.Result, r.OK = res, res.Allowed
 		if res.Allowed {
@@ -124,11 +130,11 @@ func (l *PolicyLimiter) reserve(ctx context.Context, key string, cost int64, max
 		} else {
 			r.Delay = res.RetryAfter
 		}
-		return r, nil
+		return nil
 	}
-	v, t, err := l.store.Reserve(ctx, set.set, NormalizeKey(key), cost, maxWait)
+	v, t, err := l.store.Reserve(ctx, set.set, NormalizeKey(key), cost, maxWaitOf(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("floodgate: policy %s: reserve: %w", l.p.name, err)
+		return fmt.Errorf("floodgate: policy %s: reserve: %w", l.p.name, err)
 	}
 	if v.Source == string(SourceFailOpen) {
 		r.Result = Result{Allowed: v.Allowed, Source: SourceFailOpen, Policy: l.p.name}
@@ -140,7 +146,7 @@ func (l *PolicyLimiter) reserve(ctx context.Context, key string, cost int64, max
 		r.Time = time.Now().Add(r.Delay)
 		r.ticket, r.booked = t, cost > 0 && r.Result.Source != SourceFailOpen
 	}
-	return r, nil
+	return nil
 }
 
 // WaitN implements Limiter: it blocks until cost units for key pass and
@@ -156,7 +162,15 @@ func (l *PolicyLimiter) reserve(ctx context.Context, key string, cost int64, max
 // pass and asks again, so it never over-admits, but a caller may lose its
 // turn to one that asks at the right moment.
 func (l *PolicyLimiter) WaitN(ctx context.Context, key string, cost int64) (Result, error) {
-	return WaitFor(ctx, func(ctx context.Context) (*Reservation, error) { return l.ReserveN(ctx, key, cost) })
+	for {
+		var r Reservation
+		if err := l.reserve(ctx, key, cost, &r); err != nil {
+			return Result{}, err
+		}
+		if res, done, err := r.settle(ctx); done {
+			return res, err
+		}
+	}
 }
 
 // WaitFor waits on the reservations reserve makes: it is WaitN for any
@@ -169,33 +183,44 @@ func WaitFor(ctx context.Context, reserve func(context.Context) (*Reservation, e
 		if err != nil {
 			return Result{}, err
 		}
-		if r.OK {
-			if err := sleepUntil(ctx, r.Time); err != nil {
-				if cerr := r.Cancel(context.WithoutCancel(ctx)); cerr != nil {
-					err = errors.Join(err, cerr)
-				}
-				return r.Result, err
-			}
-			return r.Result, nil
-		}
-		if r.Delay == RetryNever {
-			return r.Result, fmt.Errorf("%w: policy %s: the cost can never pass %s, whose capacity is %d; lower the cost",
-				ErrInvalidCost, r.Result.Policy, r.Result.Limit, r.Result.Limit.Capacity())
-		}
-		if r.set != nil && r.set.set.Reservable() && r.Result.Source != SourceFailClosed {
-			// The engine found no instant before the deadline.
-			return r.Result, fmt.Errorf("%w: policy %s: %s would wait %s", ErrWaitDeadline, r.Result.Policy, units(r.cost), r.Delay)
-		}
-		// A window limit, or an engine that failed closed: wait until the
-		// units could pass, if that comes before the deadline, and ask
-		// again.
-		if d, ok := ctx.Deadline(); ok && time.Until(d) < r.Delay {
-			return r.Result, fmt.Errorf("%w: policy %s: %s would wait %s", ErrWaitDeadline, r.Result.Policy, units(r.cost), r.Delay)
-		}
-		if err := sleepUntil(ctx, time.Now().Add(max(r.Delay, time.Microsecond))); err != nil {
-			return r.Result, err
+		if res, done, err := r.settle(ctx); done {
+			return res, err
 		}
 	}
+}
+
+// settle waits for r's units: until r.Time when they were taken (giving
+// them back if ctx ends first), or, when they could not be taken, for as
+// long as they need before asking again. It reports done when the wait is
+// over, with its Result and error; false when the caller asks again.
+func (r *Reservation) settle(ctx context.Context) (Result, bool, error) {
+	if r.OK {
+		if err := sleepUntil(ctx, r.Time); err != nil {
+			if cerr := r.Cancel(context.WithoutCancel(ctx)); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+			return r.Result, true, err
+		}
+		return r.Result, true, nil
+	}
+	if r.Delay == RetryNever {
+		return r.Result, true, fmt.Errorf("%w: policy %s: the cost can never pass %s, whose capacity is %d; lower the cost",
+			ErrInvalidCost, r.Result.Policy, r.Result.Limit, r.Result.Limit.Capacity())
+	}
+	deadline := fmt.Errorf("%w: policy %s: the units would wait %s", ErrWaitDeadline, r.Result.Policy, r.Delay)
+	if r.set != nil && r.set.set.Reservable() && r.Result.Source != SourceFailClosed {
+		// The engine found no instant before the deadline.
+		return r.Result, true, deadline
+	}
+	// A window limit, or an engine that failed closed: wait until the
+	// units could pass, if that comes before the deadline, and ask again.
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < r.Delay {
+		return r.Result, true, deadline
+	}
+	if err := sleepUntil(ctx, time.Now().Add(max(r.Delay, time.Microsecond))); err != nil {
+		return r.Result, true, err
+	}
+	return Result{}, false, nil
 }
 
 func units(n int64) string {

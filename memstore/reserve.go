@@ -18,6 +18,17 @@ func (s *Store) Reserve(_ context.Context, set *algo.Set, key string, cost int64
 	}
 	h := s.hash(set, key)
 	sh := s.shardOf(h)
+	if set.Len() == 1 {
+		// An existing key of a one-limit policy, the common case, books
+		// without the lock, as decideGCRA decides.
+		if t := sh.tats.Load(); t != nil {
+			if slot := t.find(ruleKey(h, 0)); slot != nil {
+				if v, tk, ok := s.casReserve(slot, set, cost, maxWait); ok {
+					return v, tk, nil
+				}
+			}
+		}
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	n := set.Len()
@@ -58,6 +69,31 @@ func (s *Store) Reserve(_ context.Context, set *algo.Set, key string, cost int64
 			t.Next[i], t.Prev[i] = want, read[i].A
 		}
 		return v, t, nil
+	}
+}
+
+// casReserve books a reservation on the TAT in slot with
+// compare-and-swap, deciding again whenever another caller moved it first.
+// It reports false when the slot is frozen or dead: the caller must retry
+// under the shard lock.
+func (s *Store) casReserve(slot *gcraSlot, set *algo.Set, cost int64, maxWait time.Duration) (algo.Verdict, algo.Ticket, bool) {
+	var read, next [1]algo.State
+	for {
+		tat := slot.tat.Load()
+		if tat < 0 {
+			return algo.Verdict{}, algo.Ticket{}, false
+		}
+		now := s.clock.UnixNano()
+		read[0].A = tat
+		v := set.Reserve(read[:], next[:], now, cost, int64(maxWait), Source)
+		if !v.Allowed {
+			return v, algo.Ticket{}, true
+		}
+		t := algo.Ticket{At: now + int64(v.RetryAfter)}
+		if cost == 0 || slot.tat.CompareAndSwap(tat, next[0].A) {
+			t.Next[0], t.Prev[0] = next[0].A, tat
+			return v, t, true
+		}
 	}
 }
 
