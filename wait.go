@@ -223,13 +223,6 @@ func (r *Reservation) settle(ctx context.Context) (Result, bool, error) {
 	return Result{}, false, nil
 }
 
-func units(n int64) string {
-	if n == 1 {
-		return "1 unit"
-	}
-	return fmt.Sprintf("%d units", n)
-}
-
 // sleepUntil returns at t, or with ctx's error if it ends first.
 func sleepUntil(ctx context.Context, t time.Time) error {
 	d := time.Until(t)
