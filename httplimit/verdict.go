@@ -489,25 +489,59 @@ func (v *Verdict) settle(status int, h http.Header) {
 }
 
 // chargeActual settles a check that was charged c.Cost up front at the
-// cost the response reported: the difference is refunded or charged. A
-// charge that no longer fits drains the key to zero instead: the limiter
-// has no debt below zero to carry the rest, so the request's overage
-// beyond the remaining budget is lost, and the next request waits for a
-// refill. A negative reported cost counts as zero.
+// cost the response reported: the difference is refunded or charged, and
+// a negative reported cost leaves the up-front charge as it is (the cost
+// is unknown). An extra charge that does not fit now is charged into
+// debt: the budget is emptied and the rest books the units ahead
+// (Limiter.ReserveN, in pieces of at most a limit's capacity), so a
+// response that reports more than a limit holds (an LLM reply bigger than
+// the hour's token budget) keeps the key refused until the limit has
+// refilled for all of it. A limit keeps at most its span plus
+// algo.MaxReserveAhead of debt; a policy with a window limit, which
+// cannot carry debt, is emptied instead.
 func chargeActual(ctx context.Context, c *floodgate.Check, actual int64) error {
-	extra := max(actual, 0) - c.Cost
+	if actual < 0 {
+		return nil
+	}
+	extra := actual - c.Cost
 	switch {
 	case extra < 0:
 		return c.Limiter.RefundN(ctx, c.Key, -extra)
 	case extra == 0:
 		return nil
 	}
-	res, err := c.Limiter.AllowN(ctx, c.Key, extra)
-	if err != nil || res.Allowed || res.Remaining <= 0 {
-		return err
+	set := c.Result.Set
+	if set == nil {
+		// A check decided alone keeps its Result in the verdict: ask.
+		res, err := c.Limiter.AllowN(ctx, c.Key, 0)
+		if err != nil {
+			return err
+		}
+		set = res.Set
 	}
-	_, err = c.Limiter.AllowN(ctx, c.Key, res.Remaining)
-	return err
+	piece := extra
+	if set != nil {
+		piece = min(piece, set.Capacity())
+	}
+	for extra > 0 {
+		// Without a deadline: debt is booked as far ahead as a limit holds.
+		r, err := c.Limiter.ReserveN(context.WithoutCancel(ctx), c.Key, min(piece, extra))
+		if err != nil {
+			return err
+		}
+		if !r.OK {
+			// No more debt can be booked (a window limit, or the most a
+			// limit carries): empty what is left.
+			res, err := c.Limiter.AllowN(ctx, c.Key, 0)
+			if err != nil || res.Remaining <= 0 {
+				return err
+			}
+			_, err = c.Limiter.AllowN(ctx, c.Key, min(res.Remaining, extra))
+			return err
+		}
+		extra -= min(piece, extra)
+	}
+	return nil
 }
 
 // writeSource sets the fields of a fail-open admission: X-RateLimit-Source
