@@ -377,7 +377,7 @@ func (m *Middleware) Decide(r *http.Request, v *Verdict) {
 				return
 			}
 		}
-		v.add(i, lim, key, cost, ru.Count, ru.ResponseCost)
+		v.add(i, lim, key, cost, false, ru.Count, ru.ResponseCost)
 	}
 	m.core.decide(v)
 }
