@@ -25,6 +25,13 @@
 //     passes at now+RetryAfter, not a nanosecond later or earlier.
 //   - State that carries no information (a full bucket) is dropped.
 //   - Keys longer than MaxKeyLen bytes are replaced by their SHA-256 digest.
+//
+// A caller of someone else's limited API waits instead of being refused:
+// Wait blocks until the units pass (or returns at once, charging nothing,
+// when they cannot before the context's deadline), and ReserveN takes the
+// units now for the exact instant they fit, which a Reservation's Cancel
+// gives back. On Redis the waiting callers of every instance share one
+// budget and one line. See docs/waiting.md.
 package floodgate
 
 import (
