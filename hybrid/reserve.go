@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/floodgate-go/floodgate/algo"
@@ -41,7 +42,11 @@ func (s *Store) Reserve(ctx context.Context, set *algo.Set, key string, cost int
 	}
 	undo := func() {
 		if lcost > 0 {
-			_ = s.local.Cancel(context.WithoutCancel(ctx), ls, key, lcost, lt)
+			// The units were never handed out, even if their instant has
+			// come: the ticket says they are not yet due.
+			t := lt
+			t.At = math.MaxInt64
+			_ = s.local.Cancel(context.WithoutCancel(ctx), ls, key, lcost, t)
 		}
 	}
 	gv, gt, err := s.guard.Reserve(ctx, set, key, cost, maxWait)
