@@ -23,7 +23,7 @@ func TestReserveFailureModes(t *testing.T) {
 			clock := floodgatetest.NewClock(floodgatetest.Start)
 			remote := newFakeRemote(t, clock)
 			remote.set(failing)
-			o := failover.Options{Mode: mode, Guard: failover.GuardOptions{Failures: 100}}
+			o := failover.Options{Mode: mode, Guard: failover.GuardOptions{MinCalls: 1000}}
 			if mode == failover.LocalFallback {
 				o.Local = newMem(t, clock)
 			}

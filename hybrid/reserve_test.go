@@ -18,7 +18,7 @@ func TestReserve(t *testing.T) {
 	ctx := context.Background()
 	clock := newClock()
 	global := counting(newMem(t, clock))
-	guard, err := failover.NewGuard(global, failover.GuardOptions{Clock: clock, Failures: 100})
+	guard, err := failover.NewGuard(global, failover.GuardOptions{Clock: clock, MinCalls: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
