@@ -122,6 +122,10 @@ func (l *Limiter) Limit() int {
 	return l.limit
 }
 
+// Adaptive reports whether a Controller sets the limit, so that a front
+// end knows whether measuring each request's outcome is worth its cost.
+func (l *Limiter) Adaptive() bool { return l.ctl != nil }
+
 // Acquire asks for a slot of key ("" is a key like any other: one pool for
 // every request), waiting in the queue when the Limiter has one. When
 // res.Allowed, the Permit holds the slot until its Release; otherwise the
