@@ -18,8 +18,9 @@ const LocalSource floodgate.Source = "local"
 type Local struct {
 	clock floodgate.Clock
 
-	mu   sync.Mutex
-	keys map[localKey]*holders
+	mu    sync.Mutex
+	keys  map[localKey]*holders
+	spare []*holders // empty, for reuse; under mu
 }
 
 type localKey struct{ name, key string }
@@ -47,7 +48,7 @@ func (s *Local) Acquire(_ context.Context, name, key, token string, limit int, t
 	k := localKey{name, key}
 	h := s.keys[k]
 	if h == nil {
-		h = &holders{tokens: make(map[string]int64)}
+		h = s.newHolders()
 		s.keys[k] = h
 	}
 	if len(h.tokens) >= limit && h.expiring > 0 {
@@ -59,7 +60,7 @@ func (s *Local) Acquire(_ context.Context, name, key, token string, limit int, t
 	}
 	if len(h.tokens) >= limit {
 		if len(h.tokens) == 0 {
-			delete(s.keys, k)
+			s.drop(k, h)
 		}
 		return Grant{InFlight: len(h.tokens), Source: LocalSource}, nil
 	}
@@ -111,10 +112,33 @@ func (s *Local) Release(_ context.Context, name, key, token string) error {
 		}
 	}
 	if len(h.tokens) == 0 {
-		delete(s.keys, k)
+		s.drop(k, h)
 	}
 	return nil
 }
+
+// newHolders returns an empty holders, a spare one when there is one: a
+// key whose work is short empties and fills again on most requests, and
+// its map's table is worth keeping.
+func (s *Local) newHolders() *holders {
+	if n := len(s.spare); n > 0 {
+		h := s.spare[n-1]
+		s.spare = s.spare[:n-1]
+		return h
+	}
+	return &holders{tokens: make(map[string]int64)}
+}
+
+// drop forgets key k, whose holders h is empty, and keeps h as a spare.
+func (s *Local) drop(k localKey, h *holders) {
+	delete(s.keys, k)
+	if len(s.spare) < maxSpare {
+		s.spare = append(s.spare, h)
+	}
+}
+
+// maxSpare bounds the spare holders a Local keeps.
+const maxSpare = 64
 
 // InFlight returns the number of live holders of key under the Limiter
 // name, for tests and status pages.
