@@ -35,7 +35,11 @@ func TestMain(m *testing.M) {
 	if addr := os.Getenv(holderEnv); addr != "" {
 		os.Exit(hold(addr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if exampleRedis.srv != nil {
+		exampleRedis.srv.Close()
+	}
+	os.Exit(code)
 }
 
 func hold(addr string) int {
