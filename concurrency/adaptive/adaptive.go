@@ -209,11 +209,11 @@ func (g *Gradient) Observe(s concurrency.Sample) {
 	}
 	latency := g.winSum / float64(g.winN)
 	grad := min(1, max(0.5, g.o.Tolerance*g.baseline/latency))
+	next := g.limit*grad + math.Sqrt(g.limit)
 	if g.winDrops > 0 {
 		// Drops are overload whatever the latency says.
-		grad = min(grad, 0.9)
+		next = min(next, 0.9*g.limit)
 	}
-	next := g.limit*grad + math.Sqrt(g.limit)
 	switch {
 	case next < g.limit:
 	case 2*g.winMaxIn < int(g.limit):

@@ -178,3 +178,19 @@ func TestInvalidOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestGradientFallsOnDrops(t *testing.T) {
+	c := &fakeClock{now: 1}
+	g := newGradient(t, c)
+	for range 5 {
+		g.Observe(ok(10*time.Millisecond, 1))
+	}
+	for range 10 {
+		g.Observe(concurrency.Sample{RTT: 10 * time.Millisecond, InFlight: 10, Outcome: concurrency.Dropped})
+	}
+	c.add(time.Second)
+	g.Observe(ok(10*time.Millisecond, 10))
+	if got := g.Limit(); got != 9 {
+		t.Fatalf("limit after a window of drops at the baseline latency = %d, want 9", got)
+	}
+}
