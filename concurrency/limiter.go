@@ -122,6 +122,10 @@ func (l *Limiter) Limit() int {
 	return l.limit
 }
 
+// Waiting returns the number of requests waiting in the Limiter's queues,
+// for status pages and tests.
+func (l *Limiter) Waiting() int { return int(l.waiting.Load()) }
+
 // Adaptive reports whether a Controller sets the limit, so that a front
 // end knows whether measuring each request's outcome is worth its cost.
 func (l *Limiter) Adaptive() bool { return l.ctl != nil }
@@ -336,7 +340,8 @@ func signal(ch chan struct{}) {
 }
 
 func (l *Limiter) nextToken() string {
-	return l.prefix + strconv.FormatUint(l.seq.Add(1), 36)
+	var b [32]byte
+	return string(strconv.AppendUint(append(b[:0], l.prefix...), l.seq.Add(1), 36))
 }
 
 func randomToken() string {

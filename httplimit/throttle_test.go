@@ -84,19 +84,24 @@ func TestThrottle(t *testing.T) {
 
 func TestThrottleBacklog(t *testing.T) {
 	g := newGate()
-	url := serve(t, httplimit.ThrottleBacklog(1, 1, time.Minute)(g))
+	l, err := concurrency.New(concurrency.NewLocal(), concurrency.Options{Limit: 1, MaxWaiting: 1, MaxWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, err := httplimit.NewThrottle(httplimit.ThrottleConfig{Limiter: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := serve(t, th.Handler(g))
 	done := make(chan int, 2)
 	go func() { resp, _ := fetch(t, url); done <- resp.StatusCode }()
 	testkit.Eventually(t, 10*time.Second, "first request in the handler", func() bool { return g.n() == 1 })
 	go func() { resp, _ := fetch(t, url); done <- resp.StatusCode }()
 	// The second waits in the queue: a third finds it full.
-	var resp *http.Response
-	testkit.Eventually(t, 10*time.Second, "queue full", func() bool {
-		resp, _ = fetch(t, url)
-		return resp.Header.Get(httplimit.HeaderConcurrencyRefused) == "queue-full"
-	})
-	if resp.StatusCode != 503 {
-		t.Fatalf("queue full: %s", resp.Status)
+	testkit.Eventually(t, 10*time.Second, "second request queued", func() bool { return l.Waiting() == 1 })
+	resp, _ := fetch(t, url)
+	if resp.StatusCode != 503 || resp.Header.Get(httplimit.HeaderConcurrencyRefused) != "queue-full" {
+		t.Fatalf("queue full: %s %v", resp.Status, resp.Header)
 	}
 	close(g.release)
 	if a, b := <-done, <-done; a != 200 || b != 200 {
