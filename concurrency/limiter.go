@@ -247,6 +247,33 @@ type queue struct{ w []*waiter }
 type waiter struct {
 	ch   chan struct{} // a wake-up; buffered, so a wake is never lost
 	head atomic.Bool
+
+	deadline, poll *time.Timer // stopped while the waiter is not in a queue
+}
+
+// waiters keeps waiters with their channel and timers for reuse: a busy
+// queue takes and leaves one per request.
+var waiters = sync.Pool{New: func() any {
+	w := &waiter{ch: make(chan struct{}, 1), deadline: time.NewTimer(time.Hour), poll: time.NewTimer(time.Hour)}
+	w.deadline.Stop()
+	w.poll.Stop()
+	return w
+}}
+
+func getWaiter() *waiter { return waiters.Get().(*waiter) }
+
+// putWaiter returns w, out of every queue, to the pool. Since Go 1.23 a
+// stopped timer delivers no stale tick, so only a wake-up left in ch needs
+// draining.
+func putWaiter(w *waiter) {
+	w.deadline.Stop()
+	w.poll.Stop()
+	select {
+	case <-w.ch:
+	default:
+	}
+	w.head.Store(false)
+	waiters.Put(w)
 }
 
 func (l *Limiter) wait(ctx context.Context, key, token string, ttl time.Duration) (Result, Grant) {
@@ -261,17 +288,15 @@ func (l *Limiter) wait(ctx context.Context, key, token string, ttl time.Duration
 		l.mu.Unlock()
 		return Result{Name: l.name, Reason: ReasonQueueFull, Limit: l.Limit(), InFlight: -1}, Grant{}
 	}
-	w := &waiter{ch: make(chan struct{}, 1)}
+	w := getWaiter()
 	w.head.Store(len(q.w) == 0)
 	q.w = append(q.w, w)
 	l.waiting.Add(1)
 	l.mu.Unlock()
 	defer l.leave(key, w)
 
-	deadline := time.NewTimer(l.maxWait)
-	defer deadline.Stop()
-	poll := time.NewTimer(l.poll)
-	defer poll.Stop()
+	deadline, poll := w.deadline, w.poll
+	deadline.Reset(l.maxWait)
 	for {
 		if w.head.Load() {
 			res, g, final := l.try(ctx, key, token, ttl)
@@ -310,6 +335,9 @@ func (l *Limiter) leave(key string, w *waiter) {
 		}
 	}
 	l.waiting.Add(-1)
+	// No one signals w once it is out of the queue: signals are sent
+	// under mu, to waiters in a queue.
+	defer putWaiter(w)
 	if len(q.w) == 0 {
 		delete(l.queues, key)
 		return
