@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -141,9 +142,10 @@ func (l *Limiter) Acquire(ctx context.Context, key string) (Result, *Permit) {
 	if !res.Allowed {
 		return res, nil
 	}
-	p := &Permit{l: l, key: key, token: token, start: time.Now(), inFlight: max(res.InFlight, 0)}
+	p := &Permit{h: &hold{l: l, key: key, token: token}, start: time.Now(), inFlight: max(res.InFlight, 0)}
 	if g.Lease > 0 {
-		p.heartbeat(g.Lease)
+		p.h.heartbeat(g.Lease)
+		runtime.AddCleanup(p, func(h *hold) { go h.release() }, p.h)
 	}
 	return res, p
 }
@@ -380,17 +382,30 @@ func randomToken() string {
 
 // A Permit holds one slot until its Release. Its methods are safe for
 // concurrent use, and a nil Permit's do nothing.
+//
+// A Permit dropped without Release keeps its slot: in a Local store until
+// the process ends. A Permit over a leasing store (redislease) is the
+// exception: its heartbeat keeps no reference to it, so once it is garbage
+// collected the heartbeat stops, the slot is released, and a forgotten
+// Release costs a slot for a while rather than for the life of the process.
+// Release it all the same: the collector runs when it likes.
 type Permit struct {
-	l        *Limiter
-	key      string
-	token    string
+	h        *hold
 	start    time.Time
 	inFlight int
+}
+
+// hold is the part of a Permit its heartbeat uses: everything but the
+// Permit itself, so that a Permit without a Release can be collected.
+type hold struct {
+	l     *Limiter
+	key   string
+	token string
 
 	released atomic.Bool
 	lost     atomic.Bool
 
-	mu    sync.Mutex // guards timer against Release
+	mu    sync.Mutex // guards timer against release
 	timer *time.Timer
 }
 
@@ -404,53 +419,61 @@ func (p *Permit) Release() { p.ReleaseWith(Success) }
 // resource was overloaded (a timeout, a 503), Ignore when the work says
 // nothing about it (the client went away).
 func (p *Permit) ReleaseWith(o Outcome) {
-	if p == nil || !p.released.CompareAndSwap(false, true) {
+	if p == nil || !p.h.release() {
 		return
 	}
-	rtt := time.Since(p.start)
-	p.mu.Lock()
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	p.mu.Unlock()
-	// The caller's context may have ended with the work; the slot must be
-	// freed all the same, so Release uses a context of its own. A store
-	// that cannot be reached bounds the call itself (its Guard), and its
-	// lease frees the slot later.
-	p.l.store.Release(context.Background(), p.l.name, p.key, p.token)
-	p.l.wake(p.key)
-	if p.l.ctl != nil && o != Ignore {
-		p.l.ctl.Observe(Sample{RTT: rtt, InFlight: p.inFlight, Outcome: o})
+	if l := p.h.l; l.ctl != nil && o != Ignore {
+		l.ctl.Observe(Sample{RTT: time.Since(p.start), InFlight: p.inFlight, Outcome: o})
 	}
 }
 
 // Lost reports whether the Permit's lease ran out before it was renewed,
 // in which case the store may have given its slot to another holder. It
 // stays false for stores whose holds do not expire.
-func (p *Permit) Lost() bool { return p != nil && p.lost.Load() }
+func (p *Permit) Lost() bool { return p != nil && p.h.lost.Load() }
+
+// release frees the slot the first time it is called and reports whether
+// it did.
+func (h *hold) release() bool {
+	if !h.released.CompareAndSwap(false, true) {
+		return false
+	}
+	h.mu.Lock()
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	h.mu.Unlock()
+	// The caller's context may have ended with the work; the slot must be
+	// freed all the same, so release uses a context of its own. A store
+	// that cannot be reached bounds the call itself (its Guard), and its
+	// lease frees the slot later.
+	h.l.store.Release(context.Background(), h.l.name, h.key, h.token)
+	h.l.wake(h.key)
+	return true
+}
 
 // heartbeat renews the lease every third of it while the Permit is held,
 // so that a slow holder keeps its slot; a renewal that fails is tried again
 // at the next beat, which leaves two chances before the lease runs out.
-func (p *Permit) heartbeat(lease time.Duration) {
+func (h *hold) heartbeat(lease time.Duration) {
 	every := max(lease/3, time.Millisecond)
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	var beat func()
 	beat = func() {
-		if p.released.Load() {
+		if h.released.Load() {
 			return
 		}
-		held, err := p.l.store.Renew(context.Background(), p.l.name, p.key, p.token, lease)
+		held, err := h.l.store.Renew(context.Background(), h.l.name, h.key, h.token, lease)
 		if err == nil && !held {
-			p.lost.Store(true)
+			h.lost.Store(true)
 			return
 		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if !p.released.Load() {
-			p.timer = time.AfterFunc(every, beat)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !h.released.Load() {
+			h.timer = time.AfterFunc(every, beat)
 		}
 	}
-	p.timer = time.AfterFunc(every, beat)
+	h.timer = time.AfterFunc(every, beat)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -394,4 +395,22 @@ func TestKeyLayout(t *testing.T) {
 	if got := testkit.KeySlot(s.Key("api", "user:1")); got != testkit.KeySlot("{api:concurrency:user:1}") {
 		t.Errorf("slot %d is not the hash tag's", got)
 	}
+}
+
+// TestDroppedPermitIsReleased drops a Permit without Release: once it is
+// garbage collected its heartbeat stops and its slot is released.
+func TestDroppedPermitIsReleased(t *testing.T) {
+	srv := testkit.Redis(t)
+	s := newStore(t, client(t, srv), redislease.Options{Mode: failover.FailClosed})
+	l := newLimiter(t, s, concurrency.Options{Name: "drop", Limit: 1})
+	func() {
+		if res, _ := l.Acquire(context.Background(), "k"); !res.Allowed {
+			t.Fatalf("%+v", res)
+		}
+	}()
+	testkit.Eventually(t, 10*time.Second, "the dropped permit's slot released", func() bool {
+		runtime.GC()
+		n, err := s.InFlight(context.Background(), "drop", "k")
+		return err == nil && n == 0
+	})
 }
