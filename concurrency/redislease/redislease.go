@@ -305,6 +305,20 @@ func (r remote) Refund(ctx context.Context, set *algo.Set, key string, cost int6
 	return r.engine.Refund(ctx, set, key, cost)
 }
 
+func (r remote) Reserve(ctx context.Context, set *algo.Set, key string, cost int64, maxWait time.Duration) (algo.Verdict, algo.Ticket, error) {
+	if r.engine == nil {
+		return algo.Verdict{}, algo.Ticket{}, errNoEngine
+	}
+	return r.engine.Reserve(ctx, set, key, cost, maxWait)
+}
+
+func (r remote) Cancel(ctx context.Context, set *algo.Set, key string, cost int64, t algo.Ticket) error {
+	if r.engine == nil {
+		return errNoEngine
+	}
+	return r.engine.Cancel(ctx, set, key, cost, t)
+}
+
 func (r remote) Reset(ctx context.Context, set *algo.Set, key string) error {
 	if r.engine == nil {
 		return errNoEngine

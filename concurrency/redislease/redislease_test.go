@@ -246,9 +246,9 @@ func TestLeasesByToken(t *testing.T) {
 func TestFailureModes(t *testing.T) {
 	srv := testkit.Redis(t)
 	c := client(t, srv)
-	guard := failover.GuardOptions{Timeout: 50 * time.Millisecond, Failures: -1}
+	guard := failover.GuardOptions{Timeout: 50 * time.Millisecond, MinCalls: -1}
 	open := newLimiter(t, newStore(t, c, redislease.Options{Mode: failover.FailOpen, GuardOptions: guard}), concurrency.Options{Name: "o", Limit: 1})
-	closed := newLimiter(t, newStore(t, c, redislease.Options{Mode: failover.FailClosed, GuardOptions: failover.GuardOptions{Timeout: 50 * time.Millisecond, Failures: 1, Backoff: time.Minute}}), concurrency.Options{Name: "c", Limit: 1})
+	closed := newLimiter(t, newStore(t, c, redislease.Options{Mode: failover.FailClosed, GuardOptions: failover.GuardOptions{Timeout: 50 * time.Millisecond, MinCalls: 1, FailureRate: 0.01, Backoff: time.Minute}}), concurrency.Options{Name: "c", Limit: 1})
 	local := newLimiter(t, newStore(t, c, redislease.Options{Mode: failover.LocalFallback, GuardOptions: guard}), concurrency.Options{Name: "l", Limit: 1})
 	ctx := context.Background()
 	srv.Kill()
@@ -336,7 +336,7 @@ func TestOneGuardForRatesAndLeases(t *testing.T) {
 
 func mustGuard(t *testing.T, remote floodgate.Store) *failover.Guard {
 	t.Helper()
-	g, err := failover.NewGuard(remote, failover.GuardOptions{Failures: 1, Backoff: time.Minute, Timeout: 50 * time.Millisecond})
+	g, err := failover.NewGuard(remote, failover.GuardOptions{MinCalls: 1, FailureRate: 0.01, Backoff: time.Minute, Timeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func mustGuard(t *testing.T, remote floodgate.Store) *failover.Guard {
 func TestCorruptKeyIsNotAnOutage(t *testing.T) {
 	srv := testkit.Redis(t)
 	c := client(t, srv)
-	s := newStore(t, c, redislease.Options{Mode: failover.FailOpen, GuardOptions: failover.GuardOptions{Failures: 1}})
+	s := newStore(t, c, redislease.Options{Mode: failover.FailOpen, GuardOptions: failover.GuardOptions{MinCalls: 1, FailureRate: 0.01}})
 	l := newLimiter(t, s, concurrency.Options{Name: "x", Limit: 2})
 	if err := c.Set(context.Background(), s.Key("x", "k"), "not a set", 0).Err(); err != nil {
 		t.Fatal(err)
