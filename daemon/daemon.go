@@ -55,6 +55,7 @@ type Daemon struct {
 	reg       *prometheus.Registry
 	m         *metrics.Metrics
 	engine    *engine
+	conc      *concLimits // the routes' concurrency limits, kept across reloads
 	run       *runner
 	check     *checkapi.API     // nil without a check listener
 	envoy     *envoyrls.Service // nil without an envoy listener
@@ -132,6 +133,10 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	d.reg.MustRegister(d.reloads, d.reloadErrors, d.lastReload, d.shadowed, d.upstreamErrs, buildInfo)
 
 	if d.engine, err = newEngine(cfg.Storage, o.Clock, m, d.log); err != nil {
+		return nil, errAt(cfg, "storage", err)
+	}
+	if d.conc, err = newConcLimits(d.engine, cfg.Storage); err != nil {
+		d.engine.close()
 		return nil, errAt(cfg, "storage", err)
 	}
 	if d.status, err = d.newStatus(cfg); err != nil {
@@ -339,7 +344,7 @@ func (d *Daemon) build(cfg *config.Config) (*generation, error) {
 // daemon's one upstream transport.
 func (d *Daemon) buildProxy(g *generation) error {
 	cfg, p := g.cfg, g.cfg.Proxy
-	routes, err := proxyRoutes(p, g.limiters)
+	routes, err := proxyRoutes(p, g.limiters, d.conc)
 	if err != nil {
 		return errAt(cfg, "proxy", err)
 	}
