@@ -221,3 +221,38 @@ func TestProxyConcurrencyPerKey(t *testing.T) {
 	close(up.proceed)
 	wg.Wait()
 }
+
+// TestProxyConcurrencyBadAdaptive: bounds the adaptive package refuses
+// fail the daemon's construction (and so floodgate validate), naming the
+// route's section.
+func TestProxyConcurrencyBadAdaptive(t *testing.T) {
+	_, err := New(mustParse(t, concConf("demo", "{adaptive: {algorithm: gradient, min_limit: 50, max_limit: 5}}")), Options{Logger: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "proxy.routes[0].concurrency: adaptive:") {
+		t.Fatalf("New with min_limit above max_limit: %v", err)
+	}
+}
+
+// TestProxyConcurrencyRedisShared: with storage redis, two daemons over one
+// real Redis share a route's slots: while one holds the only slot, the
+// other refuses; once it is released, the other serves.
+func TestProxyConcurrencyRedisShared(t *testing.T) {
+	srv := testkit.Redis(t)
+	up := newSlowUpstream(t)
+	conf := concConf(up.url, "{limit: 1}") + fmt.Sprintf("storage: {engine: redis, redis: {addrs: [%s]}, failure: {mode: fail_closed}}\n", srv.Addr)
+	a, b := startDaemon(t, conf), startDaemon(t, conf)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if r := send(t, a, "a"); r.status != 200 {
+			t.Errorf("a's request: %d %q", r.status, r.body)
+		}
+	})
+	testkit.Eventually(t, 10*time.Second, "a's request in flight", func() bool { return up.inFlight.Load() == 1 })
+	if r := send(t, b, "b"); r.status != 503 || r.header.Get("X-Concurrency-Refused") != "full" {
+		t.Errorf("b while a holds the shared slot: %d %v, want 503 full", r.status, r.header)
+	}
+	close(up.proceed)
+	wg.Wait()
+	if r := send(t, b, "b2"); r.status != 200 {
+		t.Errorf("b after a released the slot: %d %q", r.status, r.body)
+	}
+}
