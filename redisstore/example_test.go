@@ -37,7 +37,9 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	// A deadline per decision (a busy service would use ~100ms; the first
+	// call also loads the script).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	res, err := lim.Allow(ctx, "user:42")
 	if err != nil {
