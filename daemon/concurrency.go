@@ -20,10 +20,16 @@ import (
 // concurrency section did not change keeps its Limiter (its wait queue)
 // and an adaptive limit whose section did not change keeps its Controller
 // (the limit it has learnt).
+//
+// A configuration's limits are built into pending and become the ones to
+// reuse only when it goes into service (commit), so a reload that fails
+// leaves the limits in service to be reused, and a route removed by a
+// reload leaves nothing behind.
 type concLimits struct {
-	store concurrency.Store
-	mu    sync.Mutex
-	named map[string]*concLimit
+	store   concurrency.Store
+	mu      sync.Mutex
+	named   map[string]*concLimit
+	pending map[string]*concLimit
 }
 
 type concLimit struct {
@@ -36,7 +42,7 @@ type concLimit struct {
 // remote engine, judged by its Guard (one breaker for one Redis) and
 // decided on failure as the rate limits are; else slots of this process.
 func newConcLimits(e *engine, st config.Storage) (*concLimits, error) {
-	c := &concLimits{named: map[string]*concLimit{}}
+	c := &concLimits{named: map[string]*concLimit{}, pending: map[string]*concLimit{}}
 	if !e.remote || e.guard == nil {
 		c.store = concurrency.NewLocal()
 		return c, nil
@@ -61,6 +67,7 @@ func (c *concLimits) limiter(route string, rc *config.RouteConcurrency) (*concur
 	defer c.mu.Unlock()
 	old := c.named[route]
 	if old != nil && reflect.DeepEqual(old.cfg, *rc) {
+		c.pending[route] = old
 		return old.lim, nil
 	}
 	o := concurrency.Options{Name: "route:" + route, Limit: rc.Limit, MaxWaiting: rc.Queue, MaxWait: rc.MaxWait.D()}
@@ -80,8 +87,22 @@ func (c *concLimits) limiter(route string, rc *config.RouteConcurrency) (*concur
 	if err != nil {
 		return nil, err
 	}
-	c.named[route] = &concLimit{cfg: *rc, lim: lim, ctl: ctl}
+	c.pending[route] = &concLimit{cfg: *rc, lim: lim, ctl: ctl}
 	return lim, nil
+}
+
+// begin starts building a configuration's limits.
+func (c *concLimits) begin() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending = map[string]*concLimit{}
+}
+
+// commit makes the limits built since begin the ones in service.
+func (c *concLimits) commit() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.named, c.pending = c.pending, map[string]*concLimit{}
 }
 
 func newController(a *config.AdaptiveConcurrency) (concurrency.Controller, error) {

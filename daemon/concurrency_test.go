@@ -256,3 +256,35 @@ func TestProxyConcurrencyRedisShared(t *testing.T) {
 		t.Errorf("b after a released the slot: %d %q", r.status, r.body)
 	}
 }
+
+// TestProxyConcurrencyReloadKeepsLimiter: a reload that leaves a route's
+// section as it was keeps its Limiter (its queue and adaptive limit); one
+// that fails leaves the Limiter in service to be kept, not the one it
+// built; one that changes the section builds another.
+func TestProxyConcurrencyReloadKeepsLimiter(t *testing.T) {
+	d := startDaemon(t, concConf("demo", "{limit: 2, queue: 3}"))
+	inService := func() any { return d.conc.named["slow"].lim }
+	first := inService()
+	bad := strings.Replace(concConf("demo", "{limit: 5}"), "    - name: slow", `    - name: broken
+      match: {path: /broken}
+      concurrency: {adaptive: {algorithm: aimd, min_limit: 9, max_limit: 2}}
+    - name: slow`, 1)
+	if err := d.Apply(mustParse(t, bad)); err == nil {
+		t.Fatal("a reload with min_limit above max_limit was applied")
+	}
+	if inService() != first {
+		t.Error("a failed reload replaced the Limiter in service")
+	}
+	if err := d.Apply(mustParse(t, concConf("demo", "{limit: 2, queue: 3}"))); err != nil {
+		t.Fatal(err)
+	}
+	if inService() != first {
+		t.Error("a reload with the same section built another Limiter")
+	}
+	if err := d.Apply(mustParse(t, concConf("demo", "{limit: 4, queue: 3}"))); err != nil {
+		t.Fatal(err)
+	}
+	if inService() == first {
+		t.Error("a reload that changed the limit kept the old Limiter")
+	}
+}

@@ -154,6 +154,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.cur.Store(g)
+	d.conc.commit()
 	if errs := d.newFrontEnds(g); len(errs) > 0 {
 		d.engine.close()
 		return nil, errs.Sorted()
@@ -277,6 +278,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	// Everything is built: swap. A request sees the old generation or the
 	// new one, never a mix.
 	d.cur.Store(g)
+	d.conc.commit()
 	if d.check != nil {
 		d.check.SetPolicies(g.limiters)
 		d.check.SetToken(cfg.Check.Token)
@@ -360,6 +362,7 @@ func (d *Daemon) build(cfg *config.Config) (*generation, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.conc.begin()
 	if cfg.Envoy != nil && cfg.Envoy.Rules != nil {
 		for name, p := range cfg.Envoy.Rules.Policies() {
 			policies[name] = p
