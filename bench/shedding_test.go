@@ -25,7 +25,7 @@ import (
 // capacity is upstreamSlots/upstreamService requests a second.
 const (
 	upstreamSlots   = 8
-	upstreamService = 20 * time.Millisecond
+	upstreamService = 40 * time.Millisecond
 	overload        = 4
 	clientTimeout   = time.Second
 	shedWarmup      = time.Second     // not measured: the adaptive limits find themselves
@@ -224,21 +224,23 @@ func adaptiveThrottle(tb testing.TB, c concurrency.Controller) func(http.Handler
 //   - shed-%: requests refused by the protection at once;
 //   - timeout-%: requests whose client gave up.
 //
-// Each run takes about six seconds whatever -benchtime says: run it with
+// Each run takes about seven seconds whatever -benchtime says: run it with
 // -benchtime 1x.
 func BenchmarkShedding(b *testing.B) {
-	up := upstream(b)
-	base := p99(closedLoop(front(b, up, func(h http.Handler) http.Handler { return h }), upstreamSlots/2, time.Second))
-	if base == 0 {
-		b.Fatal("no baseline latency")
-	}
-	b.Logf("upstream: %d at a time, %s each, capacity %.0f/s; unloaded p99 %s; offered %d× for %s", upstreamSlots, upstreamService, capacityPerSecond(), base, overload, shedWarmup+shedMeasure)
+	b.Logf("upstream: %d at a time, %s each, capacity %.0f/s; offered %d× for %s", upstreamSlots, upstreamService, capacityPerSecond(), overload, shedWarmup+shedMeasure)
 	for _, im := range shedImpls {
 		b.Run("impl="+im.name, func(b *testing.B) {
 			for range b.N {
 				// A fresh upstream, so that one run's backlog never
-				// reaches the next.
-				target := front(b, upstream(b), im.wrap(b))
+				// reaches the next, and its unloaded latency measured
+				// just before, so that a machine loaded by others
+				// weighs on both alike.
+				up := upstream(b)
+				base := p99(closedLoop(front(b, up, func(h http.Handler) http.Handler { return h }), upstreamSlots/2, time.Second))
+				if base == 0 {
+					b.Fatal("no baseline latency")
+				}
+				target := front(b, up, im.wrap(b))
 				shots := openLoop(target, overload*capacityPerSecond(), shedWarmup+shedMeasure)
 				var ok []time.Duration
 				var measured, shed, timedOut int
@@ -261,7 +263,7 @@ func BenchmarkShedding(b *testing.B) {
 				b.ReportMetric(float64(p99(ok))/float64(base), "p99-x")
 				b.ReportMetric(100*float64(shed)/float64(max(measured, 1)), "shed-%")
 				b.ReportMetric(100*float64(timedOut)/float64(max(measured, 1)), "timeout-%")
-				b.Logf("%s: %d sent, %d ok (p99 %s), %d shed, %d timed out", im.name, measured, len(ok), p99(ok), shed, timedOut)
+				b.Logf("%s: unloaded p99 %s; %d sent, %d ok (p99 %s), %d shed, %d timed out", im.name, base, measured, len(ok), p99(ok), shed, timedOut)
 			}
 		})
 	}

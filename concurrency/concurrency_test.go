@@ -254,7 +254,7 @@ func TestQueueTimeoutAndCancel(t *testing.T) {
 // a probe with queue-full exactly then, when MaxWaiting is n.
 func waitQueued(t *testing.T, l *concurrency.Limiter, n int) {
 	t.Helper()
-	testkit.Eventually(t, 10*time.Second, "requests queued", func() bool { return concurrency.Waiting(l) == n })
+	testkit.Eventually(t, 10*time.Second, "requests queued", func() bool { return l.Waiting() == n })
 }
 
 func TestLeases(t *testing.T) {

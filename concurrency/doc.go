@@ -14,7 +14,8 @@
 // Every Permit is released exactly once: Release is idempotent, so a
 // deferred Release and an explicit one never free two slots, and a deferred
 // Release runs when the work panics. A slot is never freed by anything but
-// its own Permit (or, in a shared store, by its lease running out).
+// its own Permit or its lease running out (a lease for another process, or
+// any hold in a shared store whose holder stopped renewing).
 //
 // # Waiting
 //

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -122,6 +123,10 @@ func (l *Limiter) Limit() int {
 	return l.limit
 }
 
+// Waiting returns the number of requests waiting in the Limiter's queues,
+// for status pages and tests.
+func (l *Limiter) Waiting() int { return int(l.waiting.Load()) }
+
 // Adaptive reports whether a Controller sets the limit, so that a front
 // end knows whether measuring each request's outcome is worth its cost.
 func (l *Limiter) Adaptive() bool { return l.ctl != nil }
@@ -137,9 +142,10 @@ func (l *Limiter) Acquire(ctx context.Context, key string) (Result, *Permit) {
 	if !res.Allowed {
 		return res, nil
 	}
-	p := &Permit{l: l, key: key, token: token, start: time.Now(), inFlight: max(res.InFlight, 0)}
+	p := &Permit{h: &hold{l: l, key: key, token: token}, start: time.Now(), inFlight: max(res.InFlight, 0)}
 	if g.Lease > 0 {
-		p.heartbeat(g.Lease)
+		p.h.heartbeat(g.Lease)
+		runtime.AddCleanup(p, func(h *hold) { go h.release() }, p.h)
 	}
 	return res, p
 }
@@ -243,6 +249,33 @@ type queue struct{ w []*waiter }
 type waiter struct {
 	ch   chan struct{} // a wake-up; buffered, so a wake is never lost
 	head atomic.Bool
+
+	deadline, poll *time.Timer // stopped while the waiter is not in a queue
+}
+
+// waiters keeps waiters with their channel and timers for reuse: a busy
+// queue takes and leaves one per request.
+var waiters = sync.Pool{New: func() any {
+	w := &waiter{ch: make(chan struct{}, 1), deadline: time.NewTimer(time.Hour), poll: time.NewTimer(time.Hour)}
+	w.deadline.Stop()
+	w.poll.Stop()
+	return w
+}}
+
+func getWaiter() *waiter { return waiters.Get().(*waiter) }
+
+// putWaiter returns w, out of every queue, to the pool. Since Go 1.23 a
+// stopped timer delivers no stale tick, so only a wake-up left in ch needs
+// draining.
+func putWaiter(w *waiter) {
+	w.deadline.Stop()
+	w.poll.Stop()
+	select {
+	case <-w.ch:
+	default:
+	}
+	w.head.Store(false)
+	waiters.Put(w)
 }
 
 func (l *Limiter) wait(ctx context.Context, key, token string, ttl time.Duration) (Result, Grant) {
@@ -257,17 +290,15 @@ func (l *Limiter) wait(ctx context.Context, key, token string, ttl time.Duration
 		l.mu.Unlock()
 		return Result{Name: l.name, Reason: ReasonQueueFull, Limit: l.Limit(), InFlight: -1}, Grant{}
 	}
-	w := &waiter{ch: make(chan struct{}, 1)}
+	w := getWaiter()
 	w.head.Store(len(q.w) == 0)
 	q.w = append(q.w, w)
 	l.waiting.Add(1)
 	l.mu.Unlock()
 	defer l.leave(key, w)
 
-	deadline := time.NewTimer(l.maxWait)
-	defer deadline.Stop()
-	poll := time.NewTimer(l.poll)
-	defer poll.Stop()
+	deadline, poll := w.deadline, w.poll
+	deadline.Reset(l.maxWait)
 	for {
 		if w.head.Load() {
 			res, g, final := l.try(ctx, key, token, ttl)
@@ -306,6 +337,9 @@ func (l *Limiter) leave(key string, w *waiter) {
 		}
 	}
 	l.waiting.Add(-1)
+	// No one signals w once it is out of the queue: signals are sent
+	// under mu, to waiters in a queue.
+	defer putWaiter(w)
 	if len(q.w) == 0 {
 		delete(l.queues, key)
 		return
@@ -336,7 +370,8 @@ func signal(ch chan struct{}) {
 }
 
 func (l *Limiter) nextToken() string {
-	return l.prefix + strconv.FormatUint(l.seq.Add(1), 36)
+	var b [32]byte
+	return string(strconv.AppendUint(append(b[:0], l.prefix...), l.seq.Add(1), 36))
 }
 
 func randomToken() string {
@@ -347,17 +382,30 @@ func randomToken() string {
 
 // A Permit holds one slot until its Release. Its methods are safe for
 // concurrent use, and a nil Permit's do nothing.
+//
+// A Permit dropped without Release keeps its slot: in a Local store until
+// the process ends. A Permit over a leasing store (redislease) is the
+// exception: its heartbeat keeps no reference to it, so once it is garbage
+// collected the heartbeat stops, the slot is released, and a forgotten
+// Release costs a slot for a while rather than for the life of the process.
+// Release it all the same: the collector runs when it likes.
 type Permit struct {
-	l        *Limiter
-	key      string
-	token    string
+	h        *hold
 	start    time.Time
 	inFlight int
+}
+
+// hold is the part of a Permit its heartbeat uses: everything but the
+// Permit itself, so that a Permit without a Release can be collected.
+type hold struct {
+	l     *Limiter
+	key   string
+	token string
 
 	released atomic.Bool
 	lost     atomic.Bool
 
-	mu    sync.Mutex // guards timer against Release
+	mu    sync.Mutex // guards timer against release
 	timer *time.Timer
 }
 
@@ -371,53 +419,61 @@ func (p *Permit) Release() { p.ReleaseWith(Success) }
 // resource was overloaded (a timeout, a 503), Ignore when the work says
 // nothing about it (the client went away).
 func (p *Permit) ReleaseWith(o Outcome) {
-	if p == nil || !p.released.CompareAndSwap(false, true) {
+	if p == nil || !p.h.release() {
 		return
 	}
-	rtt := time.Since(p.start)
-	p.mu.Lock()
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	p.mu.Unlock()
-	// The caller's context may have ended with the work; the slot must be
-	// freed all the same, so Release uses a context of its own. A store
-	// that cannot be reached bounds the call itself (its Guard), and its
-	// lease frees the slot later.
-	p.l.store.Release(context.Background(), p.l.name, p.key, p.token)
-	p.l.wake(p.key)
-	if p.l.ctl != nil && o != Ignore {
-		p.l.ctl.Observe(Sample{RTT: rtt, InFlight: p.inFlight, Outcome: o})
+	if l := p.h.l; l.ctl != nil && o != Ignore {
+		l.ctl.Observe(Sample{RTT: time.Since(p.start), InFlight: p.inFlight, Outcome: o})
 	}
 }
 
 // Lost reports whether the Permit's lease ran out before it was renewed,
 // in which case the store may have given its slot to another holder. It
 // stays false for stores whose holds do not expire.
-func (p *Permit) Lost() bool { return p != nil && p.lost.Load() }
+func (p *Permit) Lost() bool { return p != nil && p.h.lost.Load() }
+
+// release frees the slot the first time it is called and reports whether
+// it did.
+func (h *hold) release() bool {
+	if !h.released.CompareAndSwap(false, true) {
+		return false
+	}
+	h.mu.Lock()
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	h.mu.Unlock()
+	// The caller's context may have ended with the work; the slot must be
+	// freed all the same, so release uses a context of its own. A store
+	// that cannot be reached bounds the call itself (its Guard), and its
+	// lease frees the slot later.
+	h.l.store.Release(context.Background(), h.l.name, h.key, h.token)
+	h.l.wake(h.key)
+	return true
+}
 
 // heartbeat renews the lease every third of it while the Permit is held,
 // so that a slow holder keeps its slot; a renewal that fails is tried again
 // at the next beat, which leaves two chances before the lease runs out.
-func (p *Permit) heartbeat(lease time.Duration) {
+func (h *hold) heartbeat(lease time.Duration) {
 	every := max(lease/3, time.Millisecond)
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	var beat func()
 	beat = func() {
-		if p.released.Load() {
+		if h.released.Load() {
 			return
 		}
-		held, err := p.l.store.Renew(context.Background(), p.l.name, p.key, p.token, lease)
+		held, err := h.l.store.Renew(context.Background(), h.l.name, h.key, h.token, lease)
 		if err == nil && !held {
-			p.lost.Store(true)
+			h.lost.Store(true)
 			return
 		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if !p.released.Load() {
-			p.timer = time.AfterFunc(every, beat)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !h.released.Load() {
+			h.timer = time.AfterFunc(every, beat)
 		}
 	}
-	p.timer = time.AfterFunc(every, beat)
+	h.timer = time.AfterFunc(every, beat)
 }

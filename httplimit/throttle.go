@@ -97,6 +97,41 @@ type Throttler struct {
 	body      Body
 	onRefused func(http.ResponseWriter, *http.Request, concurrency.Result)
 	adaptive  bool
+
+	// bodies are the refusals' bodies by status (429, 503) and reason,
+	// built once: a refusal is the response an overloaded server sends
+	// most, and must cost it little.
+	bodies [2][reasons][]byte
+}
+
+// reasons bounds the concurrency.Reason values a Throttler knows.
+const reasons = int(concurrency.ReasonError) + 1
+
+// Header values shared by every response. Their slices have no spare
+// capacity, so a handler that adds a value to the field appends to a copy.
+var (
+	ctProblem  = []string{"application/problem+json"}
+	ctJSON     = []string{"application/json"}
+	reasonVals = func() (v [reasons][]string) {
+		for r := range v {
+			v[r] = []string{concurrency.Reason(r).String()}
+		}
+		return v
+	}()
+	smallVals = func() (v [1024][]string) {
+		for i := range v {
+			v[i] = []string{strconv.Itoa(i)}
+		}
+		return v
+	}()
+)
+
+// intVal is n as a header value, shared when n is small.
+func intVal(n int) []string {
+	if n >= 0 && n < len(smallVals) {
+		return smallVals[n]
+	}
+	return []string{strconv.Itoa(n)}
 }
 
 // The header fields a Throttler sends. They are fields of their own rather
@@ -132,6 +167,11 @@ func NewThrottle(cfg ThrottleConfig) (*Throttler, error) {
 	}
 	if t.outcome == nil {
 		t.outcome = DefaultOutcome
+	}
+	for i, status := range [2]int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		for r := range reasons {
+			t.bodies[i][r] = t.appendBody(nil, status, concurrency.Reason(r))
+		}
 	}
 	return t, nil
 }
@@ -190,12 +230,12 @@ func (t *Throttler) Status(res concurrency.Result) int {
 
 func (t *Throttler) writeHeaders(w http.ResponseWriter, res concurrency.Result) {
 	h := w.Header()
-	h.Set(HeaderConcurrencyLimit, strconv.Itoa(res.Limit))
+	h[HeaderConcurrencyLimit] = intVal(res.Limit)
 	if res.InFlight >= 0 {
-		h.Set(HeaderConcurrencyRemaining, strconv.Itoa(max(res.Limit-res.InFlight, 0)))
+		h[HeaderConcurrencyRemaining] = intVal(max(res.Limit-res.InFlight, 0))
 	}
-	if !res.Allowed {
-		h.Set(HeaderConcurrencyRefused, res.Reason.String())
+	if !res.Allowed && int(res.Reason) < reasons {
+		h[HeaderConcurrencyRefused] = reasonVals[res.Reason]
 	}
 }
 
@@ -208,33 +248,50 @@ func (t *Throttler) refuse(w http.ResponseWriter, r *http.Request, res concurren
 		return
 	}
 	status := t.Status(res)
-	detail := refusalDetail(res)
 	switch t.body {
 	case BodyProblem:
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(status)
-		b := append([]byte(`{"type":"about:blank","title":`), strconv.Quote(http.StatusText(status))...)
+		w.Header()["Content-Type"] = ctProblem
+	case BodyJSON:
+		w.Header()["Content-Type"] = ctJSON
+	}
+	w.WriteHeader(status)
+	i := 1
+	if status == http.StatusTooManyRequests {
+		i = 0
+	}
+	if int(res.Reason) < reasons {
+		if b := t.bodies[i][res.Reason]; len(b) > 0 {
+			w.Write(b)
+		}
+	}
+}
+
+// appendBody appends the body of a refusal with status for reason r.
+func (t *Throttler) appendBody(b []byte, status int, r concurrency.Reason) []byte {
+	detail := refusalDetail(r)
+	switch t.body {
+	case BodyProblem:
+		b = append(b, `{"type":"about:blank","title":`...)
+		b = strconv.AppendQuote(b, http.StatusText(status))
 		b = append(b, `,"status":`...)
 		b = strconv.AppendInt(b, int64(status), 10)
 		b = append(b, `,"detail":`...)
 		b = strconv.AppendQuote(b, detail)
 		b = append(b, `,"reason":`...)
-		b = strconv.AppendQuote(b, res.Reason.String())
-		w.Write(append(b, "}\n"...))
+		b = strconv.AppendQuote(b, r.String())
+		return append(b, "}\n"...)
 	case BodyJSON:
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		b := append([]byte(`{"error":`), strconv.Quote(detail)...)
+		b = append(b, `{"error":`...)
+		b = strconv.AppendQuote(b, detail)
 		b = append(b, `,"reason":`...)
-		b = strconv.AppendQuote(b, res.Reason.String())
-		w.Write(append(b, "}\n"...))
-	default:
-		w.WriteHeader(status)
+		b = strconv.AppendQuote(b, r.String())
+		return append(b, "}\n"...)
 	}
+	return b
 }
 
-func refusalDetail(res concurrency.Result) string {
-	switch res.Reason {
+func refusalDetail(r concurrency.Reason) string {
+	switch r {
 	case concurrency.ReasonFull:
 		return "Too many requests are in progress; retry when one finishes."
 	case concurrency.ReasonQueueFull:

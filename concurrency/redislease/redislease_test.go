@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -393,5 +395,65 @@ func TestKeyLayout(t *testing.T) {
 	}
 	if got := testkit.KeySlot(s.Key("api", "user:1")); got != testkit.KeySlot("{api:concurrency:user:1}") {
 		t.Errorf("slot %d is not the hash tag's", got)
+	}
+}
+
+// TestDroppedPermitIsReleased drops a Permit without Release: once it is
+// garbage collected its heartbeat stops and its slot is released.
+func TestDroppedPermitIsReleased(t *testing.T) {
+	srv := testkit.Redis(t)
+	s := newStore(t, client(t, srv), redislease.Options{Mode: failover.FailClosed})
+	l := newLimiter(t, s, concurrency.Options{Name: "drop", Limit: 1})
+	func() {
+		if res, _ := l.Acquire(context.Background(), "k"); !res.Allowed {
+			t.Fatalf("%+v", res)
+		}
+	}()
+	testkit.Eventually(t, 10*time.Second, "the dropped permit's slot released", func() bool {
+		runtime.GC()
+		n, err := s.InFlight(context.Background(), "drop", "k")
+		return err == nil && n == 0
+	})
+}
+
+// TestModel runs random acquisitions and releases (some twice) on Redis
+// against a counter per key: every answer, and every InFlight, must be the
+// model's.
+func TestModel(t *testing.T) {
+	srv := testkit.Redis(t)
+	s := newStore(t, client(t, srv), redislease.Options{Mode: failover.FailClosed})
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 10 {
+		limit := 1 + rng.IntN(4)
+		l := newLimiter(t, s, concurrency.Options{Name: fmt.Sprintf("model-%d", trial), Limit: limit})
+		held := map[string][]*concurrency.Permit{}
+		for step := range 100 {
+			key := string(rune('a' + rng.IntN(3)))
+			if rng.IntN(2) == 0 || len(held[key]) == 0 {
+				res, p := l.Acquire(context.Background(), key)
+				if want := len(held[key]) < limit; res.Allowed != want {
+					t.Fatalf("trial %d step %d: key %s holding %d of %d: %+v", trial, step, key, len(held[key]), limit, res)
+				}
+				if res.Allowed {
+					held[key] = append(held[key], p)
+				}
+				if want := len(held[key]); res.InFlight != want {
+					t.Fatalf("trial %d step %d: InFlight %d, model %d", trial, step, res.InFlight, want)
+				}
+				continue
+			}
+			i := rng.IntN(len(held[key]))
+			p := held[key][i]
+			p.Release()
+			if rng.IntN(3) == 0 {
+				p.Release()
+			}
+			held[key] = append(held[key][:i], held[key][i+1:]...)
+		}
+		for _, ps := range held {
+			for _, p := range ps {
+				p.Release()
+			}
+		}
 	}
 }
