@@ -556,7 +556,73 @@ type Route struct {
 	// Limits must all pass; when one denies, none is charged. A route
 	// without limits exempts its requests (health checks).
 	Limits []RouteLimit `yaml:"limits,omitempty"`
+
+	// Concurrency bounds how many of the route's requests are in flight
+	// upstream at once, inside its limits: a request the limits refuse
+	// never takes a slot. Absent: no bound.
+	Concurrency *RouteConcurrency `yaml:"concurrency,omitempty"`
 }
+
+// RouteConcurrency bounds a route's requests in flight (package
+// concurrency, served as httplimit's Throttler serves it). With storage
+// memory the slots are this process's; with redis or hybrid they are
+// leases in Redis shared by every instance, judged by the same circuit
+// breaker as the rate limits.
+type RouteConcurrency struct {
+	// Limit is the number of requests in flight at once, per key. Exactly
+	// one of limit and adaptive is set.
+	Limit int `yaml:"limit,omitempty"`
+
+	// Queue is the most requests that may wait for a slot of one key in
+	// this process; a request beyond it is refused at once. Default 0: no
+	// waiting, a request that finds its key full is refused.
+	Queue int `yaml:"queue,omitempty"`
+
+	// MaxWait is the longest a request waits in the queue before it is
+	// refused. Default 1s (concurrency.DefaultMaxWait); used only with
+	// queue.
+	MaxWait Duration `yaml:"max_wait,omitempty"`
+
+	// Key, when set, gives each key (the sources of a limit's key: ip,
+	// header:NAME, user:NAME, route, global) slots of its own and refuses
+	// with 429. Absent: the route's requests share the slots and a refusal
+	// is 503, the upstream being at capacity.
+	Key Key `yaml:"key,omitempty"`
+
+	// Adaptive replaces limit by one that follows the upstream's latency
+	// (gradient) or its failures (aimd).
+	Adaptive *AdaptiveConcurrency `yaml:"adaptive,omitempty"`
+}
+
+// AdaptiveConcurrency configures an adaptive concurrency limit (package
+// concurrency/adaptive); zero values take the package's defaults.
+type AdaptiveConcurrency struct {
+	// Algorithm is gradient (the limit follows the ratio of the baseline
+	// latency to the measured one) or aimd (one more slot per round of
+	// successes, a tenth fewer on a 429, 502, 503, 504 or timeout).
+	Algorithm string `yaml:"algorithm"`
+
+	// InitialLimit is the limit before anything is measured. Default 20.
+	InitialLimit int `yaml:"initial_limit,omitempty"`
+
+	// MinLimit and MaxLimit bound the limit. Defaults 3 and 1000.
+	MinLimit int `yaml:"min_limit,omitempty"`
+	MaxLimit int `yaml:"max_limit,omitempty"`
+
+	// Tolerance (gradient) is how much slower than the baseline the
+	// upstream may answer before the limit falls: 1.1 (the default) is 10%.
+	Tolerance float64 `yaml:"tolerance,omitempty"`
+
+	// Timeout (aimd) counts a response slower than this as a drop. Default
+	// 0: only the failing statuses are drops.
+	Timeout Duration `yaml:"timeout,omitempty"`
+}
+
+// The adaptive concurrency algorithms.
+const (
+	AdaptiveGradient = "gradient"
+	AdaptiveAIMD     = "aimd"
+)
 
 // A RouteLimit applies one policy to a route's requests.
 type RouteLimit struct {

@@ -159,6 +159,16 @@ func TestErrors(t *testing.T) {
 		{"envoy rule file", "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 10}\n", []string{"f.yaml:1:1: domain: this is an envoyproxy/ratelimit rule file", "envoy: {ratelimit_config: [f.yaml]}"}},
 		{"envoy descriptors mode", head + "policies: {api: {rate: 1/s}}\nenvoy: {ratelimit_config: [../examples/envoy/ratelimit-config.yaml], descriptors: each}\n", []string{"envoy.descriptors", "all_or_nothing, independent"}},
 		{"envoy engine errors", head + "policies: {api: {rate: 1/s}}\nenvoy: {ratelimit_config: [../examples/envoy/ratelimit-config.yaml], engine_errors: grpc}\n", []string{"envoy.engine_errors", "failure_mode, status"}},
+		{"concurrency without limit", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{concurrency: {queue: 2}}]}\n", []string{"proxy.routes[0].concurrency.limit", "positive limit"}},
+		{"concurrency limit and adaptive", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{concurrency: {limit: 2, adaptive: {algorithm: aimd}}}]}\n", []string{"proxy.routes[0].concurrency.limit", "keep one"}},
+		{"concurrency algorithm", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{concurrency: {adaptive: {algorithm: vegas}}}]}\n", []string{"proxy.routes[0].concurrency.adaptive.algorithm", "gradient"}},
+		{"concurrency max_wait without queue", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{concurrency: {limit: 2, max_wait: 1s}}]}\n", []string{"proxy.routes[0].concurrency.max_wait", "set a queue"}},
+		{"concurrency negative queue", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{concurrency: {limit: 2, queue: -1}}]}\n", []string{"proxy.routes[0].concurrency.queue"}},
+		{"concurrency shadow", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{shadow: true, concurrency: {limit: 2}}]}\n", []string{"proxy.routes[0].concurrency", "shadow"}},
+		{"concurrency user key untrusted", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{concurrency: {limit: 2, key: user:X-User}}]}\n", []string{"proxy.routes[0].concurrency.key", "user_trusted_from"}},
+		{"concurrency bad key", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{concurrency: {limit: 2, key: addr}}]}\n", []string{"proxy.routes[0].concurrency.key", "unknown key source"}},
+		{"concurrency tolerance on aimd", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{concurrency: {adaptive: {algorithm: aimd, tolerance: 1.5}}}]}\n", []string{"proxy.routes[0].concurrency.adaptive.tolerance", "only gradient"}},
+		{"concurrency ok", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{limits: [{policy: api}], concurrency: {queue: 5, max_wait: 2s, key: [ip, route], adaptive: {algorithm: gradient, min_limit: 2, max_limit: 50}}}]}\n", nil},
 		{"tier header without tiers", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, user_trusted_from: [127.0.0.1], routes: [{limits: [{policy: api, tier_header: X-Plan}]}]}\n", []string{"tier_header", "no tiers"}},
 	}
 	for _, tc := range cases {

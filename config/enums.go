@@ -23,6 +23,7 @@ var (
 	enumEnvoyDescriptors = []string{"all_or_nothing", "independent"}
 	enumEnvoyErrors      = []string{"failure_mode", "status"}
 	enumLogFormats       = []string{"text", "json"}
+	enumAdaptive         = []string{AdaptiveGradient, AdaptiveAIMD}
 	enumLogLevels        = []string{"debug", "info", "warn", "error"}
 )
 

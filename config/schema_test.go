@@ -29,13 +29,14 @@ var update = flag.Bool("update", false, "rewrite schema.json and ../docs/config.
 // fieldEnums maps "Type.Field" to the values of string fields whose Go type
 // does not say them.
 var fieldEnums = map[string][]string{
-	"LimitSpec.Algorithm": enumAlgorithms,
-	"Envoy.Algorithm":     enumAlgorithms,
-	"Envoy.Descriptors":   enumEnvoyDescriptors,
-	"Envoy.EngineErrors":  enumEnvoyErrors,
-	"RateLimit.Algorithm": enumAlgorithms,
-	"Log.Format":          enumLogFormats,
-	"Log.Level":           enumLogLevels,
+	"LimitSpec.Algorithm":           enumAlgorithms,
+	"Envoy.Algorithm":               enumAlgorithms,
+	"Envoy.Descriptors":             enumEnvoyDescriptors,
+	"Envoy.EngineErrors":            enumEnvoyErrors,
+	"RateLimit.Algorithm":           enumAlgorithms,
+	"Log.Format":                    enumLogFormats,
+	"Log.Level":                     enumLogLevels,
+	"AdaptiveConcurrency.Algorithm": enumAdaptive,
 }
 
 // typeEnums maps enumerated string types to their values.

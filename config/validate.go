@@ -598,6 +598,47 @@ func (k *checker) checkProxy() {
 		for j := range r.Limits {
 			k.checkRouteLimit(fmt.Sprintf("%s.limits[%d]", rp, j), &r.Limits[j], seen, j)
 		}
+		if r.Concurrency != nil {
+			k.checkConcurrency(rp+".concurrency", r)
+		}
+	}
+}
+
+// checkConcurrency checks a route's concurrency section; the bounds of the
+// adaptive options are the concurrency packages' own, checked when the
+// daemon builds the limit (validate builds it too).
+func (k *checker) checkConcurrency(path string, r *Route) {
+	c := r.Concurrency
+	switch {
+	case c.Adaptive == nil && c.Limit <= 0:
+		k.errf(path+".limit", "give a positive limit (requests in flight at once), or an adaptive section")
+	case c.Adaptive != nil && c.Limit != 0:
+		k.errf(path+".limit", "a limit and an adaptive section both set the limit; keep one")
+	}
+	if c.Queue < 0 {
+		k.errf(path+".queue", "must be 0 (no waiting) or more")
+	}
+	if c.MaxWait < 0 {
+		k.errf(path+".max_wait", "must not be negative")
+	} else if c.MaxWait > 0 && c.Queue == 0 {
+		k.errf(path+".max_wait", "is how long a request waits in the queue, and queue is 0; set a queue")
+	}
+	if r.Shadow {
+		k.errf(path, "a shadow route never refuses, and a concurrency limit holds requests back; drop shadow or the concurrency section")
+	}
+	for _, part := range c.Key {
+		if part.Source == KeyUser && len(k.c.Proxy.UserTrustedFrom) == 0 {
+			k.errf(path+".key", "%s is believed only from proxy.user_trusted_from, which is empty, so it would never be used; list the gateway that sets it", part)
+		}
+	}
+	if a := c.Adaptive; a != nil {
+		k.oneOf(path+".adaptive.algorithm", a.Algorithm, enumAdaptive...)
+		if a.Timeout != 0 && a.Algorithm != AdaptiveAIMD {
+			k.errf(path+".adaptive.timeout", "only aimd counts slow responses as drops; gradient measures latency itself")
+		}
+		if a.Tolerance != 0 && a.Algorithm != AdaptiveGradient {
+			k.errf(path+".adaptive.tolerance", "only gradient compares latency with a baseline")
+		}
 	}
 }
 

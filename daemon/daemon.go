@@ -57,6 +57,7 @@ type Daemon struct {
 	reg       *prometheus.Registry
 	m         *metrics.Metrics
 	engine    *engine
+	conc      *concLimits // the routes' concurrency limits, kept across reloads
 	run       *runner
 	check     *checkapi.API     // nil without a check listener
 	envoy     *envoyrls.Service // nil without an envoy listener
@@ -139,6 +140,10 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	if d.engine, err = newEngine(cfg.Storage, o.Clock, m, d.log); err != nil {
 		return nil, errAt(cfg, "storage", err)
 	}
+	if d.conc, err = newConcLimits(d.engine, cfg.Storage); err != nil {
+		d.engine.close()
+		return nil, errAt(cfg, "storage", err)
+	}
 	if d.status, err = d.newStatus(cfg); err != nil {
 		d.engine.close()
 		return nil, err
@@ -149,6 +154,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.cur.Store(g)
+	d.conc.commit()
 	if errs := d.newFrontEnds(g); len(errs) > 0 {
 		d.engine.close()
 		return nil, errs.Sorted()
@@ -272,6 +278,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	// Everything is built: swap. A request sees the old generation or the
 	// new one, never a mix.
 	d.cur.Store(g)
+	d.conc.commit()
 	if d.check != nil {
 		d.check.SetPolicies(g.limiters)
 		d.check.SetToken(cfg.Check.Token)
@@ -355,6 +362,7 @@ func (d *Daemon) build(cfg *config.Config) (*generation, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.conc.begin()
 	if cfg.Envoy != nil && cfg.Envoy.Rules != nil {
 		for name, p := range cfg.Envoy.Rules.Policies() {
 			policies[name] = p
@@ -392,7 +400,7 @@ func (d *Daemon) build(cfg *config.Config) (*generation, error) {
 // daemon's one upstream transport.
 func (d *Daemon) buildProxy(g *generation) error {
 	cfg, p := g.cfg, g.cfg.Proxy
-	routes, err := proxyRoutes(p, g.limiters)
+	routes, err := proxyRoutes(p, g.limiters, d.conc)
 	if err != nil {
 		return errAt(cfg, "proxy", err)
 	}

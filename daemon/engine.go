@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/concurrency/redislease"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/hybrid"
@@ -101,7 +102,9 @@ func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, log
 				"to", t.To.String(), "reason", t.Reason, "failure_mode", failureMode(st), "detail", what)
 		},
 	})
-	guard, err := failover.NewGuard(rs, gopts)
+	// The Guard carries the concurrency limits' leases too (Remote), so
+	// that one breaker judges Redis for both.
+	guard, err := failover.NewGuard(redislease.Remote(rs), gopts)
 	if err != nil {
 		e.close()
 		return nil, err

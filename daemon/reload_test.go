@@ -333,6 +333,17 @@ func reloadCases() []reloadCase {
 				e.t.Error("a route added by the reload does not serve")
 			}
 		}},
+		{[]string{"proxy.routes"}, func(_ *reloadEnv, c *config.Config) {
+			// A route's concurrency section (limit, queue, max_wait, key,
+			// adaptive) is part of the route: a reload applies it.
+			c.Proxy.Routes = append([]config.Route{{Name: "bounded", Match: matchPrefix("/bounded"),
+				Concurrency: &config.RouteConcurrency{Queue: 4, MaxWait: config.Duration(time.Minute), Key: config.Key{{Source: config.KeyIP}},
+					Adaptive: &config.AdaptiveConcurrency{Algorithm: config.AdaptiveAIMD, InitialLimit: 5, MinLimit: 5, MaxLimit: 9}}}}, c.Proxy.Routes...)
+		}, func(e *reloadEnv) {
+			if r, _ := e.get("/bounded/x"); r.StatusCode != 200 || r.Header.Get("X-Concurrency-Limit") != "5" || r.Header.Get("X-Concurrency-Remaining") != "4" {
+				e.t.Errorf("a concurrency section added by the reload: %d %v", r.StatusCode, r.Header)
+			}
+		}},
 		{[]string{"check.token", "check.token_file"}, func(e *reloadEnv, c *config.Config) {
 			file := filepath.Join(e.dir, "check.token")
 			os.WriteFile(file, []byte("c2\n"), 0o600)

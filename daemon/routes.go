@@ -17,8 +17,8 @@ import (
 )
 
 // proxyRoutes turns the proxy's routes into proxy routes whose rules use
-// limiters.
-func proxyRoutes(p *config.Proxy, limiters map[string]floodgate.Limiter) ([]proxy.Route, error) {
+// limiters and whose concurrency sections hold slots in conc.
+func proxyRoutes(p *config.Proxy, limiters map[string]floodgate.Limiter, conc *concLimits) ([]proxy.Route, error) {
 	res, err := clientip.New(p.ClientIP.Config())
 	if err != nil {
 		return nil, fmt.Errorf("proxy.client_ip: %w", err)
@@ -45,7 +45,17 @@ func proxyRoutes(p *config.Proxy, limiters map[string]floodgate.Limiter) ([]prox
 			}
 			rules = append(rules, routeRule(rl, lim, r.Name, res, trusted))
 		}
-		routes = append(routes, proxy.Route{Name: r.Name, Match: r.Match, Shadow: r.Shadow, Limits: rules})
+		pr := proxy.Route{Name: r.Name, Match: r.Match, Shadow: r.Shadow, Limits: rules}
+		if c := r.Concurrency; c != nil {
+			var key httplimit.KeyFunc
+			if len(c.Key) > 0 {
+				key = keyFunc(c.Key, httplimit.KeyByIP(res), func(r *http.Request) bool { return trusted.ContainsPeer(r.RemoteAddr) }, r.Name)
+			}
+			if pr.Concurrency, err = conc.throttler(r.Name, c, key, p.Body); err != nil {
+				return nil, fmt.Errorf("proxy.routes[%d].concurrency: %w", i, err)
+			}
+		}
+		routes = append(routes, pr)
 	}
 	return routes, nil
 }

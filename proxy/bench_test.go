@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/httplimit"
 )
 
@@ -19,13 +20,23 @@ func BenchmarkProxy(b *testing.B) {
 		io.WriteString(w, "hello")
 	}))
 	defer up.Close()
-	for _, limit := range []bool{false, true} {
-		name := "limit=off"
+	for _, mode := range []string{"mode=off", "mode=limit", "mode=limit+concurrency"} {
+		name := mode
 		cfg := Config{Upstream: up.URL, Logger: slog.New(slog.DiscardHandler)}
-		if limit {
-			name = "limit=on"
+		if mode != "mode=off" {
 			lim := memLimiter(b, "api", floodgate.PerSecond(1_000_000_000))
 			cfg.Routes = []Route{{Limits: []httplimit.Rule{{Limiter: lim}}}}
+		}
+		if mode == "mode=limit+concurrency" {
+			// Slots every request finds free: the cost of taking and
+			// giving back one, inside the rate limit.
+			cl, err := concurrency.New(concurrency.NewLocal(), concurrency.Options{Limit: 1 << 20})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if cfg.Routes[0].Concurrency, err = httplimit.NewThrottle(httplimit.ThrottleConfig{Limiter: cl}); err != nil {
+				b.Fatal(err)
+			}
 		}
 		p, err := New(cfg)
 		if err != nil {

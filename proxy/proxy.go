@@ -126,6 +126,12 @@ type Route struct {
 	// the route is unlimited. The proxy builds one httplimit.Middleware per
 	// route from them with the proxy's Headers and Body.
 	Limits []httplimit.Rule
+
+	// Concurrency, when set, bounds the route's requests in flight
+	// upstream: it wraps the upstream inside the limits, so a request the
+	// limits refuse never takes a slot. Its refusals are its own (429 per
+	// key, 503 shared, X-Concurrency-* fields).
+	Concurrency *httplimit.Throttler
 }
 
 // Proxy is the rate-limiting reverse proxy, an http.Handler. It is safe for
@@ -314,6 +320,9 @@ func (p *Proxy) compile(i int, rt Route) (*route, error) {
 	next := p.upstream
 	if p.target != nil {
 		next = p.reverseProxy(p.target, r.name)
+	}
+	if rt.Concurrency != nil {
+		next = rt.Concurrency.Handler(next)
 	}
 	if len(rt.Limits) == 0 {
 		r.h = next
