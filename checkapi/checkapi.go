@@ -185,7 +185,7 @@ type checkState struct {
 	body    bytes.Buffer
 	req     batchRequest
 	charges []httplimit.Charge
-	v       httplimit.Verdict
+	v       httplimit.Answer
 	out     []byte
 }
 
@@ -231,7 +231,7 @@ func (c *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st.body.Reset()
 		st.req = batchRequest{}
 		clear(st.charges) // drop the limiters, which a reload may retire
-		st.v = httplimit.Verdict{}
+		st.v = httplimit.Answer{}
 		st.charges, st.out = st.charges[:0], st.out[:0]
 		checkPool.Put(st)
 	}()
@@ -363,7 +363,7 @@ func (c *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // check's Result, an earlier check's with its refunded units back, and a
 // later (undecided) check's state from a look at its key, allowed when its
 // cost would pass. decided is false for the last kind.
-func (c *API) held(ctx context.Context, v *httplimit.Verdict, i, drive int, ch *httplimit.Charge) (res floodgate.Result, decided bool) {
+func (c *API) held(ctx context.Context, v *httplimit.Answer, i, drive int, ch *httplimit.Charge) (res floodgate.Result, decided bool) {
 	res = v.ResultOf(i)
 	switch {
 	case v.Result().Allowed || i == drive:

@@ -599,7 +599,7 @@ func (s *Service) addHeaders(ctx context.Context, rs *ruleSet, resp *rlsv3.RateL
 	if best < 0 {
 		return
 	}
-	var v httplimit.Verdict
+	var v httplimit.Answer
 	rs.decider.Decided(ctx, &v, best, fc...)
 	v.Headers(func(name, value string) {
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: strings.ToLower(name), Value: value})

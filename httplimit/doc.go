@@ -109,7 +109,7 @@
 // # Other frameworks
 //
 // The middleware is two halves that front ends can use apart. Decide runs
-// the rules on an *http.Request into a Verdict, and Begin writes the
+// the rules on an *http.Request into an Answer, and Begin writes the
 // headers and, for a request that is not to be served, the whole answer;
 // then the front end runs its handler and settles the Verdict with the
 // response (Verdict.Serve). That is how the gin and echo adapters work. A

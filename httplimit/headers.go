@@ -189,7 +189,7 @@ func (f *fields) add(name, val string) {
 // when they fit, the bytes of a valBlock that lives as long as the values
 // and is never written again: vb, or with alloc a new one. It returns the
 // block the string lives in, or nil.
-func (v *Verdict) fields(f *fields, contentType bool, buf []byte, vb *valBlock, alloc bool) *valBlock {
+func (v *Answer) fields(f *fields, contentType bool, buf []byte, vb *valBlock, alloc bool) *valBlock {
 	d := v.d
 	cs := &v.cs
 	hd := &d.hdr
@@ -335,7 +335,7 @@ func (v *Verdict) fields(f *fields, contentType bool, buf []byte, vb *valBlock, 
 // under a count rule the writer shares it too. Each value slice is capped
 // at its own length, so a handler that adds to one of the fields appends to
 // a copy rather than overwriting its neighbour.
-func (v *Verdict) writeHeaders(w http.ResponseWriter, withWriter, contentType bool) *statusWriter {
+func (v *Answer) writeHeaders(w http.ResponseWriter, withWriter, contentType bool) *statusWriter {
 	if hd := &v.d.hdr; !withWriter && v.v.res.Allowed && hd.DisableXRateLimit && hd.DisableRateLimit && !hd.Source {
 		return nil // no field to write: skip building the list
 	}
@@ -499,7 +499,7 @@ const (
 
 // writeLimited writes the default 429 response: status and the body of
 // Config.Body. The Content-Type was set with the other headers.
-func (v *Verdict) writeLimited(w http.ResponseWriter) {
+func (v *Answer) writeLimited(w http.ResponseWriter) {
 	if v.d.body == BodyNone {
 		w.WriteHeader(http.StatusTooManyRequests)
 		return
@@ -515,7 +515,7 @@ func (v *Verdict) writeLimited(w http.ResponseWriter) {
 }
 
 // appendLimited appends the default 429 body to b.
-func (v *Verdict) appendLimited(b []byte) []byte {
+func (v *Answer) appendLimited(b []byte) []byte {
 	res := &v.v.res
 	never := res.RetryAfter == floodgate.RetryNever
 	secs := int64(0)

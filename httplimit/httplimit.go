@@ -316,7 +316,7 @@ type handler struct {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
-	var v Verdict
+	var v Answer
 	m.Decide(r, &v)
 	serve, sw := m.respond(w, r, &v, true)
 	if !serve {
@@ -344,9 +344,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // without writing anything: the first half of the middleware, for front
 // ends that hold an *http.Request but write responses their own way (gin,
 // echo). A request that Config.Skip exempts, or that no rule matches, gets
-// a Verdict that serves it without headers. v may be a zero Verdict or one
+// an Answer that serves it without headers. v may be a zero Answer or one
 // used before; its previous contents are dropped.
-func (m *Middleware) Decide(r *http.Request, v *Verdict) {
+func (m *Middleware) Decide(r *http.Request, v *Answer) {
 	v.begin(&m.core, r.Context())
 	if m.skip != nil && m.skip(r) {
 		return
@@ -466,8 +466,8 @@ func (m *Middleware) Explain(r *http.Request) []Planned {
 // 429 body, 503 when the limiter failed closed, Config.OnError's response
 // when it could not decide). It reports whether the request is to be
 // served; the caller then runs its handler and, when v.Counts, settles v
-// with the response (Verdict.Serve does both).
-func (m *Middleware) Begin(w http.ResponseWriter, r *http.Request, v *Verdict) (serve bool) {
+// with the response (Answer.Serve does both).
+func (m *Middleware) Begin(w http.ResponseWriter, r *http.Request, v *Answer) (serve bool) {
 	m.Decide(r, v)
 	serve, _ = m.respond(w, r, v, false)
 	return serve
@@ -476,7 +476,7 @@ func (m *Middleware) Begin(w http.ResponseWriter, r *http.Request, v *Verdict) (
 // respond writes what v calls for to w and reports whether to serve the
 // request. With withWriter, a request that a count rule admits gets a
 // statusWriter, allocated together with the header values.
-func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, v *Verdict, withWriter bool) (bool, *statusWriter) {
+func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, v *Answer, withWriter bool) (bool, *statusWriter) {
 	switch v.out {
 	case outNone:
 		return true, nil
@@ -523,7 +523,7 @@ func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, v *Verdict,
 // cost: 500) as the middleware answers a 429: Config.OnLimited when set,
 // with the Result that says why (see Status), else the body Config.Body
 // selects.
-func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, v *Verdict) {
+func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, v *Answer) {
 	h := w.Header()
 	v.Headers(func(name, value string) { h[name] = []string{value} })
 	if m.onLimited != nil {

@@ -59,7 +59,7 @@ func (p *Proxy) Decide(r *http.Request, status int, h http.Header) Decision {
 		if rt.mw == nil {
 			return d // an unlimited route
 		}
-		var v httplimit.Verdict
+		var v httplimit.Answer
 		rt.mw.Decide(r, &v)
 		d.Status, d.Result = v.Status(), v.Result()
 		if n := v.Checked(); n > 0 {

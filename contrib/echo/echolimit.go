@@ -27,7 +27,7 @@ import (
 func New(m *httplimit.Middleware) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			var v httplimit.Verdict
+			var v httplimit.Answer
 			res := c.Response()
 			if !m.Begin(res, c.Request(), &v) {
 				return nil

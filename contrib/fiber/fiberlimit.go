@@ -517,7 +517,7 @@ func (m *middleware) handle(c fiber.Ctx) error {
 	if n == 0 {
 		return c.Next()
 	}
-	var v httplimit.Verdict
+	var v httplimit.Answer
 	m.d.Decide(c.Context(), &v, charges[:n]...)
 	if err := v.Err(); err != nil {
 		if m.onError == nil || m.onError(c, err) {
@@ -548,7 +548,7 @@ func (m *middleware) handle(c fiber.Ctx) error {
 }
 
 // send answers with the verdict's status and body.
-func send(c fiber.Ctx, v *httplimit.Verdict, status int) error {
+func send(c fiber.Ctx, v *httplimit.Answer, status int) error {
 	c.Status(status)
 	if ct := v.ContentType(); ct != "" {
 		c.Set(fiber.HeaderContentType, ct)

@@ -15,7 +15,7 @@ import (
 // already there: an inner denial); RateLimit-Policy lists the limits of
 // both, and RateLimit has an item per decided limit, the outer
 // middleware's first, as httplimit orders its rules from the widest.
-func mergeHeaders(h *fasthttp.ResponseHeader, v *httplimit.Verdict) {
+func mergeHeaders(h *fasthttp.ResponseHeader, v *httplimit.Answer) {
 	var names, vals [16]string
 	n := 0
 	v.Headers(func(name, value string) {

@@ -25,7 +25,7 @@ import (
 // rules.
 func New(m *httplimit.Middleware) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		var v httplimit.Verdict
+		var v httplimit.Answer
 		if !m.Begin(c.Writer, c.Request, &v) {
 			c.Abort()
 			return

@@ -223,7 +223,7 @@ func (r *Rule) matches(method string) bool {
 
 // decide checks a call. A nil error means serve it; v then says whether it
 // must be settled.
-func (in *Interceptors) decide(ctx context.Context, method string, v *httplimit.Verdict, setHeader func(metadata.MD) error) error {
+func (in *Interceptors) decide(ctx context.Context, method string, v *httplimit.Answer, setHeader func(metadata.MD) error) error {
 	var charges [httplimit.MaxRules]httplimit.Charge
 	n := 0
 	for i := range in.rules {
@@ -304,7 +304,7 @@ func exhausted(res floodgate.Result) error {
 }
 
 // lowerName is a header field name as a metadata key. The fields a
-// Verdict writes are few and fixed; others are lowered as they come.
+// Answer writes are few and fixed; others are lowered as they come.
 func lowerName(name string) string {
 	switch name {
 	case "X-Ratelimit-Limit":
@@ -337,7 +337,7 @@ func code2status(err error) int {
 // Unary returns the unary server interceptor.
 func (in *Interceptors) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		var v httplimit.Verdict
+		var v httplimit.Answer
 		if err := in.decide(ctx, info.FullMethod, &v, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) }); err != nil {
 			return nil, err
 		}
@@ -355,7 +355,7 @@ func (in *Interceptors) Unary() grpc.UnaryServerInterceptor {
 // when it opens; count rules settle when its handler returns.
 func (in *Interceptors) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		var v httplimit.Verdict
+		var v httplimit.Answer
 		if err := in.decide(ss.Context(), info.FullMethod, &v, ss.SetHeader); err != nil {
 			return err
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/floodgate-go/floodgate/httplimit/httplimittest"
 )
 
-// Every field a Verdict writes has its metadata key in lowerName's table
+// Every field an Answer writes has its metadata key in lowerName's table
 // (so it costs no allocation), and the table agrees with strings.ToLower.
 func TestLowerName(t *testing.T) {
 	lim, _ := httplimittest.Limiters(t, floodgate.PerHour(1), floodgate.PerHour(1))
@@ -21,7 +21,7 @@ func TestLowerName(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for range 2 { // allowed, then denied with Retry-After
-		var v httplimit.Verdict
+		var v httplimit.Answer
 		d.Decide(context.Background(), &v, httplimit.Charge{Limiter: lim, Key: "k", Cost: 1})
 		v.Headers(func(name, _ string) { seen[name] = true })
 	}

@@ -27,7 +27,7 @@ func TestDeciderMatchesMiddleware(t *testing.T) {
 	}
 	for i := range 4 {
 		rec := get(h, "/", "192.0.2.1:1")
-		var v httplimit.Verdict
+		var v httplimit.Answer
 		d.Decide(context.Background(), &v, httplimit.Charge{Limiter: dLim, Key: "k", Cost: 1})
 		got := make(http.Header)
 		v.Headers(func(name, value string) { got.Add(name, value) })
@@ -78,7 +78,7 @@ func TestVerdictServe(t *testing.T) {
 	d, _ := httplimit.NewDecider(httplimit.DeciderConfig{})
 	attempt := func(status int, panics bool) (remaining int64) {
 		t.Helper()
-		var v httplimit.Verdict
+		var v httplimit.Answer
 		d.Decide(context.Background(), &v, httplimit.Charge{Limiter: lim, Key: "alice", Cost: 1, Count: httplimit.CountFailed})
 		if !v.Counts() {
 			t.Fatal("Counts() = false for an admitted count-failed charge")
@@ -115,7 +115,7 @@ func TestDeciderErrors(t *testing.T) {
 	e := newEnv(t)
 	lim := e.limiter("x", floodgate.PerHour(3))
 	d, _ := httplimit.NewDecider(httplimit.DeciderConfig{Logger: slog.New(slog.DiscardHandler)})
-	var v httplimit.Verdict
+	var v httplimit.Answer
 	d.Decide(context.Background(), &v, httplimit.Charge{Limiter: lim, Key: "k", Cost: -1})
 	if v.Status() != http.StatusInternalServerError || v.ContentType() != "application/problem+json" || len(v.AppendBody(nil)) == 0 {
 		t.Errorf("negative cost: status %d, type %q", v.Status(), v.ContentType())

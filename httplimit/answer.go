@@ -35,7 +35,7 @@ type DeciderConfig struct {
 // it decides a request's charges and turns the decision into header fields,
 // a status and a body. Front ends that have no *http.Request (Fiber's
 // fasthttp, gRPC) build a Charge per limit of a request themselves and write
-// the Verdict in their own protocol, so every front end sends the same
+// the Answer in their own protocol, so every front end sends the same
 // fields, the same 429 body, and keeps the same counting rules. A Decider
 // is safe for concurrent use.
 type Decider struct {
@@ -90,7 +90,7 @@ type Charge struct {
 	// that gets it.
 	Key string
 	// Cost is the units the request costs; 0 lets it pass without
-	// charging it (a plain look). A negative cost makes the Verdict answer
+	// charging it (a plain look). A negative cost makes the Answer reply
 	// 500 (see Rule.Cost).
 	Cost int64
 	// Peek makes the charge a look: nothing is charged, and the request
@@ -99,7 +99,7 @@ type Charge struct {
 	Peek bool
 	// Count and ResponseCost mean what Rule's fields of the same names
 	// mean, zero values included (all responses count; the cost stands);
-	// they take effect in Verdict.Settle.
+	// they take effect in Answer.Settle.
 	Count        Count
 	ResponseCost func(status int, h http.Header) int64
 }
@@ -107,9 +107,9 @@ type Charge struct {
 // Decide checks the request that charges describe and fills v with the
 // decision. With no charges the request is served without headers. More
 // than MaxRules charges is an error of the front end, reported through
-// v.Err. v may be a zero Verdict or one used before. ctx is the request's
+// v.Err. v may be a zero Answer or one used before. ctx is the request's
 // context; refunds made by Settle outlive its cancellation.
-func (d *Decider) Decide(ctx context.Context, v *Verdict, charges ...Charge) {
+func (d *Decider) Decide(ctx context.Context, v *Answer, charges ...Charge) {
 	v.begin(d, ctx)
 	if len(charges) > MaxRules {
 		v.err = fmt.Errorf("%w: %d charges, more than the %d one decision checks", ErrInvalidConfig, len(charges), MaxRules)
@@ -138,7 +138,7 @@ type checks struct {
 	n        int
 }
 
-// outcome is what a Verdict tells its front end to do.
+// outcome is what an Answer tells its front end to do.
 type outcome uint8
 
 const (
@@ -152,7 +152,7 @@ const (
 )
 
 // Sources of the Results that stand for refusals no limit made: what
-// Verdict.Result and Config.OnLimited see when the limiter could not
+// Answer.Result and Config.OnLimited see when the limiter could not
 // decide, or a cost was invalid. The engines' own fail-closed denials keep
 // floodgate.SourceFailClosed.
 const (
@@ -181,13 +181,13 @@ func Status(res floodgate.Result) int {
 	return http.StatusTooManyRequests
 }
 
-// A Verdict is the decision for one request and everything a front end
+// An Answer is the decision for one request and everything a front end
 // writes about it: Status, Headers, ContentType and AppendBody, then, for a
 // request that is served, Settle with its response. It is filled by
-// Middleware.Decide or Decider.Decide. A Verdict is large and meant to live
+// Middleware.Decide or Decider.Decide. An Answer is large and meant to live
 // on the stack of one request's handling; it is not safe for concurrent
 // use.
-type Verdict struct {
+type Answer struct {
 	d        *Decider
 	ctx      context.Context
 	cs       checks
@@ -197,11 +197,11 @@ type Verdict struct {
 	counting bool
 }
 
-func (v *Verdict) begin(d *Decider, ctx context.Context) {
+func (v *Answer) begin(d *Decider, ctx context.Context) {
 	v.d, v.ctx, v.cs.n, v.err, v.out, v.counting = d, ctx, 0, nil, outNone, false
 }
 
-func (v *Verdict) add(slot int, lim floodgate.Limiter, key string, cost int64, peek bool, count Count, rc func(int, http.Header) int64) {
+func (v *Answer) add(slot int, lim floodgate.Limiter, key string, cost int64, peek bool, count Count, rc func(int, http.Header) int64) {
 	n := v.cs.n
 	// Field by field: the check's Result is written by the decision, and
 	// copying a whole Check here would write it twice.
@@ -216,7 +216,7 @@ func (v *Verdict) add(slot int, lim floodgate.Limiter, key string, cost int64, p
 
 // refuseCost makes v answer 500 for a negative cost: the server's own code
 // is wrong, and a bug must not switch limiting off.
-func (v *Verdict) refuseCost(lim floodgate.Limiter, cost int64) {
+func (v *Answer) refuseCost(lim floodgate.Limiter, cost int64) {
 	v.out = outInvalidCost
 	v.v.res = floodgate.Result{Source: SourceInvalidCost, Policy: lim.Name(), RetryAfter: floodgate.RetryNever}
 	v.d.logError(v.ctx, fmt.Errorf("%w: policy %s: the rule's Cost returned %d; costs are 0 (peek) or more", floodgate.ErrInvalidCost, lim.Name(), cost), "")
@@ -226,7 +226,7 @@ func (v *Verdict) refuseCost(lim floodgate.Limiter, cost int64) {
 // check's Result set, at most MaxRules of them; more are ignored), drive
 // being the index of the one whose Result drives the answer, so that v
 // describes them as Decide would have (Headers, Result, ResultOf).
-func (d *Decider) Decided(ctx context.Context, v *Verdict, drive int, checks ...floodgate.Check) {
+func (d *Decider) Decided(ctx context.Context, v *Answer, drive int, checks ...floodgate.Check) {
 	v.begin(d, ctx)
 	checks = checks[:min(len(checks), MaxRules)]
 	if len(checks) == 0 || drive < 0 || drive >= len(checks) {
@@ -242,7 +242,7 @@ func (d *Decider) Decided(ctx context.Context, v *Verdict, drive int, checks ...
 }
 
 // decide decides v's checks.
-func (d *Decider) decide(v *Verdict) {
+func (d *Decider) decide(v *Answer) {
 	cs := &v.cs
 	if cs.n == 0 {
 		return
@@ -265,7 +265,7 @@ func (d *Decider) decide(v *Verdict) {
 }
 
 // conclude sets v's outcome from its driving Result.
-func (d *Decider) conclude(v *Verdict) {
+func (d *Decider) conclude(v *Answer) {
 	cs := &v.cs
 	switch v.v.res.Source {
 	case floodgate.SourceFailOpen:
@@ -289,12 +289,12 @@ func (d *Decider) conclude(v *Verdict) {
 // Config.OnError), or nil. The front end chooses whether to serve such a
 // request; the error has been logged. To refuse it with the response the
 // middleware writes for refusals (503, Config.Body's format), call Refuse.
-func (v *Verdict) Err() error { return v.err }
+func (v *Answer) Err() error { return v.err }
 
 // Refuse turns a verdict whose limiter could not decide (Err is not nil)
 // into a refusal: Status becomes 503, and ContentType and AppendBody
 // describe its body. It does nothing to other verdicts.
-func (v *Verdict) Refuse() {
+func (v *Answer) Refuse() {
 	if v.out == outError {
 		v.out = outRefused
 	}
@@ -304,7 +304,7 @@ func (v *Verdict) Refuse() {
 // the request: 429 when a limit denied it, 503 when the engine failed
 // closed, 500 when a cost was negative. It is 0 when the request is to be
 // served, and when Err is not nil.
-func (v *Verdict) Status() int {
+func (v *Answer) Status() int {
 	switch v.out {
 	case outDecided:
 		if !v.v.res.Allowed {
@@ -323,7 +323,7 @@ func (v *Verdict) Status() int {
 // has a Result of Source SourceError, an invalid cost one of Source
 // SourceInvalidCost (see Status). It is the zero Result when nothing was
 // checked.
-func (v *Verdict) Result() floodgate.Result {
+func (v *Answer) Result() floodgate.Result {
 	if v.out == outNone {
 		return floodgate.Result{}
 	}
@@ -332,12 +332,12 @@ func (v *Verdict) Result() floodgate.Result {
 
 // Drive returns the index, among the charges given to Decide, of the one
 // whose Result drove the decision (see floodgate.AllowAll).
-func (v *Verdict) Drive() int { return v.v.drive }
+func (v *Answer) Drive() int { return v.v.drive }
 
 // ResultOf returns charge i's own Result: what its limiter answered, as
 // decided (before the refunds of a later denial), or the zero Result for a
 // charge after a denial, which was not decided.
-func (v *Verdict) ResultOf(i int) floodgate.Result {
+func (v *Answer) ResultOf(i int) floodgate.Result {
 	if v.cs.n == 1 && i == 0 {
 		return v.v.res
 	}
@@ -347,7 +347,7 @@ func (v *Verdict) ResultOf(i int) floodgate.Result {
 // Counts reports whether the verdict waits for the response: a request
 // that is served must then be settled (Settle or Serve), or the refunds of
 // its count rules are lost.
-func (v *Verdict) Counts() bool {
+func (v *Answer) Counts() bool {
 	return v.counting && v.out == outDecided && v.v.res.Allowed
 }
 
@@ -355,7 +355,7 @@ func (v *Verdict) Counts() bool {
 // their canonical form, as the middleware sends them; a name that has
 // several values (RateLimit-Policy) is passed once per value. It leaves out
 // Content-Type (see ContentType).
-func (v *Verdict) Headers(set func(name, value string)) {
+func (v *Answer) Headers(set func(name, value string)) {
 	switch v.out {
 	case outDecided:
 		var f fields
@@ -377,7 +377,7 @@ func (v *Verdict) Headers(set func(name, value string)) {
 // ContentType returns the media type of the body AppendBody writes, or ""
 // when there is none: every refusal's body has the format Config.Body
 // selects.
-func (v *Verdict) ContentType() string {
+func (v *Answer) ContentType() string {
 	if v.Status() == 0 {
 		return ""
 	}
@@ -394,7 +394,7 @@ func (v *Verdict) ContentType() string {
 // Config.Body selects: the 429 of a limit, the 503 of a limiter that
 // failed closed or could not decide, the 500 of an invalid cost. A request
 // that is served has no body of the limiter's.
-func (v *Verdict) AppendBody(b []byte) []byte {
+func (v *Answer) AppendBody(b []byte) []byte {
 	switch status := v.Status(); status {
 	case http.StatusTooManyRequests:
 		return v.appendLimited(b)
@@ -405,7 +405,7 @@ func (v *Verdict) AppendBody(b []byte) []byte {
 }
 
 // appendRefused appends the body of a refusal no limit made: 503 or 500.
-func (v *Verdict) appendRefused(b []byte, status int) []byte {
+func (v *Answer) appendRefused(b []byte, status int) []byte {
 	retry := int64(0)
 	if r := v.v.res.RetryAfter; status == http.StatusServiceUnavailable && r > 0 && r != floodgate.RetryNever {
 		retry = max(ceilSeconds(r), 1)
@@ -442,7 +442,7 @@ func (v *Verdict) appendRefused(b []byte, status int) []byte {
 // not count the response are refunded; those with a ResponseCost are
 // charged or refunded the difference. Settle does nothing when Counts
 // reports false.
-func (v *Verdict) Settle(status int, h http.Header) {
+func (v *Answer) Settle(status int, h http.Header) {
 	if v.Counts() {
 		v.settle(status, h)
 	}
@@ -451,7 +451,7 @@ func (v *Verdict) Settle(status int, h http.Header) {
 // Serve runs next, the rest of the request's handling, which returns the
 // response's status, and settles v with it and h. A panic in next counts as
 // a failed response (500): v is settled and the panic goes on.
-func (v *Verdict) Serve(next func() (status int), h http.Header) {
+func (v *Answer) Serve(next func() (status int), h http.Header) {
 	if !v.Counts() {
 		next()
 		return
@@ -469,7 +469,7 @@ func (v *Verdict) Serve(next func() (status int), h http.Header) {
 
 // settle refunds the rules the response does not count for, and charges
 // the rules with a ResponseCost what the response says it cost.
-func (v *Verdict) settle(status int, h http.Header) {
+func (v *Answer) settle(status int, h http.Header) {
 	failed := status >= 400
 	cs := &v.cs
 	ctx := v.ctx
@@ -555,7 +555,7 @@ func chargeActual(ctx context.Context, c *floodgate.Check, actual int64) error {
 // writeSource sets the fields of a fail-open admission: X-RateLimit-Source
 // when Headers.Source asks for it, since an operator looking at the answer
 // should see why it has no quota.
-func (v *Verdict) writeSource(w http.ResponseWriter) {
+func (v *Answer) writeSource(w http.ResponseWriter) {
 	if v.d.hdr.Source {
 		w.Header()[headerSource] = []string{string(v.v.res.Source)}
 	}
