@@ -51,15 +51,17 @@ type RedisPauses struct {
 var _ PauseStore = (*RedisPauses)(nil)
 
 // pauseScript sets a pause of ARGV[1] milliseconds unless a longer one is
-// held. PTTL is -2 for no key and -1 for a key without TTL, both below any
-// pause, so both are replaced.
+// held, and returns the milliseconds of the pause held afterwards. PTTL is
+// -2 for no key and -1 for a key without TTL, both below any pause, so
+// both are replaced.
 var pauseScript = redis.NewScript(`
 local ms = tonumber(ARGV[1])
-if redis.call('PTTL', KEYS[1]) < ms then
+local cur = redis.call('PTTL', KEYS[1])
+if cur < ms then
 	redis.call('SET', KEYS[1], '1', 'PX', ms)
-	return 1
+	return ms
 end
-return 0
+return cur
 `)
 
 // NewRedisPauses returns a RedisPauses on client.
@@ -87,15 +89,26 @@ func (p *RedisPauses) Stats() failover.Stats { return p.br.guard.Stats() }
 
 // Pause implements PauseStore. A pause of under a millisecond is not
 // written to Redis.
+//
+// The pause Redis holds afterwards, which another instance may have made
+// longer, is what this process keeps.
 func (p *RedisPauses) Pause(ctx context.Context, upstream string, until time.Time) {
 	p.local.Pause(ctx, upstream, until)
 	ms := time.Until(until).Milliseconds()
 	if ms <= 0 {
 		return
 	}
-	p.br.do(ctx, func(ctx context.Context) error {
-		return pauseScript.Run(ctx, p.client, []string{p.prefix + upstream}, ms).Err()
+	// The call may run on a goroutine of the Guard's that outlives a
+	// timeout: held is read only when it succeeded.
+	var held int64
+	err := p.br.do(ctx, func(ctx context.Context) error {
+		n, err := pauseScript.Run(ctx, p.client, []string{p.prefix + upstream}, ms).Int64()
+		held = n
+		return err
 	})
+	if err == nil && held > ms {
+		p.local.Pause(ctx, upstream, time.Now().Add(time.Duration(held)*time.Millisecond))
+	}
 }
 
 // PausedUntil implements PauseStore.

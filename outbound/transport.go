@@ -39,10 +39,6 @@ var (
 	// charges nothing. Give it a longer deadline, or a lower rate to the
 	// callers that share the budget.
 	ErrDeadline = errors.New("outbound: the wait does not fit in the request's deadline")
-
-	// ErrNeverFits: the request's cost is above the capacity of the
-	// limiter's limit, so no wait makes it pass.
-	ErrNeverFits = errors.New("outbound: the request costs more than the limit can ever admit")
 )
 
 // A WaitCause says what a RoundTrip waited for.
@@ -411,7 +407,7 @@ func (t *Transport) waitBudget(ctx context.Context, up string) (slept bool, err 
 			return waited > 0, nil
 		}
 		if res.RetryAfter == floodgate.RetryNever {
-			return waited > 0, fmt.Errorf("outbound: %s: %w (%s)", up, ErrNeverFits, res.Limit)
+			return waited > 0, fmt.Errorf("outbound: %s: budget %s can never admit a request; give the limiter a capacity of at least 1", up, res.Limit)
 		}
 		d := max(res.RetryAfter, time.Microsecond)
 		if !fits(ctx, d) {
