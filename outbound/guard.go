@@ -16,8 +16,15 @@ import (
 // call's failures, opens, probes and closes exactly as it does for a
 // remote engine, with the same options, statistics and metrics.
 
-// guardedCall is the call a Decide runs.
-type guardedCall func(ctx context.Context) error
+// A guardedCall is the call a Decide runs.
+type guardedCall interface {
+	run(ctx context.Context) error
+}
+
+// callFunc is a guardedCall of a function.
+type callFunc func(ctx context.Context) error
+
+func (f callFunc) run(ctx context.Context) error { return f(ctx) }
 
 type callKey struct{}
 
@@ -29,7 +36,7 @@ func (callStore) Decide(ctx context.Context, _ *algo.Set, _ string, _ int64) (al
 	if !ok {
 		return algo.Verdict{}, errors.New("outbound: guarded call without its function")
 	}
-	if err := fn(ctx); err != nil {
+	if err := fn.run(ctx); err != nil {
 		return algo.Verdict{}, err
 	}
 	return algo.Verdict{Decision: algo.Decision{Allowed: true}}, nil

@@ -101,11 +101,11 @@ func (p *RedisPauses) Pause(ctx context.Context, upstream string, until time.Tim
 	// The call may run on a goroutine of the Guard's that outlives a
 	// timeout: held is read only when it succeeded.
 	var held int64
-	err := p.br.do(ctx, func(ctx context.Context) error {
+	err := p.br.do(ctx, callFunc(func(ctx context.Context) error {
 		n, err := pauseScript.Run(ctx, p.client, []string{p.prefix + upstream}, ms).Int64()
 		held = n
 		return err
-	})
+	}))
 	if err == nil && held > ms {
 		p.local.Pause(ctx, upstream, time.Now().Add(time.Duration(held)*time.Millisecond))
 	}
@@ -117,11 +117,11 @@ func (p *RedisPauses) PausedUntil(ctx context.Context, upstream string) time.Tim
 		return t
 	}
 	var ttl time.Duration
-	err := p.br.do(ctx, func(ctx context.Context) error {
+	err := p.br.do(ctx, callFunc(func(ctx context.Context) error {
 		d, err := p.client.PTTL(ctx, p.prefix+upstream).Result()
 		ttl = d
 		return err
-	})
+	}))
 	if err != nil || ttl <= 0 {
 		// No pause (PTTL's -2 and -1 are negative), or Redis failed: the
 		// local pauses, none here, are the answer.

@@ -426,30 +426,40 @@ func (t *Transport) send(ctx context.Context, up string, r *http.Request) (*http
 	if b == nil {
 		return t.base.RoundTrip(r)
 	}
-	var resp *http.Response
-	var rerr error
-	sent := false
-	err := b.do(ctx, func(context.Context) error {
-		sent = true
-		resp, rerr = t.base.RoundTrip(r)
-		if rerr != nil {
-			return rerr
-		}
-		if unhealthy(resp.StatusCode) {
-			return errUnhealthy
-		}
-		return nil
-	})
+	rt := &roundTrip{base: t.base, req: r}
+	err := b.do(ctx, rt)
 	switch {
-	case rerr != nil:
-		return nil, rerr
-	case resp != nil:
-		return resp, nil
+	case rt.err != nil:
+		return nil, rt.err
+	case rt.resp != nil:
+		return rt.resp, nil
 	}
-	if !sent {
+	if !rt.sent {
 		closeBody(r)
 	}
 	return nil, err
+}
+
+// roundTrip is the guardedCall of one request: it fails the breaker's
+// count on a transport error or a server error.
+type roundTrip struct {
+	base http.RoundTripper
+	req  *http.Request
+	resp *http.Response
+	err  error
+	sent bool
+}
+
+func (rt *roundTrip) run(context.Context) error {
+	rt.sent = true
+	rt.resp, rt.err = rt.base.RoundTrip(rt.req)
+	if rt.err != nil {
+		return rt.err
+	}
+	if unhealthy(rt.resp.StatusCode) {
+		return errUnhealthy
+	}
+	return nil
 }
 
 // adapt reads what resp says about up's budget and pauses up when it
