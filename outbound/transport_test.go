@@ -188,11 +188,12 @@ func remaining(t *testing.T, lim floodgate.Limiter, up *upstream) int64 {
 }
 
 // The budget is waited for: three requests under a burst of two wait
-// once, and one whose deadline is shorter than the wait fails at once,
-// unsent and uncharged.
+// once (unless the first two took the 2 s a unit takes to come back), and
+// one whose deadline is shorter than the wait fails at once, unsent and
+// uncharged.
 func TestBudget(t *testing.T) {
 	up := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	lim := memLimiter(t, floodgate.Limit{Rate: 10, Period: time.Second, Burst: 2})
+	lim := memLimiter(t, floodgate.Limit{Rate: 1, Period: 2 * time.Second, Burst: 2})
 	rec := newRecorder()
 	c := newTransport(t, outbound.Options{Limiter: lim, Observer: rec}).Client()
 	ctx := within(t, 30*time.Second)
