@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
@@ -27,6 +28,37 @@ type callFunc func(ctx context.Context) error
 func (f callFunc) run(ctx context.Context) error { return f(ctx) }
 
 type callKey struct{}
+
+// callCtx carries a guardedCall to callStore. When far is set and its
+// parent has no deadline, it reports one far beyond the Guard's timeout:
+// the Guard then bounds the call without arming a timer of its own (a
+// context.WithTimeout under a parent whose deadline comes first is a plain
+// cancel context), which is most of what guarding a round trip would cost.
+// The round trip itself runs on its request's context, which alone bounds
+// it.
+type callCtx struct {
+	context.Context
+	call guardedCall
+	far  bool
+}
+
+func (c *callCtx) Value(key any) any {
+	if key == (callKey{}) {
+		return c.call
+	}
+	return c.Context.Value(key)
+}
+
+func (c *callCtx) Deadline() (time.Time, bool) {
+	if d, ok := c.Context.Deadline(); ok || !c.far {
+		return d, ok
+	}
+	return time.Now().Add(farDeadline), true
+}
+
+// farDeadline is the deadline a callCtx reports for its unbounded calls:
+// far off, and before the Guard's own timeout (unbounded) would end.
+const farDeadline = unbounded / 2
 
 // callStore is the floodgate.Store a Guard guards.
 type callStore struct{}
@@ -60,6 +92,7 @@ func callSet(name string) (*algo.Set, error) {
 type breaker struct {
 	guard *failover.Guard
 	set   *algo.Set
+	far   bool // calls are bounded by their own contexts, not the Guard's timeout
 }
 
 func newBreaker(name string, o failover.GuardOptions) (*breaker, error) {
@@ -71,14 +104,14 @@ func newBreaker(name string, o failover.GuardOptions) (*breaker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &breaker{guard: g, set: set}, nil
+	return &breaker{guard: g, set: set, far: o.Timeout == unbounded}, nil
 }
 
 // do runs fn under the breaker. It returns failover.ErrOpen (wrapped) when
 // the breaker did not let the call go, the caller's context error when the
 // caller gave up, and fn's error otherwise.
 func (b *breaker) do(ctx context.Context, fn guardedCall) error {
-	_, err := b.guard.Decide(context.WithValue(ctx, callKey{}, fn), b.set, "", 1)
+	_, err := b.guard.Decide(&callCtx{Context: ctx, call: fn, far: b.far}, b.set, "", 1)
 	if err == nil {
 		return nil
 	}

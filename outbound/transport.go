@@ -121,8 +121,8 @@ type Options struct {
 const maxBreakers = 1024
 
 // unbounded is the Guard timeout of a round trip: none, the request's own
-// context bounds it.
-const unbounded = 100 * 365 * 24 * time.Hour
+// context bounds it (see callCtx).
+const unbounded = 200 * 365 * 24 * time.Hour
 
 // A Transport is an http.RoundTripper for calling rate-limited APIs
 // politely. Before sending, a request waits out its upstream's pause and
