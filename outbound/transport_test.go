@@ -379,3 +379,48 @@ func TestOptionErrors(t *testing.T) {
 		}
 	}
 }
+
+// pausingLimiter is a budget during whose first denial another caller's
+// 429 pauses the upstream, as happens when a pause starts while a request
+// waits for budget.
+type pausingLimiter struct {
+	floodgate.Limiter
+	pauses   outbound.PauseStore
+	upstream string
+	until    time.Time
+	done     bool
+}
+
+func (l *pausingLimiter) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
+	res, err := l.Limiter.AllowN(ctx, key, cost)
+	if err == nil && !res.Allowed && !l.done {
+		l.done = true
+		l.pauses.Pause(ctx, l.upstream, l.until)
+	}
+	return res, err
+}
+
+// A pause that starts while a request waits for budget is waited out too:
+// the unit the request got goes back, and it is sent after the pause.
+func TestPauseDuringBudgetWait(t *testing.T) {
+	up := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	host := strings.TrimPrefix(up.URL, "http://")
+	pauses := outbound.NewMemoryPauses()
+	// A unit every 2 s: the second request finds none left unless the
+	// first took that long.
+	inner := memLimiter(t, floodgate.Limit{Rate: 1, Period: 2 * time.Second})
+	lim := &pausingLimiter{Limiter: inner, pauses: pauses, upstream: host}
+	rec := newRecorder()
+	c := newTransport(t, outbound.Options{Limiter: lim, Pauses: pauses, Observer: rec}).Client()
+	ctx := within(t, 30*time.Second)
+	do(t, c, get(t, ctx, up.URL)) // takes the only unit
+	lim.until = time.Now().Add(3 * time.Second)
+	do(t, c, get(t, ctx, up.URL))
+	seen := up.seen()
+	if len(seen) != 2 || seen[1].at.Before(lim.until) {
+		t.Fatalf("second request arrived at %v; want after the pause's end %v", seen[len(seen)-1].at, lim.until)
+	}
+	if _, _, waits := rec.snapshot(); waits[outbound.WaitPause] != 1 || waits[outbound.WaitBudget] != 1 {
+		t.Errorf("waits %v; want one for budget, then one for the pause", waits)
+	}
+}
