@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -422,5 +423,39 @@ func TestPauseDuringBudgetWait(t *testing.T) {
 	}
 	if _, _, waits := rec.snapshot(); waits[outbound.WaitPause] != 1 || waits[outbound.WaitBudget] != 1 {
 		t.Errorf("waits %v; want one for budget, then one for the pause", waits)
+	}
+}
+
+// After the breaker's back-off one request probes the upstream; its
+// success closes the breaker again.
+func TestBreakerProbeCloses(t *testing.T) {
+	var healthy atomic.Bool
+	up := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		if !healthy.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+		}
+	})
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := floodgate.ClockFunc(now.Load)
+	tr := newTransport(t, outbound.Options{Breaker: failover.GuardOptions{Failures: 1, Backoff: time.Minute, Clock: clock}})
+	host := strings.TrimPrefix(up.URL, "http://")
+	ctx := within(t, 30*time.Second)
+	if code, _ := do(t, tr.Client(), get(t, ctx, up.URL)); code != 502 {
+		t.Fatalf("got %d; want 502", code)
+	}
+	if _, err := tr.Client().Do(get(t, ctx, up.URL)); !errors.Is(err, failover.ErrOpen) {
+		t.Fatalf("err = %v; want failover.ErrOpen while the back-off runs", err)
+	}
+	healthy.Store(true)
+	now.Add(int64(2 * time.Minute))
+	if code, _ := do(t, tr.Client(), get(t, ctx, up.URL)); code != 200 {
+		t.Fatalf("probe got %d; want 200", code)
+	}
+	if s := tr.BreakerState(host); s != failover.Closed {
+		t.Errorf("breaker %s after a good probe; want closed", s)
+	}
+	if n := len(up.seen()); n != 2 {
+		t.Errorf("upstream saw %d; want 2 (the failure and the probe)", n)
 	}
 }
