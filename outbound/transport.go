@@ -319,7 +319,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if wait == 0 {
 			wait = t.backoffFor(attempt)
 		}
-		if !fits(ctx, wait) {
+		// A pause is waited out with its jitter (waitPause): a retry
+		// that could not afford the longest is not started, so that the
+		// caller gets the refusal rather than ErrDeadline.
+		if !fits(ctx, wait+pauseJitter(pause)) {
 			return resp, nil
 		}
 		next, err := rewind(req)
@@ -371,7 +374,7 @@ func (t *Transport) waitPause(ctx context.Context, up string) error {
 	if d <= 0 {
 		return nil
 	}
-	d += jitter(min(d/10, time.Second))
+	d += jitter(pauseJitter(d))
 	if !fits(ctx, d) {
 		return fmt.Errorf("outbound: %s: paused by the upstream for %s more: %w", up, d.Round(time.Millisecond), ErrDeadline)
 	}
@@ -504,6 +507,9 @@ func (t *Transport) backoffFor(attempt int) time.Duration {
 	}
 	return d/2 + jitter(d/2)
 }
+
+// pauseJitter bounds the jitter added to a pause of d.
+func pauseJitter(d time.Duration) time.Duration { return min(d/10, time.Second) }
 
 func jitter(d time.Duration) time.Duration {
 	if d <= 0 {
