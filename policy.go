@@ -3,6 +3,7 @@ package floodgate
 import (
 	"errors"
 	"fmt"
+	"math/big"
 	"sort"
 
 	"github.com/floodgate-go/floodgate/algo"
@@ -24,6 +25,15 @@ type Policy struct {
 	// Limits all apply to every key (10/s and 1000/h). A request passes only
 	// if every limit admits it, and is charged to all or to none.
 	Limits []Limit
+
+	// Local, when given, is what a local filter in front of a shared store
+	// (package hybrid) lets through per instance in place of Limits, one
+	// limit for each of Limits and in their order: "local 10/s burst 20,
+	// global 50/s burst 100". Each must be no larger than its limit, in rate
+	// and in burst. Nil (the zero value) leaves the filter to hold the
+	// store's fraction of every limit. Overrides and tiers always get the
+	// store's fraction. Other stores ignore Local.
+	Local []Limit
 
 	// Overrides replaces Limits for the exact keys listed, e.g. a batch
 	// worker that gets 500/s.
@@ -99,6 +109,35 @@ func newLimitSet(policy, name string, limits []Limit, v func(Limit) error) (*Lim
 	return &LimitSet{policy: policy, variant: name, limits: append([]Limit(nil), limits...), set: set}, nil
 }
 
+// withLocal attaches the local filter's limits to s (Policy.Local), after
+// checking that each is no larger than its limit: a local limit above the
+// global one would filter nothing.
+func (s *LimitSet) withLocal(local []Limit, v func(Limit) error) error {
+	label := setLabel(s.policy, s.variant)
+	if len(local) != len(s.limits) {
+		return fmt.Errorf("%w: %s has %d limits and %d local ones; give one local limit for each limit, in their order", ErrInvalidPolicy, label, len(s.limits), len(local))
+	}
+	ls, err := newLimitSet(s.policy, s.variant, local, v)
+	if err != nil {
+		return fmt.Errorf("local limits: %w", err)
+	}
+	for i, l := range local {
+		g := s.limits[i]
+		// l.Rate/l.Period > g.Rate/g.Period, compared without overflow.
+		faster := new(big.Int).Mul(big.NewInt(l.Rate), big.NewInt(int64(g.Period))).Cmp(
+			new(big.Int).Mul(big.NewInt(g.Rate), big.NewInt(int64(l.Period)))) > 0
+		if faster || ls.set.At(i).Capacity() > s.set.At(i).Capacity() {
+			return fmt.Errorf("%w: %s local limit %d (%s) is larger than its limit (%s); a local limit is a share of the global one", ErrInvalidPolicy, label, i+1, l, g)
+		}
+	}
+	set, err := s.set.WithLocal(ls.set)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalidPolicy, label, err)
+	}
+	s.set = set
+	return nil
+}
+
 func setLabel(policy, name string) string {
 	if name == "" {
 		return "policy " + policy
@@ -132,6 +171,11 @@ func compilePolicy(p Policy, v func(Limit) error) (*compiled, error) {
 		return s
 	}
 	c.def = add("", p.Limits)
+	if len(p.Local) > 0 && c.def != nil {
+		if err := c.def.withLocal(p.Local, v); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(p.Overrides) > 0 {
 		c.overrides = make(map[string]*LimitSet, len(p.Overrides))
 		for _, k := range sortedKeys(p.Overrides) {

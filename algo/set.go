@@ -20,6 +20,7 @@ type Set struct {
 	ts              []Transition
 	capacity        int64 // the smallest capacity of ts
 	capIndex        int
+	local           *Set // what a local filter applies in place of this set; nil: none given
 }
 
 // NewSet returns the Set of transitions ts of one list of a policy: its
@@ -43,6 +44,23 @@ func NewSet(policy, variant string, ts []Transition) (*Set, error) {
 	}
 	return s, nil
 }
+
+// WithLocal returns a copy of s that carries local: the limits a local
+// filter in front of a shared engine (package hybrid) applies in place of
+// s's, when the policy gives them instead of leaving the filter to scale s.
+// local must be a set of the same policy, variant and length.
+func (s *Set) WithLocal(local *Set) (*Set, error) {
+	if local == nil || local.policy != s.policy || local.variant != s.variant || len(local.ts) != len(s.ts) || local.local != nil {
+		return nil, fmt.Errorf("%w: local limits must be a set of the same policy, variant and length", ErrInvalid)
+	}
+	c := *s
+	c.local = local
+	return &c, nil
+}
+
+// Local returns the limits a local filter applies in place of s, or nil
+// when the policy gave none.
+func (s *Set) Local() *Set { return s.local }
 
 // Policy is the name of the policy the set belongs to.
 func (s *Set) Policy() string { return s.policy }

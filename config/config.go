@@ -302,8 +302,12 @@ type Hybrid struct {
 }
 
 // Fraction returns the local share of each limit: LocalFraction, or what
-// hybrid.FractionFor makes of Instances and Headroom.
+// hybrid.FractionFor makes of Instances and Headroom; 0 without a hybrid
+// section, which the checker allows only when every policy gives local.
 func (h *Hybrid) Fraction() float64 {
+	if h == nil {
+		return 0 // every policy gives its own local limits
+	}
 	if h.LocalFraction > 0 {
 		return h.LocalFraction
 	}
@@ -394,6 +398,14 @@ func (s *LimitsSpec) List() []LimitSpec {
 // A PolicySpec is one entry of policies.
 type PolicySpec struct {
 	LimitsSpec `yaml:",inline"`
+
+	// Local is what the hybrid engine's local filter lets through per
+	// instance in place of the limits, one for each limit and in their
+	// order (rate: 50/s, burst: 100 with local: {rate: 10/s, burst: 20}).
+	// Each must be no larger than its limit. Absent: the filter holds
+	// storage.hybrid's share of every limit. Overrides and tiers always
+	// take that share. Only the hybrid engine has a local filter.
+	Local *LimitsSpec `yaml:"local,omitempty"`
 
 	// Description is free text for the status page and the effective
 	// configuration.
@@ -563,6 +575,20 @@ func (c *Check) setDefaults() { c.Listen = DefaultCheckListen }
 type Envoy struct {
 	// Listen is the gRPC address. Default "127.0.0.1:8082".
 	Listen string `yaml:"listen"`
+
+	// TLS serves gRPC over TLS (with client_ca, mutual TLS). Envoy's
+	// cluster for the service then needs a transport_socket with TLS.
+	TLS *ServerTLS `yaml:"tls,omitempty"`
+
+	// Token, when set, is required with every ShouldRateLimit call as the
+	// metadata "authorization: Bearer TOKEN" (in Envoy, the grpc_service's
+	// initial_metadata). Without one, anyone who reaches the listener can
+	// spend and refund every client's budget: keep it on a private network.
+	// Use ${ENVOY_TOKEN} or TokenFile to keep it out of the file.
+	Token string `yaml:"token,omitempty"`
+
+	// TokenFile is a file holding the token; exclusive with Token.
+	TokenFile string `yaml:"token_file,omitempty"`
 
 	// RatelimitConfig are envoyproxy/ratelimit configuration files, loaded
 	// as they are (see docs/envoy.md), relative to this file's directory.

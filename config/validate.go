@@ -117,7 +117,9 @@ func (k *checker) checkStorage() {
 	}
 	switch {
 	case s.Engine == EngineHybrid && s.Hybrid == nil:
-		k.errf("storage", "the hybrid engine needs storage.hybrid: local_fraction, or instances")
+		if what := k.withoutLocal(); what != "" {
+			k.errf("storage", "the hybrid engine needs storage.hybrid (local_fraction, or instances) for %s; or give every policy local limits", what)
+		}
 	case s.Engine != EngineHybrid && s.Hybrid != nil:
 		k.errf("storage.hybrid", "is set but storage.engine is %s; set engine: hybrid, or remove it", s.Engine)
 	}
@@ -264,6 +266,27 @@ func (k *checker) secretPair(path, name string, value, file *string) {
 	*value = s
 }
 
+// withoutLocal names limits the hybrid engine's filter must scale by
+// storage.hybrid's share, "" when every policy gives its own local limits.
+func (k *checker) withoutLocal() string {
+	for _, name := range k.sortedByPos("policies", keysOf(k.c.Policies)) {
+		p := k.c.Policies[name]
+		switch {
+		case p.Local == nil:
+			return "policy " + name + ", which gives no local limits"
+		case len(p.Overrides) > 0 || len(p.Tiers) > 0:
+			return "the overrides and tiers of policy " + name
+		}
+	}
+	if k.c.Postgres != nil {
+		return "the postgres policies"
+	}
+	if k.c.Envoy != nil {
+		return "the envoy rules"
+	}
+	return ""
+}
+
 var policyName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 
 func (k *checker) checkPolicies() {
@@ -273,15 +296,22 @@ func (k *checker) checkPolicies() {
 			k.errf(path, "policy name %q: use lower-case letters, digits, _ and -, starting with a letter or digit", name)
 		}
 		p := k.c.Policies[name]
-		k.buildPolicy(path, name, &p.LimitsSpec, p.Overrides, p.Tiers)
+		k.buildPolicy(path, name, &p.LimitsSpec, p.Local, p.Overrides, p.Tiers)
 	}
 }
 
 // buildPolicy checks a policy's limits, overrides and tiers and returns
 // the library value.
-func (k *checker) buildPolicy(path, name string, base *LimitsSpec, overrides, tiers map[string]LimitsSpec) floodgate.Policy {
+func (k *checker) buildPolicy(path, name string, base, local *LimitsSpec, overrides, tiers map[string]LimitsSpec) floodgate.Policy {
 	fp := floodgate.Policy{Name: name}
 	fp.Limits = k.limits(path, base, LimitSpec{})
+	if local != nil {
+		if k.c.Storage.Engine != EngineHybrid {
+			k.errf(path+".local", "only the hybrid engine has a local filter, and storage.engine is %s; set engine: hybrid, or remove local", k.c.Storage.Engine)
+		}
+		// The library checks that each is a share of its limit.
+		fp.Local = k.limits(path+".local", local, LimitSpec{})
+	}
 	var inherit LimitSpec // what overrides and tiers take from a one-limit policy
 	if list := base.List(); len(list) == 1 {
 		inherit = LimitSpec{Algorithm: list[0].Algorithm, Align: list[0].Align}
@@ -635,6 +665,8 @@ func (k *checker) checkRouteLimit(path string, l *RouteLimit, seen map[string]in
 func (k *checker) checkEnvoy() {
 	e := k.c.Envoy
 	k.listen("envoy.listen", e.Listen, false)
+	k.serverTLS("envoy.tls", e.TLS)
+	k.secret("envoy", &e.Token, &e.TokenFile)
 	alg, err := floodgate.ParseAlgorithm(e.Algorithm)
 	if err != nil {
 		k.oneOf("envoy.algorithm", e.Algorithm, enumAlgorithms...)
@@ -679,14 +711,14 @@ func (k *checker) checkPostgres() {
 			continue
 		}
 		path := "postgres.rate_limit." + lv.field
-		k.buildPolicy(path, lv.policy, &lv.limit.LimitsSpec, lv.limit.Overrides, nil)
+		k.buildPolicy(path, lv.policy, &lv.limit.LimitsSpec, nil, lv.limit.Overrides, nil)
 		if lv.limit.MaxWait < 0 {
 			k.errf(path+".max_wait", "must not be negative")
 		}
 	}
 	for _, cl := range p.Connections.levels() {
 		if cl.limit != nil {
-			k.buildPolicy("postgres.connections."+cl.field, cl.policy, cl.limit, nil, nil)
+			k.buildPolicy("postgres.connections."+cl.field, cl.policy, cl.limit, nil, nil, nil)
 		}
 	}
 	k.prefixes("postgres.proxy_protocol_from", p.ProxyProtocolFrom)
@@ -792,17 +824,17 @@ func (c *Config) FloodgatePolicies() (map[string]floodgate.Policy, error) {
 	k := &checker{c: c, d: d}
 	out := map[string]floodgate.Policy{}
 	for name, p := range c.Policies {
-		out[name] = k.buildPolicy(yamlpos.MapKeyPath("policies", name), name, &p.LimitsSpec, p.Overrides, p.Tiers)
+		out[name] = k.buildPolicy(yamlpos.MapKeyPath("policies", name), name, &p.LimitsSpec, p.Local, p.Overrides, p.Tiers)
 	}
 	if c.Postgres != nil {
 		for _, lv := range c.Postgres.RateLimit.levels() {
 			if lv.limit != nil {
-				out[lv.policy] = k.buildPolicy("postgres.rate_limit."+lv.field, lv.policy, &lv.limit.LimitsSpec, lv.limit.Overrides, nil)
+				out[lv.policy] = k.buildPolicy("postgres.rate_limit."+lv.field, lv.policy, &lv.limit.LimitsSpec, nil, lv.limit.Overrides, nil)
 			}
 		}
 		for _, cl := range c.Postgres.Connections.levels() {
 			if cl.limit != nil {
-				out[cl.policy] = k.buildPolicy("postgres.connections."+cl.field, cl.policy, cl.limit, nil, nil)
+				out[cl.policy] = k.buildPolicy("postgres.connections."+cl.field, cl.policy, cl.limit, nil, nil, nil)
 			}
 		}
 	}

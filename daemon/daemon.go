@@ -38,6 +38,8 @@ import (
 	"github.com/floodgate-go/floodgate/checkapi"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/envoyrls"
+	"github.com/floodgate-go/floodgate/internal/certfile"
+	"github.com/floodgate-go/floodgate/internal/denylog"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/pgproxy"
@@ -84,6 +86,12 @@ type Options struct {
 	// NoStatus leaves decisions unrecorded: the status page then shows no
 	// top keys. The benchmarks use it to measure what recording costs.
 	NoStatus bool
+
+	// Clock, when set, replaces the storage section's engine with a memory
+	// engine on this clock (with the section's memory.max_keys); every
+	// policy, route and front end is built as serve builds it. floodgate
+	// replay decides recorded traffic so, on the log's own time.
+	Clock floodgate.Clock
 }
 
 // New builds the engine, the metrics and the front ends of cfg. It does not
@@ -123,7 +131,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	buildInfo.WithLabelValues(version, revision, goversion).Set(1)
 	d.reg.MustRegister(d.reloads, d.reloadErrors, d.lastReload, d.shadowed, d.upstreamErrs, buildInfo)
 
-	if d.engine, err = newEngine(cfg.Storage, m, d.log); err != nil {
+	if d.engine, err = newEngine(cfg.Storage, o.Clock, m, d.log); err != nil {
 		return nil, errAt(cfg, "storage", err)
 	}
 	if d.status, err = d.newStatus(cfg); err != nil {
@@ -261,6 +269,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	if d.envoy != nil {
 		d.envoy.SetRules(cfg.Envoy.Rules, g.limiters)
 		d.envoy.SetMode(envoyMode(cfg.Envoy))
+		d.envoy.SetToken(cfg.Envoy.Token)
 	}
 	if d.admin != nil {
 		d.admin.SetToken(cfg.Admin.Token)
@@ -394,12 +403,27 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 		d.run.fronts = append(d.run.fronts, httpFrontEnd("check", c.Listen, d.check, nil, d.log))
 	}
 	if e := cfg.Envoy; e != nil {
-		svc, err := envoyrls.New(envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg),
-			Mode: envoyMode(e), Store: d.engine.store,
+		ec := envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg),
+			Mode: envoyMode(e), Store: d.engine.store, Token: e.Token,
 			Rules: e.Rules, Limiters: g.limiters, Logger: d.log,
-			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() }})
+			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() }}
+		path, err := "envoy", error(nil)
+		if e.TLS != nil {
+			// As the PostgreSQL listener's: rotated certificate files are
+			// served from the next connection on.
+			var pair *certfile.Pair
+			if pair, err = certfile.Load(e.TLS.Cert, e.TLS.Key, "envoy", &denylog.Errors{Log: d.log}); err != nil {
+				path = "envoy.tls"
+			} else if ec.TLS, err = withClientCA(pair.TLSConfig(), e.TLS.ClientCA); err != nil {
+				path = "envoy.tls.client_ca"
+			}
+		}
+		var svc *envoyrls.Service
+		if err == nil {
+			svc, err = envoyrls.New(ec)
+		}
 		if err != nil {
-			fail("envoy", err)
+			fail(path, err)
 		} else {
 			d.envoy = svc
 			d.run.fronts = append(d.run.fronts, &frontEnd{name: "envoy", addr: e.Listen, serve: svc.Serve, shutdown: svc.Shutdown})

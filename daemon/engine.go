@@ -45,16 +45,17 @@ func (e *engine) setCredentials(r *config.Redis) {
 
 // newEngine builds the store of st, registering its collectors with m under
 // the engine names "memory", "local" and "redis". A daemon builds its
-// engine once: the storage section cannot change by a reload.
-func newEngine(st config.Storage, m *metrics.Metrics, log *slog.Logger) (*engine, error) {
-	e := &engine{remote: st.Remote()}
+// engine once: the storage section cannot change by a reload. A clock
+// (Options.Clock) makes it a memory engine on that clock, whatever st says.
+func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, log *slog.Logger) (*engine, error) {
+	e := &engine{remote: st.Remote() && clock == nil}
 	mem := func(name string) *memstore.Store {
-		s := memstore.New(memstore.Options{MaxKeys: st.Memory.MaxKeys})
+		s := memstore.New(memstore.Options{MaxKeys: st.Memory.MaxKeys, Clock: clock})
 		e.closers = append(e.closers, s.Close)
 		_ = m.WatchMemory(name, s)
 		return s
 	}
-	if st.Engine == config.EngineMemory || st.Engine == "" {
+	if st.Engine == config.EngineMemory || st.Engine == "" || clock != nil {
 		e.store = mem("memory")
 		return e, nil
 	}

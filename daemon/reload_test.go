@@ -20,12 +20,19 @@ import (
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 	"github.com/floodgate-go/floodgate/testkit"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // fieldPaths lists the YAML path of every field of the configuration, at
@@ -298,6 +305,30 @@ func reloadCases() []reloadCase {
 			}
 			if o, n := post("c1"), post("c2"); o != 401 || n != 200 {
 				e.t.Errorf("the check API after rotating its token: old %d, new %d", o, n)
+			}
+		}},
+		{[]string{"envoy.token", "envoy.token_file"}, func(e *reloadEnv, c *config.Config) {
+			file := filepath.Join(e.dir, "envoy.token")
+			os.WriteFile(file, []byte("e2\n"), 0o600)
+			c.Envoy.Token, c.Envoy.TokenFile = "e2", file
+		}, func(e *reloadEnv) {
+			conn, err := grpc.NewClient(e.d.Addrs().Envoy.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			defer conn.Close()
+			call := func(token string) codes.Code {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if token != "" {
+					ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+				}
+				_, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge",
+					Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}}}})
+				return status.Code(err)
+			}
+			if o, n := call(""), call("e2"); o != codes.Unauthenticated || n != codes.OK {
+				e.t.Errorf("the Envoy listener after a token was set: without %v, with %v", o, n)
 			}
 		}},
 		{[]string{"admin.token", "admin.token_file"}, func(e *reloadEnv, c *config.Config) {

@@ -7,25 +7,32 @@ package envoyrls
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/envoyrules"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/internal/denylog"
+	"github.com/floodgate-go/floodgate/internal/webguard"
 )
 
 // DefaultTimeout bounds one ShouldRateLimit call when Config.Timeout is
@@ -72,6 +79,18 @@ type Config struct {
 	// Logger receives denials (sampled) and errors. Nil means
 	// slog.Default().
 	Logger *slog.Logger
+
+	// TLS, when set, serves gRPC over TLS with it (set ClientCAs and
+	// ClientAuth for mutual TLS). Nil serves plaintext gRPC, as Envoy's
+	// cluster definition of a rate limit service expects by default.
+	TLS *tls.Config
+
+	// Token, when set, must come with every ShouldRateLimit call as the
+	// metadata "authorization: Bearer TOKEN" (Envoy's grpc_service
+	// initial_metadata); a call without it is refused with UNAUTHENTICATED
+	// before anything is counted. The health service needs no token: it
+	// tells nothing and spends nothing. SetToken replaces it.
+	Token string
 }
 
 // Mode is how the service counts descriptors and what its answers carry.
@@ -166,6 +185,9 @@ type Service struct {
 	errs     denylog.Errors
 	health   *health.Server
 
+	token atomic.Pointer[string]
+	tls   *tls.Config
+
 	mu      sync.Mutex
 	srv     *grpc.Server
 	stopped bool
@@ -184,7 +206,8 @@ type ruleSet struct {
 func New(cfg Config) (*Service, error) {
 	s := &Service{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger), health: health.NewServer()}
 	s.SetMode(cfg.Mode)
-	s.store = cfg.Store
+	s.SetToken(cfg.Token)
+	s.store, s.tls = cfg.Store, cfg.TLS
 
 	s.errs.Log = s.sample.Logger()
 	if s.timeout <= 0 {
@@ -230,10 +253,35 @@ func (s *Service) Register(reg grpc.ServiceRegistrar) {
 	s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 }
 
+// SetToken replaces the token calls must carry, e.g. when a reload read a
+// rotated token_file: the next call needs the new one. An empty token turns
+// the check off.
+func (s *Service) SetToken(token string) { s.token.Store(&token) }
+
+// authorize refuses a rate limit call without the token, when there is
+// one. Health checks pass: they reveal and spend nothing.
+func (s *Service) authorize(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+	token := *s.token.Load()
+	if token == "" || !strings.HasPrefix(info.FullMethod, "/"+rlsv3.RateLimitService_ServiceDesc.ServiceName+"/") {
+		return next(ctx, req)
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		if webguard.BearerValue(v, token) {
+			return next(ctx, req)
+		}
+	}
+	return nil, status.Error(codes.Unauthenticated, "send the rate limit service's token as the metadata authorization: Bearer <token> (Envoy: grpc_service.initial_metadata)")
+}
+
 // Serve serves the service and the health service on ln until Shutdown.
 // It returns nil after Shutdown.
 func (s *Service) Serve(ln net.Listener) error {
-	srv := grpc.NewServer()
+	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(s.authorize)}
+	if s.tls != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls)))
+	}
+	srv := grpc.NewServer(opts...)
 	s.Register(srv)
 	s.mu.Lock()
 	if s.stopped {

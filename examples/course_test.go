@@ -28,7 +28,13 @@ func TestCourseExperiments(t *testing.T) {
 	if f.LocalAdmitted < 2*f.Limit || f.LocalAdmitted > f.LocalBound {
 		t.Errorf("2: two local instances admitted %d, want %d to %d", f.LocalAdmitted, 2*f.Limit, f.LocalBound)
 	}
-	// Hybrid: the global burst, plus what refilled while the 400 requests ran.
+	// The course's own pair on two instances: what two local limits of 10/s
+	// burst 20 admit, far below the global burst of 100.
+	if f.CourseAdmitted < 40 || f.CourseAdmitted > f.CourseBound || f.CourseAdmitted >= f.Limit {
+		t.Errorf("3: two instances with local 10/s burst 20 admitted %d, want 40 to %d (below the global %d)", f.CourseAdmitted, f.CourseBound, f.Limit)
+	}
+	// Hybrid sized for two: the global burst, plus what refilled while the
+	// 400 requests ran.
 	if f.HybridAdmitted < f.Limit || f.HybridAdmitted > f.HybridBound {
 		t.Errorf("3: two hybrid instances admitted %d, want the one global limit: %d to %d", f.HybridAdmitted, f.Limit, f.HybridBound)
 	}
@@ -37,6 +43,9 @@ func TestCourseExperiments(t *testing.T) {
 	}
 	if f.FlowedDown == 0 || !f.FallbackSeen || f.RedisErrors < 1 {
 		t.Errorf("4: %d answered with Redis down, fallback seen %v, Redis errors %g", f.FlowedDown, f.FallbackSeen, f.RedisErrors)
+	}
+	if f.NaiveAdmitted != 200 {
+		t.Errorf("5: with the clients' address trusted as a proxy %d of 200 spoofed requests passed, want all", f.NaiveAdmitted)
 	}
 	if f.SpoofAdmitted > f.SpoofBound || f.SpoofAdmitted >= 200 {
 		t.Errorf("5: %d spoofed requests passed, over one client's %d", f.SpoofAdmitted, f.SpoofBound)

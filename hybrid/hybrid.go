@@ -78,7 +78,11 @@ type Options struct {
 	// Fraction is the share of every limit that the local filter holds,
 	// in (0, 1]: its rate and burst are the global ones times Fraction,
 	// rounded up, at least 1. There is no default: it depends on how many
-	// instances share the limit; see FractionFor.
+	// instances share the limit; see FractionFor. A policy that gives its
+	// own local limits (floodgate.Policy.Local: "local 10/s burst 20,
+	// global 50/s burst 100") is filtered by those instead. Zero is
+	// allowed only when every policy the store serves does so and has no
+	// overrides or tiers; a decision on any other limits is then an error.
 	Fraction float64
 
 	// Guard configures the timeout and circuit breaker of calls to the
@@ -110,7 +114,7 @@ func New(local, global floodgate.Store, o Options) (*Store, error) {
 	switch {
 	case local == nil || global == nil:
 		return nil, errors.New("hybrid: both a local and a global store are needed")
-	case !(o.Fraction > 0 && o.Fraction <= 1): // also rejects NaN
+	case !(o.Fraction >= 0 && o.Fraction <= 1): // also rejects NaN
 		return nil, fmt.Errorf("hybrid: fraction %g is outside (0, 1]; use about 2/N for N instances (see FractionFor)", o.Fraction)
 	}
 	if _, ok := global.(*failover.Store); ok {
@@ -238,7 +242,8 @@ func (s *Store) ValidateLimit(l floodgate.Limit) error {
 }
 
 // LocalLimits returns the limit set the local filter applies in place of
-// set: every limit scaled by the fraction.
+// set: the policy's own local limits, or every limit scaled by the
+// fraction.
 func (s *Store) LocalLimits(set *algo.Set) (*algo.Set, error) {
 	return s.localSet(set)
 }
@@ -304,8 +309,18 @@ func (c *setCache) find(set *algo.Set) *algo.Set {
 }
 
 func (s *Store) localSet(set *algo.Set) (*algo.Set, error) {
-	if s.fraction >= 1 {
+	if ls := set.Local(); ls != nil {
+		return ls, nil
+	}
+	switch {
+	case s.fraction >= 1:
 		return set, nil
+	case s.fraction == 0:
+		what := "policy " + set.Policy()
+		if set.Variant() != "" {
+			what += " " + set.Variant()
+		}
+		return nil, fmt.Errorf("hybrid: %s has no local limits and the store has no fraction; give the policy Local limits (overrides and tiers always need the fraction) or the store a Fraction", what)
 	}
 	if ls := s.sets.find(set); ls != nil {
 		return ls, nil

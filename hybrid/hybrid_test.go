@@ -330,7 +330,6 @@ func TestNewRejects(t *testing.T) {
 		local, global floodgate.Store
 		o             hybrid.Options
 	}{
-		{"no fraction", mem, mem, hybrid.Options{}},
 		{"negative fraction", mem, mem, hybrid.Options{Fraction: -0.5}},
 		{"fraction above 1", mem, mem, hybrid.Options{Fraction: 1.5}},
 		{"NaN fraction", mem, mem, hybrid.Options{Fraction: math.NaN()}},

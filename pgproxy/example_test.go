@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/pgproxy"
+	"github.com/floodgate-go/floodgate/testkit"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -29,9 +31,11 @@ import (
 //	    per_ip:   {rate: 100/s, burst: 50}
 //
 // A store shared by several proxies (a redisstore.Store) makes the limits
-// hold across all of them. Here the upstream is a port nothing listens on,
-// so the client sees the proxy's own error.
+// hold across all of them. Here the per-user limit lets a user's first
+// three queries through and answers the fourth with the proxy's own error,
+// SQLSTATE 53400, in a session that goes on.
 func Example() {
+	upstream := os.Getenv("PG_ADDR") // your PostgreSQL, e.g. "localhost:5432"
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
 	policy := func(name string, l floodgate.Limit, overrides map[string][]floodgate.Limit) floodgate.Limiter {
@@ -41,16 +45,12 @@ func Example() {
 		}
 		return lim
 	}
-	unused, _ := net.Listen("tcp", "127.0.0.1:0")
-	upstream := unused.Addr().String()
-	unused.Close()
-
 	p, err := pgproxy.New(pgproxy.Config{
 		Upstream: upstream,
 		Limits: pgproxy.Limits{
 			Global: pgproxy.Scope{Limiter: policy("pg-global", floodgate.PerSecond(1000).WithBurst(100), nil)},
 			PerUser: pgproxy.Scope{
-				Limiter: policy("pg-user", floodgate.PerSecond(100).WithBurst(50), map[string][]floodgate.Limit{
+				Limiter: policy("pg-user", floodgate.PerMinute(3), map[string][]floodgate.Limit{
 					"batch_worker": {floodgate.PerSecond(500).WithBurst(200)},
 				}),
 				MaxWait: 50 * time.Millisecond,
@@ -70,11 +70,40 @@ func Example() {
 	go p.Serve(ln)
 	defer p.Close()
 
-	_, err = pgconn.Connect(context.Background(), "postgres://app@"+ln.Addr().String()+"/db?sslmode=disable")
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		fmt.Println(pe.Severity, pe.Code, pe.Message)
+	ctx := context.Background()
+	conn, err := pgconn.Connect(ctx, "postgres://postgres@"+ln.Addr().String()+"/postgres?sslmode=disable")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for range 4 {
+		res, err := conn.Exec(ctx, "SELECT 1").ReadAll()
+		var pe *pgconn.PgError
+		switch {
+		case errors.As(err, &pe):
+			fmt.Println(pe.Severity, pe.Code, pe.Message)
+		case err != nil:
+			log.Fatal(err)
+		default:
+			fmt.Println(string(res[0].Rows[0][0]))
+		}
 	}
 	// Output:
-	// FATAL 08006 the proxy could not connect to the database server
+	// 1
+	// 1
+	// 1
+	// ERROR 53400 rate limit exceeded
+}
+
+// TestMain starts the PostgreSQL server the Example talks to.
+func TestMain(m *testing.M) {
+	pg, err := testkit.StartPostgres()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("PG_ADDR", pg.Addr)
+	code := m.Run()
+	pg.Close()
+	os.Exit(code)
 }

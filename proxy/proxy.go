@@ -138,6 +138,7 @@ type route struct {
 	match  *httplimit.Matcher
 	shadow bool
 	h      http.Handler
+	mw     *httplimit.Middleware // nil for an unlimited route; Decide uses it
 }
 
 // New validates cfg and returns its proxy.
@@ -329,6 +330,7 @@ func (p *Proxy) compile(i int, rt Route) (*route, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", r.name, err)
 	}
+	r.mw = mw
 	if rt.Shadow {
 		r.h = &shadowHandler{p: p, name: r.name, next: next}
 		r.h.(*shadowHandler).limited = mw.Handler(passHandler{next})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +19,7 @@ import (
 // together: 10 requests per second and 1000 per hour for each user.
 func Example() {
 	client := redis.NewClient(&redis.Options{
-		Addr: redisAddr(), // your Redis, e.g. "localhost:6379"
+		Addr: os.Getenv("REDIS_ADDR"), // your Redis, e.g. "localhost:6379"
 		// Let callers' deadlines cut short a round trip to a stalled Redis.
 		ContextTimeoutEnabled: true,
 	})
@@ -38,7 +37,9 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	// A deadline per decision (a busy service would use ~100ms; the first
+	// call also loads the script).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	res, err := lim.Allow(ctx, "user:42")
 	if err != nil {
@@ -68,31 +69,17 @@ func ExampleKey() {
 	// floodgate:{api::user:42}:1s
 }
 
-// exampleRedis is the redis-server the Examples talk to. An Example has no
-// *testing.T to start one through testkit, so redisAddr starts it on first
-// use and TestMain kills it.
+// exampleRedis is the redis-server the Examples talk to, started by
+// TestMain; REDIS_ADDR names it, as it would name yours.
 var exampleRedis struct {
-	once  sync.Once
 	srv   *testkit.RedisServer
 	store *redisstore.Store
-	err   error
-}
-
-// redisAddr returns the address of a redis-server started for the
-// Examples on a free loopback port. A missing redis-server fails the
-// Example that needs it, as it fails every Redis test.
-func redisAddr() string {
-	exampleRedis.once.Do(func() { exampleRedis.srv, exampleRedis.err = testkit.StartRedis() })
-	if exampleRedis.err != nil {
-		panic(exampleRedis.err)
-	}
-	return exampleRedis.srv.Addr
 }
 
 // exampleStore is a Store on the Examples' Redis.
 func exampleStore() *redisstore.Store {
 	if exampleRedis.store == nil {
-		s, err := redisstore.New(redis.NewClient(&redis.Options{Addr: redisAddr()}), redisstore.Options{})
+		s, err := redisstore.New(redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")}), redisstore.Options{})
 		if err != nil {
 			panic(err)
 		}
@@ -102,12 +89,17 @@ func exampleStore() *redisstore.Store {
 }
 
 func TestMain(m *testing.M) {
+	srv, err := testkit.StartRedis()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err) // a missing redis-server fails the package, as it fails every Redis test
+		os.Exit(1)
+	}
+	exampleRedis.srv = srv
+	os.Setenv("REDIS_ADDR", srv.Addr)
 	code := m.Run()
 	if exampleRedis.store != nil {
 		exampleRedis.store.Close()
 	}
-	if exampleRedis.srv != nil {
-		exampleRedis.srv.Kill()
-	}
+	srv.Close()
 	os.Exit(code)
 }

@@ -433,12 +433,7 @@ func TestMultiLimitBatchAllOrNothing(t *testing.T) {
 // after one attempt to connect (counted, not timed), with an error that
 // names the operation and wraps the network error.
 func TestRedisDown(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
+	addr := testkit.RefusingAddr(t) // bound, never listening: refused
 	// How many dials one attempt makes (go-redis's pool retries a dial).
 	once := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer once.Close()
@@ -454,7 +449,7 @@ func TestRedisDown(t *testing.T) {
 	// call, not the Store's deadline.
 	lim := newLimiter(t, newStore(t, client, Options{}), "down", floodgate.PerSecond(10))
 	start := time.Now()
-	_, err = lim.Allow(context.Background(), "k")
+	_, err := lim.Allow(context.Background(), "k")
 	if err == nil {
 		t.Fatal("decided without Redis")
 	}

@@ -21,12 +21,7 @@ import (
 // error of the first failed attempt: the Store's script calls are not
 // retried.
 func TestRedisDownDefaultClient(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testkit.RefusingAddr(t) // bound, never listening: refused
 	// How many dials one attempt makes (go-redis's pool retries a dial).
 	once := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer once.Close()
@@ -40,7 +35,7 @@ func TestRedisDownDefaultClient(t *testing.T) {
 	dials := countDials(client)
 	lim := newLimiter(t, newStore(t, client, Options{}), "down", floodgate.PerSecond(10))
 	start := time.Now()
-	_, err = lim.Allow(context.Background(), "k")
+	_, err := lim.Allow(context.Background(), "k")
 	var ne net.Error
 	if !errors.As(err, &ne) {
 		t.Fatalf("error %v: want a network error", err)

@@ -88,9 +88,38 @@ type PostgresServer struct {
 func Postgres(t testing.TB) *PostgresServer {
 	t.Helper()
 	binDir := postgresBinDir(t)
-	cred, err := postgresCredential()
+	s, err := startPostgres(t, binDir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// StartPostgres starts a PostgreSQL server as Postgres does, for programs
+// that have no *testing.T: Examples, the demo. Close stops it and removes
+// its files. Exec and Restart belong to tests; programs call Psql.
+func StartPostgres() (*PostgresServer, error) {
+	binDir, err := findPostgresBinDir()
+	if err != nil {
+		return nil, err
+	}
+	return startPostgres(nil, binDir)
+}
+
+// Close kills the server and removes its files. Postgres's servers are
+// closed when their test ends.
+func (s *PostgresServer) Close() {
+	s.kill()
+	_ = os.RemoveAll(s.Dir)
+}
+
+// startPostgres initializes and starts a server; t, when not nil, is the
+// test it belongs to (for Restart and Exec).
+func startPostgres(t testing.TB, binDir string) (*PostgresServer, error) {
+	cred, err := postgresCredential()
+	if err != nil {
+		return nil, err
 	}
 
 	// Not t.TempDir: when running as root, the postgres user needs to reach
@@ -98,20 +127,21 @@ func Postgres(t testing.TB) *PostgresServer {
 	sweepPostgresDirs()
 	dir, err := os.MkdirTemp("", pgDirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
-		t.Fatalf("testkit: create a directory for PostgreSQL: %v", err)
+		return nil, fmt.Errorf("testkit: create a directory for PostgreSQL: %v", err)
 	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Errorf("testkit: remove PostgreSQL directory: %v", err)
+	ok := false
+	defer func() {
+		if !ok {
+			_ = os.RemoveAll(dir)
 		}
-	})
+	}()
 	if err := os.Mkdir(filepath.Join(dir, "sock"), 0o700); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if cred != nil {
 		for _, d := range []string{dir, filepath.Join(dir, "sock")} {
 			if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
-				t.Fatalf("testkit: chown %s to the user postgres runs as: %v", d, err)
+				return nil, fmt.Errorf("testkit: chown %s to the user postgres runs as: %v", d, err)
 			}
 		}
 	}
@@ -131,14 +161,14 @@ func Postgres(t testing.TB) *PostgresServer {
 	initdb.Env = append(os.Environ(), "TZ=UTC")
 	initdb.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("testkit: initdb: %v\n%s", err, tail(string(out), 30))
+		return nil, fmt.Errorf("testkit: initdb: %v\n%s", err, tail(string(out), 30))
 	}
 	if err := os.WriteFile(filepath.Join(dir, "data", "pg_hba.conf"), []byte(pgHBA), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if cred != nil {
 		if err := os.Chown(filepath.Join(dir, "data", "pg_hba.conf"), int(cred.Uid), int(cred.Gid)); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 
@@ -146,7 +176,7 @@ func Postgres(t testing.TB) *PostgresServer {
 	for attempt := 1; ; attempt++ {
 		ports, err := freePorts(1)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		s = newPostgresServer(t, binDir, cred, ports[0], dir)
 		err = s.start()
@@ -154,17 +184,19 @@ func Postgres(t testing.TB) *PostgresServer {
 			break
 		}
 		if errors.Is(err, errPortInUse) && attempt < startAttempts {
-			t.Logf("testkit: %s lost a race for its port, retrying with a new port", s.name)
+			if t != nil {
+				t.Logf("testkit: %s lost a race for its port, retrying with a new port", s.name)
+			}
 			continue
 		}
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(s.kill)
-
 	if _, err := s.Psql(s.DSN(PostgresSuperuser, "postgres"), pgSetup); err != nil {
-		t.Fatalf("testkit: create test roles: %v", err)
+		s.kill()
+		return nil, fmt.Errorf("testkit: create test roles: %v", err)
 	}
-	return s
+	ok = true
+	return s, nil
 }
 
 // pgDirPrefix starts the name of each server's directory, followed by the
@@ -189,9 +221,23 @@ func sweepPostgresDirs() {
 	}
 }
 
-// postgresBinDir finds the directory holding initdb, postgres and psql.
+// postgresBinDir finds the directory holding initdb, postgres and psql,
+// failing t (or skipping it, as RequireBinary does) when there is none.
 func postgresBinDir(t testing.TB) string {
 	t.Helper()
+	d, err := findPostgresBinDir()
+	if errors.Is(err, errNoPostgres) {
+		missing(t, "PostgreSQL server binaries (initdb, postgres, psql in /usr/lib/postgresql/*/bin, on PATH, or in $FLOODGATE_PG_BINDIR)", "postgresql")
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+var errNoPostgres = errors.New("testkit: PostgreSQL server binaries not found (initdb, postgres, psql in /usr/lib/postgresql/*/bin, on PATH, or in $FLOODGATE_PG_BINDIR): install the Debian package postgresql (make test does it)")
+
+// findPostgresBinDir finds the directory holding initdb, postgres and psql.
+func findPostgresBinDir() (string, error) {
 	has := func(dir string) bool {
 		for _, b := range []string{"initdb", "postgres", "psql"} {
 			if st, err := os.Stat(filepath.Join(dir, b)); err != nil || st.IsDir() {
@@ -202,12 +248,12 @@ func postgresBinDir(t testing.TB) string {
 	}
 	if d := os.Getenv("FLOODGATE_PG_BINDIR"); d != "" {
 		if !has(d) {
-			t.Fatalf("testkit: FLOODGATE_PG_BINDIR=%s does not contain initdb, postgres and psql", d)
+			return "", fmt.Errorf("testkit: FLOODGATE_PG_BINDIR=%s does not contain initdb, postgres and psql", d)
 		}
-		return d
+		return d, nil
 	}
 	if d := "/usr/lib/postgresql/15/bin"; has(d) {
-		return d
+		return d, nil
 	}
 	// Debian installs each major version side by side; take the newest.
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
@@ -218,14 +264,13 @@ func postgresBinDir(t testing.TB) string {
 	})
 	for _, d := range dirs {
 		if has(d) {
-			return d
+			return d, nil
 		}
 	}
 	if p, err := exec.LookPath("initdb"); err == nil && has(filepath.Dir(p)) {
-		return filepath.Dir(p)
+		return filepath.Dir(p), nil
 	}
-	missing(t, "PostgreSQL server binaries (initdb, postgres, psql in /usr/lib/postgresql/*/bin, on PATH, or in $FLOODGATE_PG_BINDIR)", "postgresql")
-	return ""
+	return "", errNoPostgres
 }
 
 // postgresCredential returns whom to run initdb and postgres as: nil (the

@@ -61,6 +61,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return check(args[1:], stdout, stderr)
 	case "key":
 		return key(args[1:], stdout, stderr)
+	case "replay":
+		return replayCmd(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "floodgate", version())
 		return 0

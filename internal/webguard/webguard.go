@@ -18,7 +18,14 @@ import (
 // Bearer reports whether r carries "Authorization: Bearer token". An empty
 // token is never matched: callers decide what no token means.
 func Bearer(r *http.Request, token string) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return BearerValue(r.Header.Get("Authorization"), token)
+}
+
+// BearerValue reports whether the value of an Authorization field (an HTTP
+// header, gRPC metadata) is "Bearer token", comparing in constant time. An
+// empty token is never matched.
+func BearerValue(authorization, token string) bool {
+	got, ok := strings.CutPrefix(authorization, "Bearer ")
 	return ok && token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 

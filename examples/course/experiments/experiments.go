@@ -2,15 +2,20 @@
 // incoming requests (middleware, keys, hybrid local+global) with floodgate
 // daemons configured by YAML instead of code, and reports what it found:
 //
-//  1. headers: a hybrid limiter (local 10/s burst 20, global 50/s burst
-//  100. shows X-RateLimit-*; past the limit, 429 with Retry-After;
+//  1. headers: a hybrid limiter with the course's numbers (local 10/s burst
+//     20, global 50/s burst 100) shows X-RateLimit-*; past the limit, 429
+//     with Retry-After;
 //  2. local mode multiplies: two instances each limiting locally admit
 //     twice the limit;
-//  3. hybrid is exact: the same two instances in hybrid mode admit the
-//     global limit, and X-RateLimit-Source says which level decided;
+//  3. hybrid is exact: first the course's own pair on two instances, which
+//     admits what the two local limits add up to (the pair assumes five
+//     replicas), then shares sized for two, which admit the global limit;
+//     X-RateLimit-Source says which level decided;
 //  4. degradation: Redis stopped under load, traffic keeps flowing, Source
 //     becomes hybrid:local-fallback and the Redis error counter grows;
-//  5. a spoofed X-Forwarded-For from an untrusted peer does nothing.
+//  5. spoofing: with the clients' own address trusted as a proxy (the naive
+//     key), a new X-Forwarded-For per request lets everything through; with
+//     the peer's address as the key, it does nothing.
 //
 // Everything runs on loopback and stops by itself.
 package experiments
@@ -36,14 +41,17 @@ type Findings struct {
 	Got429         bool  // 1: a 429 with Retry-After past the limit
 	LocalAdmitted  int64 // 2: admitted by two local instances
 	LocalBound     int64 // 2: what two whole limits allow in the time the requests took
-	HybridAdmitted int64 // 3: admitted by two hybrid instances
+	CourseAdmitted int64 // 3: admitted by two hybrid instances with the course's local 10/s burst 20
+	CourseBound    int64 // 3: what two such local limits allow in the time the requests took
+	HybridAdmitted int64 // 3: admitted by two hybrid instances sized for two
 	HybridBound    int64 // 3: what one global limit allows in the time the requests took
 	Limit          int64 // the burst both modes were asked to admit
 	SourcesSeen    []string
 	FlowedDown     int64   // 4: requests answered while Redis was down
 	FallbackSeen   bool    // 4: Source hybrid:local-fallback while down
 	RedisErrors    float64 // 4: floodgate_engine_errors_total{engine="redis"} after the outage
-	SpoofAdmitted  int64   // 5: of 200 requests with distinct spoofed X-Forwarded-For
+	NaiveAdmitted  int64   // 5: of 200 spoofed requests, with the clients' address trusted as a proxy
+	SpoofAdmitted  int64   // 5: of 200 requests with distinct spoofed X-Forwarded-For, keyed by peer
 	SpoofBound     int64   // 5: what one client may get in the time they took
 }
 
@@ -69,16 +77,18 @@ func gathered(d *daemon.Daemon, name, op string) float64 {
 	return 0
 }
 
-// conf is the daemons' configuration: the storage section, then the rest.
+// conf is the daemons' configuration: the storage section, the policy's
+// local limits, the upstream and the proxy's client_ip section.
 const conf = `
 storage:
 %s
 policies:
-  api: {rate: 50/s, burst: 100}
+  api: {rate: 50/s, burst: 100%s}
 proxy:
   listen: 127.0.0.1:0
   upstream: %s
   headers: {source: true}
+%s
   routes:
     - limits: [{policy: api, key: ip}]
 admin: {listen: ""}
@@ -96,22 +106,29 @@ func Run(ctx context.Context, w io.Writer) (*Findings, error) {
 	defer rs.Close()
 
 	start := func(engine string) (*daemon.Daemon, string, error) {
-		storage := "  engine: memory"
-		share := map[string]string{
-			// The course's local 10/s burst 20 in front of 50/s burst 100.
-			"hybrid": "{local_fraction: 0.2}",
-			// Two instances sized as such: shares add up to more than the
-			// global limit (headroom 1.2), so Redis, not the filters,
-			// decides what passes.
-			"hybrid-2": "{instances: 2, headroom: 1.2}",
-		}[engine]
-		if share != "" {
+		storage, local, clientIP := "  engine: memory", "", ""
+		switch engine {
+		case "hybrid":
+			// The course's two numbers: local 10/s burst 20 in front of
+			// global 50/s burst 100.
+			local = ", local: {rate: 10/s, burst: 20}"
+		case "naive":
+			// The clients' own address trusted as a proxy: X-Forwarded-For
+			// is believed from anyone on it.
+			clientIP = "  client_ip: {trusted_proxies: [127.0.0.0/8]}"
+		}
+		if strings.HasPrefix(engine, "hybrid") {
 			storage = fmt.Sprintf(`  engine: hybrid
   redis: {addrs: [%s]}
-  hybrid: %s
-  failure: {timeout: 100ms, breaker: {failures: 3, backoff: 1s}}`, rs.Addr, share)
+  failure: {timeout: 100ms, breaker: {failures: 3, backoff: 1s}}`, rs.Addr)
+			if engine == "hybrid-2" {
+				// Two instances sized as such: shares add up to more than
+				// the global limit (headroom 1.2), so Redis, not the
+				// filters, decides what passes.
+				storage += "\n  hybrid: {instances: 2, headroom: 1.2}"
+			}
 		}
-		c, err := config.Parse("course.yaml", []byte(fmt.Sprintf(conf, storage, up.URL)))
+		c, err := config.Parse("course.yaml", []byte(fmt.Sprintf(conf, storage, local, up.URL, clientIP)))
 		if err != nil {
 			return nil, "", err
 		}
@@ -133,7 +150,7 @@ func Run(ctx context.Context, w io.Writer) (*Findings, error) {
 	}
 
 	// 1. Headers and a 429.
-	fmt.Fprintln(w, "1. A hybrid limiter (global 50/s burst 100, local share 10/s burst 20): the headers")
+	fmt.Fprintln(w, "1. A hybrid limiter (global 50/s burst 100, local 10/s burst 20): the headers")
 	d1, u1, err := start("hybrid")
 	if err != nil {
 		return nil, err
@@ -211,7 +228,20 @@ func Run(ctx context.Context, w io.Writer) (*Findings, error) {
 	}
 	f.LocalBound = 2 * (f.Limit + int64(took.Seconds()*50) + 1)
 	fmt.Fprintf(w, "   admitted %d: %.1f× the burst of %d — each instance enforces the whole limit\n", f.LocalAdmitted, float64(f.LocalAdmitted)/float64(f.Limit), f.Limit)
-	fmt.Fprintln(w, "\n3. The same two instances in hybrid mode, sharing Redis (local shares sized for two instances):")
+	fmt.Fprintln(w, "\n3. The same two instances in hybrid mode, sharing Redis, with the course's local 10/s burst 20:")
+	if f.CourseAdmitted, _, err = burst("hybrid"); err != nil {
+		return nil, err
+	}
+	// Each filter passes its burst of 20 plus 10/s of refill.
+	f.CourseBound = 2 * (20 + int64(took.Seconds()*10) + 1)
+	fmt.Fprintf(w, "   admitted %d, within the two local limits' %d for the %s they took: the filters together pass 20/s burst 40,\n"+
+		"   below the global 50/s burst 100. The 10/50 pair assumes five replicas (5 × 10/s = 50/s); size the shares for the instances you run:\n",
+		f.CourseAdmitted, f.CourseBound, took.Round(time.Millisecond))
+	rs.Kill() // the global limit starts full again
+	if err := rs.Start(); err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(w, "   the same two instances with shares sized for two (instances: 2, headroom: 1.2):")
 	if f.HybridAdmitted, f.SourcesSeen, err = burst("hybrid-2"); err != nil {
 		return nil, err
 	}
@@ -250,28 +280,40 @@ func Run(ctx context.Context, w io.Writer) (*Findings, error) {
 		return nil, err
 	}
 
-	// 5. A spoofed X-Forwarded-For.
-	fmt.Fprintln(w, "\n5. 200 requests from one address, each with another X-Forwarded-For:")
-	d5, u5, err := start("memory")
+	// 5. A spoofed X-Forwarded-For, naive key first, then the peer's.
+	spoof := func(engine string) (admitted int64, took time.Duration, err error) {
+		d, u, err := start(engine)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer stop(d)
+		began := time.Now()
+		for i := range 200 {
+			req, _ := http.NewRequest("GET", u, nil)
+			req.Header.Set("X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return 0, 0, err
+			}
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				admitted++
+			}
+		}
+		return admitted, time.Since(began), nil
+	}
+	fmt.Fprintln(w, "\n5. 200 requests from one address, each with another X-Forwarded-For, twice:")
+	var spoofTook time.Duration
+	f.NaiveAdmitted, _, err = spoof("naive")
 	if err != nil {
 		return nil, err
 	}
-	defer stop(d5)
-	began := time.Now()
-	for i := range 200 {
-		req, _ := http.NewRequest("GET", u5, nil)
-		req.Header.Set("X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		resp.Body.Close()
-		if resp.StatusCode == 200 {
-			f.SpoofAdmitted++
-		}
+	fmt.Fprintf(w, "   the naive key (the clients' own address trusted as a proxy, so X-Forwarded-For is believed): %d of 200 passed — every request is a new client\n", f.NaiveAdmitted)
+	if f.SpoofAdmitted, spoofTook, err = spoof("memory"); err != nil {
+		return nil, err
 	}
 	// One client gets the burst of 100 plus 50/s of refill.
-	f.SpoofBound = f.Limit + int64(time.Since(began).Seconds()*50) + 1
-	fmt.Fprintf(w, "   %d of 200 passed, within one client's %d for the time they took (a trusted header would have let all 200 through): the header is not believed from this peer\n", f.SpoofAdmitted, f.SpoofBound)
+	f.SpoofBound = f.Limit + int64(spoofTook.Seconds()*50) + 1
+	fmt.Fprintf(w, "   the peer's address as the key (no trusted proxies): %d of 200 passed, within one client's %d for the time they took: the header is not believed from this peer\n", f.SpoofAdmitted, f.SpoofBound)
 	return f, nil
 }
