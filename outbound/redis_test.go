@@ -115,11 +115,11 @@ func TestRedisPauseOnlyLengthens(t *testing.T) {
 	}
 }
 
-// With Redis dead, pauses are kept per instance: the instance that got
+// With Redis down, pauses are kept per instance: the instance that got
 // the 429 still obeys it, no request fails for Redis' sake, and the
-// failures are counted by the Guard.
-func TestRedisDeadFallsBackToLocal(t *testing.T) {
-	srv := testkit.Redis(t)
+// failures are counted by the Guard. The Redis is an address that refuses
+// every connection, so no server of another test can take its port.
+func TestRedisDownFallsBackToLocal(t *testing.T) {
 	var refused time.Time
 	up := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n == 0 {
@@ -130,13 +130,12 @@ func TestRedisDeadFallsBackToLocal(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	})
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	client := redis.NewClient(&redis.Options{Addr: testkit.RefusingAddr(t), MaxRetries: -1})
 	defer client.Close()
 	pauses, err := outbound.NewRedisPauses(client, outbound.RedisPausesOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Kill()
 	c := newTransport(t, outbound.Options{Pauses: pauses}).Client()
 	code, _ := do(t, c, get(t, within(t, 30*time.Second), up.URL))
 	if code != 200 {
@@ -146,6 +145,30 @@ func TestRedisDeadFallsBackToLocal(t *testing.T) {
 		t.Errorf("upstream saw %d requests; the retry must come a second after the 429", len(seen))
 	}
 	if s := pauses.Stats(); s.Failures.Decide == 0 {
-		t.Errorf("Guard stats %+v; want the dead Redis' failures counted", s)
+		t.Errorf("Guard stats %+v; want the refused connections counted", s)
+	}
+}
+
+// A Redis killed while in use: the same fallback.
+func TestRedisKilled(t *testing.T) {
+	srv := testkit.Redis(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	defer client.Close()
+	pauses, err := outbound.NewRedisPauses(client, outbound.RedisPausesOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if !pauses.PausedUntil(ctx, "api").IsZero() {
+		t.Fatal("paused before any pause")
+	}
+	srv.Kill()
+	until := time.Now().Add(time.Minute)
+	pauses.Pause(ctx, "api", until)
+	if got := pauses.PausedUntil(ctx, "api"); !got.Equal(until) {
+		t.Errorf("PausedUntil = %v with Redis killed; want the local pause %v", got, until)
+	}
+	if !pauses.PausedUntil(ctx, "other").IsZero() {
+		t.Error("an upstream never paused reads as paused with Redis killed")
 	}
 }
