@@ -30,6 +30,7 @@ package floodgate
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/floodgate-go/floodgate/algo"
 )
@@ -114,6 +115,17 @@ func (l *PolicyLimiter) Name() string { return l.p.name }
 // LimitsFor returns the limit set that applies to key: its override, its
 // tier or the policy's defaults.
 func (l *PolicyLimiter) LimitsFor(key string) *LimitSet { return l.p.setFor(key) }
+
+// Overrides returns the keys the policy overrides (Policy.Overrides),
+// sorted; LimitsFor tells each one's limits.
+func (l *PolicyLimiter) Overrides() []string {
+	out := make([]string, 0, len(l.p.overrides))
+	for k := range l.p.overrides {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // Allow is AllowN with a cost of 1.
 func (l *PolicyLimiter) Allow(ctx context.Context, key string) (Result, error) {

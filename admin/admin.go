@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/internal/pathnet"
 	"github.com/floodgate-go/floodgate/internal/webguard"
+	"github.com/floodgate-go/floodgate/status"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -75,6 +76,20 @@ type Config struct {
 	// a peek that charges nothing) and reset (DELETE, the same query) over
 	// the limiters it returns, the policies in service by name.
 	Keys func() map[string]floodgate.Limiter
+
+	// KeyShapes, when set, returns by policy the shapes of the keys the
+	// configuration makes (see ShapeMatches): /v1/keys refuses a key of
+	// none of them (400, naming the shapes) unless asked with any_shape,
+	// since such a key is never limited and "not limited" would mislead.
+	// A policy without shapes takes any key.
+	KeyShapes func() map[string][]string
+
+	// Recent, when set, returns a key's last decisions for /v1/keys.
+	Recent func(policy, key string) []status.Decision
+
+	// Explain, when set, serves POST /v1/explain: what the front ends
+	// would do with a described request (see ExplainRequest).
+	Explain func(ctx context.Context, req *ExplainRequest) (*Explanation, error)
 
 	// Registerer receives floodgate_key_resets_total. Nil means
 	// prometheus.DefaultRegisterer.
@@ -139,6 +154,9 @@ func New(cfg Config) (*Admin, error) {
 		}
 		a.mux.Handle("GET /v1/keys", a.auth(k))
 		a.mux.Handle("DELETE /v1/keys", a.auth(k))
+	}
+	if cfg.Explain != nil {
+		a.mux.Handle("POST /v1/explain", a.auth(explainHandler(cfg.Explain)))
 	}
 	for pattern, h := range cfg.Handlers {
 		a.mux.Handle(pattern, a.auth(h))

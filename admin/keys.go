@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/status"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -17,6 +19,8 @@ import (
 // (DELETE, the same query).
 type keys struct {
 	policies func() map[string]floodgate.Limiter
+	shapes   func() map[string][]string
+	recent   func(policy, key string) []status.Decision
 	log      *slog.Logger
 	raw      bool
 	resets   *prometheus.CounterVec
@@ -29,7 +33,7 @@ func newKeys(cfg Config) (*keys, error) {
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
-	k := &keys{policies: cfg.Keys, log: cfg.Logger, raw: cfg.RawKeys,
+	k := &keys{policies: cfg.Keys, shapes: cfg.KeyShapes, recent: cfg.Recent, log: cfg.Logger, raw: cfg.RawKeys,
 		resets: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "floodgate", Name: "key_resets_total",
 			Help: "Keys reset (forgiven) through the admin API, by policy."}, []string{"policy"})}
 	if k.log == nil {
@@ -61,6 +65,53 @@ type KeyState struct {
 	Source            string   `json:"source"`
 
 	Reset bool `json:"reset,omitempty"` // DELETE: the key was reset
+
+	// Recent are the key's last decisions, oldest first, while it is
+	// among the policy's top limited keys (see status.Status.Recent).
+	Recent []status.Decision `json:"recent,omitempty"`
+}
+
+// Inspect returns key's state under lim, read with a peek (cost 0) that
+// charges nothing; Limited says whether a request of cost (at least 1)
+// would be denied now. It is what GET /v1/keys and /v1/explain answer for
+// each key.
+func Inspect(ctx context.Context, lim floodgate.Limiter, key string, cost int64) (KeyState, error) {
+	res, err := lim.AllowN(ctx, key, 0)
+	if err != nil {
+		return KeyState{}, err
+	}
+	st := KeyState{Policy: lim.Name(), Key: key, Redacted: floodgate.RedactKey(key), Remaining: res.Remaining, Source: string(res.Source),
+		ResetAfterSeconds: res.ResetAfter.Seconds(), RetryAfterSeconds: seconds(res.RetryAfter)}
+	if res.Set != nil {
+		st.Limit = res.Limit.String()
+		st.Limited = res.Remaining < max(cost, 1)
+		st.LimitSet = res.Set.Variant()
+		for i := range res.Set.Len() {
+			st.Limits = append(st.Limits, res.Set.Limit(i).String())
+		}
+	}
+	return st, nil
+}
+
+// shapeError is the answer to a key that has none of the shapes the
+// configuration makes for the policy, or "" when it has one (or the policy
+// has no shapes to check).
+func (k *keys) shapeError(policy, key string) string {
+	if k.shapes == nil {
+		return ""
+	}
+	shapes := k.shapes()[policy]
+	if len(shapes) == 0 {
+		return ""
+	}
+	for _, sh := range shapes {
+		if ShapeMatches(sh, key) {
+			return ""
+		}
+	}
+	return "no front end makes a key like " + quote(key) + " under policy " + quote(policy) + ": its keys have the shapes " +
+		strings.Join(shapes, ", ") + " ({address} is a client address, {value} any value); " +
+		"floodgate explain shows the key of a described request, and floodgate key show -any-shape (any_shape=1) looks the key up as it is, for a key a check API caller sent"
 }
 
 func (k *keys) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -77,8 +128,11 @@ func (k *keys) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no policy "+quote(name)+" in service; the policies are: "+strings.Join(names, ", "))
 		return
 	}
-	redacted := floodgate.RedactKey(key)
-	shown := redacted
+	if msg := k.shapeError(name, key); msg != "" && !q.Has("any_shape") {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	shown := floodgate.RedactKey(key)
 	if k.raw {
 		shown = key
 	}
@@ -97,21 +151,14 @@ func (k *keys) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "use GET to inspect a key or DELETE to reset it")
 		return
 	}
-	res, err := lim.AllowN(r.Context(), key, 0)
+	st, err := Inspect(r.Context(), lim, key, 1)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "the engine did not answer: "+err.Error())
 		return
 	}
-	st := KeyState{Policy: name, Key: key, Redacted: redacted, Remaining: res.Remaining, Source: string(res.Source),
-		ResetAfterSeconds: res.ResetAfter.Seconds(), RetryAfterSeconds: seconds(res.RetryAfter),
-		Reset: r.Method == http.MethodDelete}
-	if res.Set != nil {
-		st.Limit = res.Limit.String()
-		st.Limited = res.Remaining < 1
-		st.LimitSet = res.Set.Variant()
-		for i := range res.Set.Len() {
-			st.Limits = append(st.Limits, res.Set.Limit(i).String())
-		}
+	st.Policy, st.Reset = name, r.Method == http.MethodDelete
+	if k.recent != nil {
+		st.Recent = k.recent(name, key)
 	}
 	writeJSON(w, http.StatusOK, st)
 }

@@ -63,6 +63,10 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 
+	// RawKeys writes keys as they are in the denial log lines; false, the
+	// default, writes floodgate.RedactKey's stand-ins.
+	RawKeys bool
+
 	// Token, when set, must be sent as "Authorization: Bearer <token>";
 	// other requests are answered 401 without a decision.
 	Token string
@@ -126,7 +130,7 @@ func New(cfg Config) *API {
 		timeout: cfg.Timeout,
 		maxBody: cfg.MaxBody,
 		hdr:     cfg.Headers,
-		sample:  denylog.New(cfg.Logger),
+		sample:  denylog.New(cfg.Logger, cfg.RawKeys),
 	}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout

@@ -108,7 +108,10 @@ const (
 	DefaultMaxKeys           = memstore.DefaultMaxKeys
 	DefaultKeyPrefix         = redisstore.DefaultPrefix
 	DefaultFailureTimeout    = failover.DefaultTimeout
-	DefaultBreakerFailures   = failover.DefaultFailures
+	DefaultSlowTimeout       = failover.DefaultSlowTimeout
+	DefaultFailureRate       = failover.DefaultFailureRate
+	DefaultBreakerMinCalls   = failover.DefaultMinCalls
+	DefaultBreakerWindow     = failover.DefaultWindow
 	DefaultBreakerBackoff    = failover.DefaultBackoff
 	DefaultBreakerMaxBackoff = failover.DefaultMaxBackoff
 	DefaultHeadroom          = hybrid.DefaultHeadroom
@@ -235,7 +238,8 @@ type Redis struct {
 	DialTimeout Duration `yaml:"dial_timeout"`
 
 	// ReadTimeout and WriteTimeout bound socket reads and writes. Default
-	// 500ms each. Decisions are bounded more tightly by failure.timeout.
+	// 500ms each. A decision's reads and writes wait at most the shorter of
+	// these and failure.slow_timeout, so raise them with slow_timeout.
 	ReadTimeout  Duration `yaml:"read_timeout"`
 	WriteTimeout Duration `yaml:"write_timeout"`
 
@@ -325,26 +329,45 @@ type Failure struct {
 	// back on its local filter (local_fallback, its default and only mode).
 	Mode failover.Mode `yaml:"mode,omitempty"`
 
-	// Timeout bounds every call to Redis. Default 100ms.
+	// Timeout is how long a call to Redis may take before it counts as
+	// slow (floodgate_engine_slow_total). A slow call is still waited for,
+	// up to slow_timeout, and its answer used: on a machine whose CPUs are
+	// busy every call is late, which is not an outage. Default 100ms.
 	Timeout Duration `yaml:"timeout"`
 
-	// Breaker stops calling Redis after repeated failures, so that an
-	// outage costs one timeout rather than one per request.
+	// SlowTimeout bounds every call to Redis: a call unanswered by then is
+	// a failure, decided by the mode and counted by the breaker. At least
+	// timeout; set it equal to timeout to cut calls off at timeout.
+	// Default 500ms.
+	SlowTimeout Duration `yaml:"slow_timeout"`
+
+	// Breaker stops calling Redis while most calls fail, so that an
+	// outage costs a few timeouts rather than one per request.
 	Breaker Breaker `yaml:"breaker"`
 }
 
 func (f *Failure) setDefaults() {
 	f.Timeout = Duration(DefaultFailureTimeout)
+	f.SlowTimeout = Duration(DefaultSlowTimeout)
 	f.Breaker.setDefaults()
 }
 
 // Breaker configures the circuit breaker in front of Redis.
 type Breaker struct {
-	// Failures is how many consecutive failures open it. Default 5; -1
-	// disables the breaker.
-	Failures int `yaml:"failures"`
+	// FailureRate is the share of failed calls within window that opens
+	// it, above 0 and at most 1. Default 0.5.
+	FailureRate float64 `yaml:"failure_rate"`
 
-	// Backoff is how long it stays open before one probe. Default 1s;
+	// MinCalls is how many calls window must hold before its failure rate
+	// counts, so that a few errors after a quiet spell do not open it.
+	// Default 20; -1 disables the breaker. A daemon that makes fewer calls
+	// per window never opens it: lower min_calls for a quiet one.
+	MinCalls int `yaml:"min_calls"`
+
+	// Window is how far back calls are counted. Default 10s.
+	Window Duration `yaml:"window"`
+
+	// Backoff is how long it stays open before one probe. Default 200ms;
 	// doubled after each failed probe up to MaxBackoff.
 	Backoff Duration `yaml:"backoff"`
 
@@ -353,7 +376,9 @@ type Breaker struct {
 }
 
 func (b *Breaker) setDefaults() {
-	b.Failures = DefaultBreakerFailures
+	b.FailureRate = DefaultFailureRate
+	b.MinCalls = DefaultBreakerMinCalls
+	b.Window = Duration(DefaultBreakerWindow)
 	b.Backoff = Duration(DefaultBreakerBackoff)
 	b.MaxBackoff = Duration(DefaultBreakerMaxBackoff)
 }

@@ -127,6 +127,11 @@ func TestErrors(t *testing.T) {
 		{"upstream url", "policies: {api: {rate: 1/s}}\nproxy: {upstream: 'localhost:3000'}\n", []string{"proxy.upstream"}},
 		{"listen", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, listen: 8080}\n", []string{"proxy.listen", "host:port"}},
 		{"failure required", head + "policies: {api: {rate: 1/s}}\nstorage: {engine: redis, redis: {addrs: [127.0.0.1:6379]}}\n", []string{"storage.failure", "required"}},
+		{"slow timeout below timeout", head + "policies: {api: {rate: 1/s}}\nstorage: {engine: redis, redis: {addrs: [127.0.0.1:6379]}, failure: {mode: fail_open, timeout: 1s, slow_timeout: 200ms}}\n", []string{"storage.failure.slow_timeout", "shorter than timeout"}},
+		{"failure rate above 1", head + "policies: {api: {rate: 1/s}}\nstorage: {engine: redis, redis: {addrs: [127.0.0.1:6379]}, failure: {mode: fail_open, breaker: {failure_rate: 1.5}}}\n", []string{"storage.failure.breaker.failure_rate", "at most 1"}},
+		{"failure rate 0", head + "policies: {api: {rate: 1/s}}\nstorage: {engine: redis, redis: {addrs: [127.0.0.1:6379]}, failure: {mode: fail_open, breaker: {failure_rate: 0}}}\n", []string{"storage.failure.breaker.failure_rate", "above 0"}},
+		{"min calls 0", head + "policies: {api: {rate: 1/s}}\nstorage: {engine: redis, redis: {addrs: [127.0.0.1:6379]}, failure: {mode: fail_open, breaker: {min_calls: 0}}}\n", []string{"storage.failure.breaker.min_calls", "-1 to disable"}},
+		{"window 0", head + "policies: {api: {rate: 1/s}}\nstorage: {engine: redis, redis: {addrs: [127.0.0.1:6379]}, failure: {mode: fail_open, breaker: {window: 0s}}}\n", []string{"storage.failure.breaker.window", "must be positive"}},
 		{"redis without engine", head + "policies: {api: {rate: 1/s}}\nstorage: {redis: {addrs: [127.0.0.1:6379]}}\n", []string{"storage.redis", "would be ignored"}},
 		{"sentinel master", head + "policies: {api: {rate: 1/s}}\nstorage: {engine: redis, redis: {mode: sentinel}, failure: {mode: fail_open}}\n", []string{"master_name"}},
 		{"hybrid both", head + "policies: {api: {rate: 1/s}}\nstorage: {engine: hybrid, redis: {}, hybrid: {local_fraction: 0.5, instances: 3}}\n", []string{"storage.hybrid", "not both"}},
@@ -134,6 +139,7 @@ func TestErrors(t *testing.T) {
 		{"hybrid needs a share", head + "policies: {api: {rate: 50/s}, other: {rate: 10/s, local: {rate: 1/s}}}\nstorage: {engine: hybrid, redis: {addrs: [127.0.0.1:6379]}}\n", []string{"storage", "policy api, which gives no local limits"}},
 		{"local overrides need a share", head + "policies: {api: {rate: 50/s, local: {rate: 10/s}, overrides: {k: {rate: 100/s}}}}\nstorage: {engine: hybrid, redis: {addrs: [127.0.0.1:6379]}}\n", []string{"storage", "overrides and tiers of policy api"}},
 		{"local limits only", head + "policies: {api: {rate: 50/s, burst: 100, local: {rate: 10/s, burst: 20}}}\nstorage: {engine: hybrid, redis: {addrs: [127.0.0.1:6379]}}\n", nil},
+		{"retired breaker failures", head + "policies: {api: {rate: 1/s}}\nstorage: {engine: redis, redis: {addrs: [127.0.0.1:6379]}, failure: {mode: fail_open, breaker: {failures: 3}}}\n", []string{"storage.failure.breaker.failures", "replace failures with min_calls"}},
 		{"nothing to serve", "policies: {api: {rate: 1/s}}\nadmin: {listen: 127.0.0.1:9090}\n", nil},
 		{"duplicate key", head + "policies: {api: {rate: 1/s, rate: 2/s}}\n", []string{"f.yaml:2:", "already defined"}},
 		{"two documents", head + "---\nlog: {}\n", []string{"several YAML documents"}},
@@ -514,5 +520,28 @@ func TestTooManyRouteLimits(t *testing.T) {
 	_, err := Parse("f.yaml", []byte(b.String()))
 	if err == nil || !strings.Contains(err.Error(), "proxy.routes[0].limits: 9 limits, more than the 8") {
 		t.Errorf("9 limits on a route: %v", err)
+	}
+}
+
+// A timeout raised above the default slow timeout raises the slow timeout
+// with it, so that timeout alone stays a valid setting; a slow timeout set
+// is kept.
+func TestSlowTimeoutFollowsTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		failure string
+		want    time.Duration
+	}{
+		{"{mode: fail_open}", DefaultSlowTimeout},
+		{"{mode: fail_open, timeout: 2s}", 2 * time.Second},
+		{"{mode: fail_open, timeout: 50ms}", DefaultSlowTimeout},
+		{"{mode: fail_open, timeout: 50ms, slow_timeout: 80ms}", 80 * time.Millisecond},
+	} {
+		c, err := Parse("f.yaml", []byte("policies: {api: {rate: 1/s}}\ncheck: {listen: 127.0.0.1:0}\nstorage: {engine: redis, redis: {addrs: [127.0.0.1:6379]}, failure: "+tc.failure+"}\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.failure, err)
+		}
+		if got := c.Storage.Failure.SlowTimeout.D(); got != tc.want {
+			t.Errorf("%s: slow_timeout %s, want %s", tc.failure, got, tc.want)
+		}
 	}
 }

@@ -76,7 +76,7 @@ func parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 		d.Decode(body, reflect.ValueOf(c).Elem(), "")
 	}
 	c.pos = d.Pos
-	d.Errs = envoyRuleFile(d.Errs)
+	d.Errs = retiredFields(envoyRuleFile(d.Errs))
 	decodeErrs := len(d.Errs)
 	k := &checker{c: c, d: d, dir: filepath.Dir(name), files: files}
 	k.check()
@@ -168,6 +168,22 @@ func envoyRuleFile(errs yamlpos.Errors) yamlpos.Errors {
 		}
 	}
 	return out
+}
+
+// retired are fields earlier versions had, with what replaces them.
+var retired = map[string]string{
+	"storage.failure.breaker.failures": "the breaker no longer counts consecutive failures: it opens when failure_rate of at least min_calls calls within window fail (defaults 0.5, 20, 10s); replace failures with min_calls (and failure_rate)",
+}
+
+// retiredFields says what replaces a field an earlier version had, in
+// place of "unknown field".
+func retiredFields(errs yamlpos.Errors) yamlpos.Errors {
+	for _, e := range errs {
+		if why, ok := retired[e.Path]; ok && strings.HasPrefix(e.Msg, "unknown field") {
+			e.Msg = why
+		}
+	}
+	return errs
 }
 
 // DigestOf is a hex SHA-256 of the names and contents of files, in a fixed

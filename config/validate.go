@@ -163,11 +163,23 @@ func (k *checker) checkStorage() {
 		}
 	}
 	if f.Timeout <= 0 {
-		k.errf("storage.failure.timeout", "must be positive (the default is 100ms)")
+		k.errf("storage.failure.timeout", "must be positive (the default is %s)", DefaultFailureTimeout)
+	}
+	if !k.has("storage.failure.slow_timeout") {
+		// A timeout raised above the default slow timeout raises it too.
+		f.SlowTimeout = max(f.SlowTimeout, f.Timeout)
+	} else if f.SlowTimeout < f.Timeout {
+		k.errf("storage.failure.slow_timeout", "%s is shorter than timeout %s; a call is cut off at slow_timeout, so it must be at least timeout (the default is %s)", f.SlowTimeout.D(), f.Timeout.D(), DefaultSlowTimeout)
 	}
 	b := &f.Breaker
-	if b.Failures == 0 || b.Failures < -1 {
-		k.errf("storage.failure.breaker.failures", "must be positive, or -1 to disable the breaker")
+	if !(b.FailureRate > 0 && b.FailureRate <= 1) {
+		k.errf("storage.failure.breaker.failure_rate", "%g is not a share of calls above 0 and at most 1 (the default is %g)", b.FailureRate, DefaultFailureRate)
+	}
+	if b.MinCalls == 0 || b.MinCalls < -1 {
+		k.errf("storage.failure.breaker.min_calls", "must be positive, or -1 to disable the breaker (the default is %d)", DefaultBreakerMinCalls)
+	}
+	if b.Window <= 0 {
+		k.errf("storage.failure.breaker.window", "must be positive (the default is %s)", DefaultBreakerWindow)
 	}
 	if b.Backoff <= 0 {
 		k.errf("storage.failure.breaker.backoff", "must be positive")

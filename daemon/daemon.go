@@ -349,6 +349,7 @@ func (d *Daemon) buildProxy(g *generation) error {
 		Body:           p.Body,
 		Routes:         routes,
 		Logger:         d.log,
+		RawKeys:        rawKeys(cfg),
 		Transport:      d.transport,
 		OnShadow: func(route string, _ floodgate.Result) {
 			d.shadowed.WithLabelValues(route).Inc()
@@ -399,13 +400,13 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 		d.run.fronts = append(d.run.fronts, httpFrontEnd("proxy", p.Listen, h, tc, d.log))
 	}
 	if c := cfg.Check; c != nil {
-		d.check = checkapi.New(checkapi.Config{Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, Token: c.Token, AllowedHosts: c.AllowedHosts})
+		d.check = checkapi.New(checkapi.Config{Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, RawKeys: rawKeys(cfg), Token: c.Token, AllowedHosts: c.AllowedHosts})
 		d.run.fronts = append(d.run.fronts, httpFrontEnd("check", c.Listen, d.check, nil, d.log))
 	}
 	if e := cfg.Envoy; e != nil {
 		ec := envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg),
 			Mode: envoyMode(e), Store: d.engine.store, Token: e.Token,
-			Rules: e.Rules, Limiters: g.limiters, Logger: d.log,
+			Rules: e.Rules, Limiters: g.limiters, Logger: d.log, RawKeys: rawKeys(cfg),
 			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() }}
 		path, err := "envoy", error(nil)
 		if e.TLS != nil {
@@ -455,10 +456,15 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 			RawKeys:      a.RawKeys,
 			AllowedHosts: a.AllowedHosts,
 			Keys:         func() map[string]floodgate.Limiter { return d.cur.Load().limiters },
+			KeyShapes:    func() map[string][]string { return configKeyShapes(d.cur.Load().cfg) },
+			Explain:      d.Explain,
 			Config:       func() ([]byte, error) { return config.MarshalRedacted(d.cur.Load().cfg) },
 			Ready: func(ctx context.Context) error {
 				return d.engine.ready(ctx, d.cur.Load().cfg.Storage)
 			},
+		}
+		if !d.noStatus {
+			ac.Recent = d.status.st.Recent
 		}
 		d.status.routes(&ac)
 		if adm, err := admin.New(ac); err != nil {
@@ -491,13 +497,15 @@ func errorsAt(cfg *config.Config, path string, err error) config.Errors {
 func errAt(cfg *config.Config, path string, err error) error { return errorsAt(cfg, path, err) }
 
 // checkTimeout bounds a decision of the check and Envoy APIs: a little more
-// than the engine's own failure timeout, so that a hung Redis is answered by
-// the failure mode, not by the API's deadline.
+// than two of the engine's calls (a decision and the refund of an
+// all-or-nothing request), each bounded by the slow timeout, so that a hung
+// Redis is answered by the failure mode and a slow one by Redis, not by the
+// API's deadline.
 func checkTimeout(cfg *config.Config) time.Duration {
 	if !cfg.Storage.Remote() {
 		return 0
 	}
-	return 2*cfg.Storage.Failure.Timeout.D() + 100*time.Millisecond
+	return 2*cfg.Storage.Failure.SlowTimeout.D() + 100*time.Millisecond
 }
 
 // tierOfKey reads the tier a route put in front of a key ("tier:pro|…");
@@ -555,6 +563,10 @@ func buildVersion() (version, revision, goversion string) {
 	}
 	return
 }
+
+// rawKeys reports whether keys are shown and logged as they are
+// (admin.raw_keys), on the status page and in the denial log lines alike.
+func rawKeys(cfg *config.Config) bool { return cfg.Admin != nil && cfg.Admin.RawKeys }
 
 // envoyMode is how the envoy section asks descriptors to be counted.
 func envoyMode(e *config.Envoy) envoyrls.Mode {

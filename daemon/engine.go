@@ -69,7 +69,9 @@ func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, log
 	}
 	e.client = client
 	e.closers = append(e.closers, client.Close)
-	rs, err := redisstore.New(client, redisstore.Options{Prefix: st.Redis.KeyPrefix, Timeout: st.Failure.Timeout.D()})
+	// The Guard gives every call its deadline; the store's own bound, for
+	// a call without one, is only a backstop.
+	rs, err := redisstore.New(client, redisstore.Options{Prefix: st.Redis.KeyPrefix, Timeout: st.Failure.SlowTimeout.D()})
 	if err != nil {
 		e.close()
 		return nil, err
@@ -77,19 +79,26 @@ func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, log
 	e.closers = append([]func() error{rs.Close}, e.closers...)
 	gopts := m.GuardOptions("redis", failover.GuardOptions{
 		Timeout:      st.Failure.Timeout.D(),
-		Failures:     st.Failure.Breaker.Failures,
+		SlowTimeout:  st.Failure.SlowTimeout.D(),
+		FailureRate:  st.Failure.Breaker.FailureRate,
+		MinCalls:     st.Failure.Breaker.MinCalls,
+		Window:       st.Failure.Breaker.Window.D(),
 		Backoff:      st.Failure.Breaker.Backoff.D(),
 		MaxBackoff:   st.Failure.Breaker.MaxBackoff.D(),
 		ContextBound: true, // redisstore returns when the call's context ends
-		// Operators learn that Redis went away, and what floodgate does
-		// about it, from the log too, not only from a metric.
-		OnStateChange: func(from, to failover.BreakerState) {
-			level, what := slog.LevelInfo, "Redis answers again; decisions are Redis's"
-			if to == failover.Open {
-				level, what = slog.LevelWarn, "Redis keeps failing; decisions follow the failure mode until a probe succeeds"
+		// Operators learn that Redis went away, why the breaker thinks so,
+		// and what floodgate does about it, from the log too, not only
+		// from a metric.
+		OnTransition: func(t failover.Transition) {
+			level, what := slog.LevelInfo, "decisions are Redis's again"
+			switch t.To {
+			case failover.Open:
+				level, what = slog.LevelWarn, "decisions follow the failure mode until a probe succeeds"
+			case failover.HalfOpen:
+				what = "decisions follow the failure mode until the probe answers"
 			}
-			log.Log(context.Background(), level, "circuit breaker "+to.String(), "engine", "redis", "from", from.String(),
-				"failure_mode", failureMode(st), "detail", what)
+			log.Log(context.Background(), level, "circuit breaker "+t.To.String(), "engine", "redis", "from", t.From.String(),
+				"to", t.To.String(), "reason", t.Reason, "failure_mode", failureMode(st), "detail", what)
 		},
 	})
 	guard, err := failover.NewGuard(rs, gopts)

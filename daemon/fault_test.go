@@ -155,7 +155,8 @@ admin: {listen: ""}
 }
 
 // TestBreakerTransitionsLogged: when Redis dies the log says the breaker
-// opened, for which engine and what decides meanwhile; when it is back,
+// opened, for which engine, why (the failure rate and the last error) and
+// what decides meanwhile; when it is back,
 // that it closed.
 func TestBreakerTransitionsLogged(t *testing.T) {
 	srv := testkit.Redis(t)
@@ -164,7 +165,7 @@ func TestBreakerTransitionsLogged(t *testing.T) {
 storage:
   engine: redis
   redis: {addrs: [%q]}
-  failure: {mode: fail_open, timeout: 200ms, breaker: {failures: 2, backoff: 100ms, max_backoff: 200ms}}
+  failure: {mode: fail_open, timeout: 200ms, breaker: {min_calls: 2, backoff: 100ms, max_backoff: 200ms}}
 policies: {api: {rate: 1000/s}}
 check: {listen: 127.0.0.1:0}
 admin: {listen: ""}
@@ -184,7 +185,8 @@ admin: {listen: ""}
 	srv.Kill()
 	testkit.Eventually(t, 20*time.Second, "the breaker's opening logged", func() bool {
 		lim.Allow(context.Background(), "k")
-		return strings.Contains(logs.String(), `msg="circuit breaker open" engine=redis`) && strings.Contains(logs.String(), "failure_mode=fail_open")
+		return strings.Contains(logs.String(), `msg="circuit breaker open" engine=redis from=closed to=open reason="`) &&
+			strings.Contains(logs.String(), "calls failed within") && strings.Contains(logs.String(), "failure_mode=fail_open")
 	})
 	srv.Restart()
 	testkit.Eventually(t, 20*time.Second, "the breaker's closing logged", func() bool {

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/admin"
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/httplimit"
@@ -61,8 +63,15 @@ func TestRouteKeys(t *testing.T) {
 			rl.TierHeader = ""
 		}
 		rule := routeRule(&rl, nil, "api", res, trusted)
-		if got := rule.Key(req(tc.peer)); got != tc.want {
+		got := rule.Key(req(tc.peer))
+		if got != tc.want {
 			t.Errorf("key %s (tier %q) from %s: %q, want %q", tc.key, tc.tier, tc.peer, got, tc.want)
+		}
+		// The shapes /v1/keys checks keys against describe what the key
+		// function makes.
+		shapes := keyShapes(rl.Key, rl.TierHeader, "api")
+		if !slices.ContainsFunc(shapes, func(s string) bool { return admin.ShapeMatches(s, got) }) {
+			t.Errorf("key %s (tier %q): %q has none of the shapes %q", tc.key, tc.tier, got, shapes)
 		}
 	}
 }

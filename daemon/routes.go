@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/admin"
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/httplimit"
@@ -35,6 +36,12 @@ func proxyRoutes(p *config.Proxy, limiters map[string]floodgate.Limiter) ([]prox
 			lim := limiters[rl.Policy]
 			if lim == nil {
 				return nil, fmt.Errorf("proxy.routes[%d].limits[%d]: no policy %q", i, j, rl.Policy)
+			}
+			if rl, ok := lim.(interface {
+				WithRoute(string) floodgate.Limiter
+			}); ok {
+				// The status page's recent decisions name the route.
+				lim = rl.WithRoute(r.Name)
 			}
 			rules = append(rules, routeRule(rl, lim, r.Name, res, trusted))
 		}
@@ -120,6 +127,50 @@ func keyFunc(k config.Key, ip httplimit.KeyFunc, trusted func(*http.Request) boo
 		return parts[0]
 	}
 	return httplimit.JoinKeys(parts...)
+}
+
+// keyShapes are the shapes (admin.ShapeMatches) of the keys keyFunc makes
+// for k, with tierHeader the tier prefix a trusted peer may add: the
+// same cases as keyFunc, so /v1/keys can tell a key no route makes.
+func keyShapes(k config.Key, tierHeader, route string) []string {
+	shapes := []string{""}
+	for i, p := range k {
+		var alts []string
+		switch p.Source {
+		case config.KeyHeader:
+			alts = []string{strings.ToLower(http.CanonicalHeaderKey(p.Header)) + ":" + admin.ShapeValue, "ip:" + admin.ShapeAddress}
+		case config.KeyUser:
+			alts = []string{"user:" + admin.ShapeValue, "ip:" + admin.ShapeAddress}
+		case config.KeyRoute:
+			name := "route:" + route
+			if len(k) > 1 {
+				// JoinKeys escapes | and \ in its parts; the route's name is
+				// the one part whose literal text may hold them.
+				name = strings.NewReplacer(`\`, `\\`, "|", `\|`).Replace(name)
+			}
+			alts = []string{name}
+		case config.KeyGlobal:
+			alts = []string{"global"}
+		default:
+			alts = []string{admin.ShapeAddress}
+		}
+		var next []string
+		for _, s := range shapes {
+			for _, a := range alts {
+				if i > 0 {
+					a = "|" + a
+				}
+				next = append(next, s+a)
+			}
+		}
+		shapes = next
+	}
+	if tierHeader != "" {
+		for _, s := range shapes {
+			shapes = append(shapes, "tier:"+admin.ShapeValue+"|"+s)
+		}
+	}
+	return shapes
 }
 
 // NewLogger returns a logger as the log section says: text or JSON on w, at

@@ -18,13 +18,15 @@ import (
 // policy's decisions, watches the engine's health and the reloads, and
 // gives the admin listener the status page and the key API.
 type statusPage struct {
-	d      *Daemon
-	st     *status.Status
-	engine string
+	d       *Daemon
+	st      *status.Status
+	engine  string
+	failure string // the failure mode in force, "" for the memory engine
 
 	mu          sync.Mutex
-	pings       []ping // the last pings, oldest first
-	pingErr     string // the last failed ping's error
+	pings       []ping    // the last pings, oldest first
+	pingErr     string    // the last failed ping's error
+	pingErrAt   time.Time // and when it was
 	transitions []status.Transition
 	lastState   failover.BreakerState
 	lastOpened  uint64
@@ -54,8 +56,15 @@ func (d *Daemon) newStatus(cfg *config.Config) (*statusPage, error) {
 	if sp.engine == "" {
 		sp.engine = string(config.EngineMemory)
 	}
-	raw := cfg.Admin != nil && cfg.Admin.RawKeys
-	sp.st = status.New(status.Options{RawKeys: raw, Engine: sp.health})
+	if cfg.Storage.Remote() {
+		m := cfg.Storage.Failure.Mode
+		if m == 0 {
+			// The hybrid engine's default and only mode.
+			m = failover.LocalFallback
+		}
+		sp.failure = m.String()
+	}
+	sp.st = status.New(status.Options{RawKeys: rawKeys(cfg), Engine: sp.health})
 	sp.st.ConfigLoaded(cfg.File, cfg.Digest, time.Now())
 	return sp, nil
 }
@@ -143,7 +152,7 @@ func (sp *statusPage) watch(ctx context.Context) {
 	if e.client != nil {
 		sp.pings = append(sp.pings, ping{rtt: rtt, failed: perr != nil})
 		if perr != nil {
-			sp.pingErr = perr.Error()
+			sp.pingErr, sp.pingErrAt = perr.Error(), time.Now()
 		}
 		if len(sp.pings) > keptPings {
 			sp.pings = sp.pings[1:]
@@ -176,7 +185,7 @@ func (sp *statusPage) transition(at time.Time, from, to failover.BreakerState, n
 // health is the page's engine panel.
 func (sp *statusPage) health() *status.Engine {
 	e := sp.d.engine
-	out := &status.Engine{Name: sp.engine}
+	out := &status.Engine{Name: sp.engine, Failure: sp.failure}
 	if e.guard != nil {
 		out.Breaker = e.guard.State().String()
 	}
@@ -193,7 +202,13 @@ func (sp *statusPage) health() *status.Engine {
 			}
 		}
 		if lat.Failed > 0 {
-			lat.Error = sp.pingErr
+			// The error is the present only while the last ping failed;
+			// after recovery it is history.
+			at := sp.pingErrAt
+			lat.LastError, lat.LastErrorAt = sp.pingErr, &at
+			if sp.pings[len(sp.pings)-1].failed {
+				lat.Error = sp.pingErr
+			}
 		}
 		if n := len(sorted); n > 0 {
 			slices.Sort(sorted)

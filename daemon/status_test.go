@@ -66,16 +66,17 @@ admin: {listen: ""}
 	}
 }
 
-// TestStatusEngineHealth: with Redis, the engine panel shows the round
-// trip of its pings, and the breaker opening when Redis dies and closing
-// when it is back.
+// TestStatusEngineHealth: with Redis, the engine panel names the failure
+// mode, shows the round trip of its pings, and the breaker opening when
+// Redis dies and closing when it is back, when Redis's error is the
+// present no more.
 func TestStatusEngineHealth(t *testing.T) {
 	r := testkit.Redis(t)
 	cfg := mustParse(t, `
 storage:
   engine: redis
   redis: {addrs: [`+r.Addr+`]}
-  failure: {mode: fail_open, timeout: 100ms, breaker: {failures: 1, backoff: 50ms, max_backoff: 100ms}}
+  failure: {mode: fail_open, timeout: 100ms, breaker: {min_calls: 1, backoff: 50ms, max_backoff: 100ms}}
 policies:
   api: {rate: 100/s}
 check: {listen: 127.0.0.1:0}
@@ -94,7 +95,7 @@ admin: {listen: ""}
 		return d.status.st.Snapshot().Engine
 	}
 	e := engine()
-	if e.Name != "redis" || e.Breaker != "closed" || e.RoundTrip == nil || e.RoundTrip.Samples != 1 || e.RoundTrip.Failed != 0 || e.RoundTrip.P99Ms <= 0 {
+	if e.Name != "redis" || e.Failure != "fail-open" || e.Breaker != "closed" || e.RoundTrip == nil || e.RoundTrip.Samples != 1 || e.RoundTrip.Failed != 0 || e.RoundTrip.P99Ms <= 0 {
 		t.Fatalf("healthy engine: %+v %+v", e, e.RoundTrip)
 	}
 
@@ -122,5 +123,9 @@ admin: {listen: ""}
 	last := e.Transitions[len(e.Transitions)-1]
 	if e.Breaker != "closed" || last.To != "closed" {
 		t.Fatalf("Redis back: %+v", e.Transitions)
+	}
+	// Redis answers again: its error is history, not the present.
+	if rt := e.RoundTrip; rt.Error != "" || rt.LastError == "" || rt.LastErrorAt == nil || rt.Failed == 0 {
+		t.Fatalf("Redis back, round trip: %+v", rt)
 	}
 }

@@ -91,6 +91,10 @@ type Config struct {
 	// before anything is counted. The health service needs no token: it
 	// tells nothing and spends nothing. SetToken replaces it.
 	Token string
+
+	// RawKeys writes keys as they are in the denial log lines; false, the
+	// default, writes floodgate.RedactKey's stand-ins.
+	RawKeys bool
 }
 
 // Mode is how the service counts descriptors and what its answers carry.
@@ -204,7 +208,7 @@ type ruleSet struct {
 
 // New validates cfg and returns its service.
 func New(cfg Config) (*Service, error) {
-	s := &Service{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger), health: health.NewServer()}
+	s := &Service{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger, cfg.RawKeys), health: health.NewServer()}
 	s.SetMode(cfg.Mode)
 	s.SetToken(cfg.Token)
 	s.store, s.tls = cfg.Store, cfg.TLS

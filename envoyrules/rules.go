@@ -266,12 +266,32 @@ func (r *Rules) Policies() map[string]floodgate.Policy {
 // matches), which wins over a key-only rule; a rule applies only when the
 // descriptor ends at its depth, as envoyproxy/ratelimit matches.
 func (r *Rules) Match(domain string, entries []Entry) *Rule {
+	rule, _, _ := r.match(domain, entries)
+	return rule
+}
+
+// The reasons match finds no rule.
+const (
+	missNone    = iota
+	missDomain  // no file has the domain
+	missEmpty   // the descriptor has no entries
+	missEntry   // no rule at the depth for the entry
+	missDeeper  // the descriptor goes on below a rule without children
+	missNoLimit // the descriptor ends at a level that only has children
+)
+
+// match is Match, and when it finds no rule, why: the reason and the
+// index of the entry at fault. Match and Explain both run it.
+func (r *Rules) match(domain string, entries []Entry) (*Rule, int, int) {
 	if r == nil {
-		return nil
+		return nil, missDomain, -1
 	}
 	n := r.domains[domain]
-	if n == nil || len(entries) == 0 {
-		return nil
+	if n == nil {
+		return nil, missDomain, -1
+	}
+	if len(entries) == 0 {
+		return nil, missEmpty, -1
 	}
 	// The nodes matched at each level: the key and the metric key are
 	// spelled from them once the rule is found.
@@ -299,20 +319,20 @@ func (r *Rules) Match(domain string, entries []Entry) *Rule {
 			next = n.children[entryKey{e.Key, ""}]
 		}
 		if next == nil {
-			return nil
+			return nil, missEntry, i
 		}
 		deep[i] = next
 		if i == len(entries)-1 {
 			break
 		}
 		if len(next.children) == 0 && len(next.wildcards) == 0 {
-			return nil
+			return nil, missDeeper, i
 		}
 		n = next
 	}
 	found := deep[len(entries)-1]
 	if found.rule == nil {
-		return nil
+		return nil, missNoLimit, len(entries) - 1
 	}
 	rule := *found.rule
 	rule.Key = key(entries, deep)
@@ -320,7 +340,52 @@ func (r *Rules) Match(domain string, entries []Entry) *Rule {
 	if rule.DetailedMetric || spelled(deep) {
 		rule.MetricKey = metricKey(domain, entries, deep, rule.DetailedMetric)
 	}
-	return &rule
+	return &rule, missNone, -1
+}
+
+// A Matched is one descriptor's rule as Explain finds it, or why it has
+// none.
+type Matched struct {
+	Rule *Rule  // nil when no rule applies
+	Why  string // why no rule applies; "" when one does
+}
+
+// Explain is MatchOverrides that also says, for each descriptor without a
+// rule, why: an unknown domain, the entry no rule at its depth matches, a
+// descriptor longer or shorter than the rules, or a rule another matched
+// rule replaces. It decides nothing; its rules are MatchOverrides's.
+func (r *Rules) Explain(domain string, descriptors [][]Entry, overrides []*Override) []Matched {
+	rules := r.MatchOverrides(domain, descriptors, overrides)
+	out := make([]Matched, len(descriptors))
+	for i, d := range descriptors {
+		out[i].Rule = rules[i]
+		if rules[i] != nil {
+			continue
+		}
+		rule, miss, at := r.match(domain, d)
+		switch miss {
+		case missNone:
+			by := ""
+			for j, o := range rules {
+				if o != nil && slices.Contains(o.Replaces, rule.Name) {
+					by = fmt.Sprintf(" (descriptor %d, %s)", j+1, o.Policy)
+					break
+				}
+			}
+			out[i].Why = fmt.Sprintf("its rule %s is named %q, which another matched rule replaces%s", rule.Policy, rule.Name, by)
+		case missDomain:
+			out[i].Why = fmt.Sprintf("no configuration has the domain %q; the domains are %s", domain, strings.Join(r.Domains(), ", "))
+		case missEmpty:
+			out[i].Why = "the descriptor has no entries"
+		case missEntry:
+			out[i].Why = fmt.Sprintf("no rule at depth %d matches the entry %s=%s", at+1, d[at].Key, d[at].Value)
+		case missDeeper:
+			out[i].Why = fmt.Sprintf("the rule for %s=%s has no descriptors below it, and the descriptor goes on with %d more entries", d[at].Key, d[at].Value, len(d)-at-1)
+		case missNoLimit:
+			out[i].Why = fmt.Sprintf("the level of %s=%s has descriptors below it but no rate_limit of its own: the descriptor must go on", d[at].Key, d[at].Value)
+		}
+	}
+	return out
 }
 
 // maxDepth is the descriptor depth Match keeps on the stack.
@@ -751,4 +816,40 @@ func (h *HeaderStyle) UnmarshalText(b []byte) error {
 		}
 	}
 	return fmt.Errorf("%q is not valid (use one of none, draft, ietf)", b)
+}
+
+// KeyShapes returns, by policy, the shapes of the keys the rules count
+// requests by (Rule.Key): each level's key=value, with {value} where the
+// rule takes any value of the entry (a key-only or wildcard level), e.g.
+// "remote_address={value}" or "message_type=marketing|to_number={value}".
+// An operator who looks a key up gives one of these shapes.
+func (r *Rules) KeyShapes() map[string][]string {
+	out := map[string][]string{}
+	if r == nil {
+		return out
+	}
+	var walk func(n *node, prefix string)
+	walk = func(n *node, prefix string) {
+		visit := func(c *node) {
+			v := "{value}"
+			if c.value != "" && (len(c.parts) == 0 || c.share) {
+				v = keyEscaper.Replace(c.value)
+			}
+			p := prefix + keyEscaper.Replace(c.key) + "=" + v
+			if c.rule != nil && !slices.Contains(out[c.rule.Policy], p) {
+				out[c.rule.Policy] = append(out[c.rule.Policy], p)
+			}
+			walk(c, p+"|")
+		}
+		for _, c := range n.children {
+			visit(c)
+		}
+		for _, c := range n.wildcards {
+			visit(c)
+		}
+	}
+	for _, d := range r.domains {
+		walk(d, "")
+	}
+	return out
 }

@@ -1,6 +1,8 @@
 package failover
 
 import (
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -14,8 +16,9 @@ import (
 type BreakerState int32
 
 const (
-	// Closed: calls go to the remote store. Consecutive failures are
-	// counted; enough of them open the breaker.
+	// Closed: calls go to the remote store. Calls and failures are
+	// counted over a sliding window; when enough calls were made and
+	// enough of them failed, the breaker opens.
 	Closed BreakerState = iota
 
 	// Open: calls are not made; the owner's failure policy decides at once.
@@ -38,27 +41,101 @@ func (s BreakerState) String() string {
 	return "state(" + strconv.Itoa(int(s)) + ")"
 }
 
-// breaker is a consecutive-failure circuit breaker.
+// A Transition is one change of a breaker's state, with why it happened,
+// for a log line. Reason is a sentence such as "12 of 20 calls failed
+// within 10s (60% >= 50%); last: ..." or "probe answered".
+type Transition struct {
+	From, To BreakerState
+	Reason   string
+}
+
+// windowSlots is how many slots the breaker's window is cut into: the
+// failure rate is that of the calls of the last windowSlots slots, the
+// current one included, so the window it looks at is between nine and ten
+// tenths of GuardOptions.Window long.
+const windowSlots = 10
+
+// A slot counts the calls and failures of one tenth of the window.
+type slot struct {
+	epoch atomic.Int64 // which tenth of time it counts (clock / slot length); written last
+	calls atomic.Int64
+	fails atomic.Int64
+}
+
+// breaker is a failure-rate circuit breaker: it opens when, over the last
+// window, at least minCalls calls were made and at least a rate of them
+// failed. A burst of errors in a busy service is then a small rate and
+// keeps it closed; a dead remote store, whose every call fails, opens it
+// after minCalls calls.
 //
-// The closed state, which is where every healthy decision runs, costs one
-// atomic load per call and a store only when a failure streak ends, so
-// callers do not contend on a shared cache line. Transitions take mu, which
-// is never held across a call to the remote store. While open, deciding
-// whether to skip costs a clock read and an atomic load.
+// The closed state, which is where every healthy decision runs, costs a
+// clock read and an atomic add per call; the slot's counters are reset by
+// the first call of each tenth of the window, under mu. Transitions take
+// mu too, which is never held across a call to the remote store. While
+// open, deciding whether to skip costs a clock read and an atomic load.
 type breaker struct {
-	state    atomic.Int32
-	failures atomic.Int32 // consecutive failures while closed
-	until    atomic.Int64 // while open: clock time from which a probe may go
-	opened   atomic.Uint64
-	probes   atomic.Uint64
+	state  atomic.Int32
+	until  atomic.Int64 // while open: clock time from which a probe may go
+	opened atomic.Uint64
+	probes atomic.Uint64
+	slots  [windowSlots]slot
 
 	mu      sync.Mutex
 	backoff time.Duration // the current back-off; under mu
 
-	threshold int32 // consecutive failures that open; <= 0 never opens
+	minCalls  int64   // calls in the window before the rate counts; <= 0 never opens
+	rate      float64 // share of failed calls that opens
+	slotNs    int64   // length of a slot
+	window    time.Duration
 	base, max time.Duration
 	clock     floodgate.Clock
-	notify    func(from, to BreakerState)
+	notify    func(Transition)
+}
+
+// init sets up the window; the breaker starts closed with empty slots.
+func (b *breaker) init(window time.Duration) {
+	b.window = window
+	b.slotNs = max(int64(window)/windowSlots, 1)
+	b.clear()
+}
+
+// clear empties the window: every slot's epoch is older than any clock
+// time, so the next call into it starts it over. The caller holds mu, or
+// owns b.
+func (b *breaker) clear() {
+	for i := range b.slots {
+		b.slots[i].epoch.Store(math.MinInt64)
+	}
+}
+
+// slotAt returns the slot counting the instant now, started over if it
+// last counted an older tenth.
+func (b *breaker) slotAt(now int64) *slot {
+	e := now / b.slotNs
+	s := &b.slots[uint64(e)%windowSlots]
+	if s.epoch.Load() < e {
+		b.mu.Lock()
+		if s.epoch.Load() < e {
+			s.calls.Store(0)
+			s.fails.Store(0)
+			s.epoch.Store(e)
+		}
+		b.mu.Unlock()
+	}
+	return s
+}
+
+// tally sums the calls and failures of the window ending at now.
+func (b *breaker) tally(now int64) (calls, fails int64) {
+	e := now / b.slotNs
+	for i := range b.slots {
+		s := &b.slots[i]
+		if se := s.epoch.Load(); se > e-windowSlots && se <= e {
+			calls += s.calls.Load()
+			fails += s.fails.Load()
+		}
+	}
+	return calls, fails
 }
 
 // acquire reports whether a call may go to the remote store and whether it
@@ -73,7 +150,7 @@ func (b *breaker) acquire() (probe, ok bool) {
 		}
 		if b.state.CompareAndSwap(int32(Open), int32(HalfOpen)) {
 			b.probes.Add(1)
-			b.changed(Open, HalfOpen)
+			b.changed(Open, HalfOpen, "the back-off is over; one call probes the remote store")
 			return true, true
 		}
 	}
@@ -84,50 +161,62 @@ func (b *breaker) acquire() (probe, ok bool) {
 func (b *breaker) success(probe bool) {
 	if probe {
 		b.mu.Lock()
+		b.clear()
 		b.state.Store(int32(Closed))
-		b.failures.Store(0)
 		b.backoff = b.base
 		b.mu.Unlock()
-		b.changed(HalfOpen, Closed)
+		b.changed(HalfOpen, Closed, "the probe was answered")
 		return
 	}
-	// Only a closed breaker counts streaks; an answer to a call that
-	// started before the breaker opened proves little, and only the probe
-	// may close it.
-	if b.failures.Load() != 0 && BreakerState(b.state.Load()) == Closed {
-		b.failures.Store(0)
+	// Only a closed breaker counts; an answer to a call that started
+	// before the breaker opened proves little, and only the probe may
+	// close it.
+	if b.minCalls > 0 && BreakerState(b.state.Load()) == Closed {
+		b.slotAt(b.clock.UnixNano()).calls.Add(1)
 	}
 }
 
-// failure records a call that failed or timed out.
-func (b *breaker) failure(probe bool) {
-	if b.threshold <= 0 {
+// failure records a call that failed or timed out with err.
+func (b *breaker) failure(probe bool, err error) {
+	if b.minCalls <= 0 {
 		return
 	}
 	if probe {
 		b.mu.Lock()
 		b.backoff = min(2*b.backoff, b.max)
-		b.until.Store(b.clock.UnixNano() + int64(b.jitter(b.backoff)))
+		wait := b.jitter(b.backoff)
+		b.until.Store(b.clock.UnixNano() + int64(wait))
 		b.state.Store(int32(Open))
 		b.mu.Unlock()
-		b.changed(HalfOpen, Open)
+		b.changed(HalfOpen, Open, fmt.Sprintf("the probe failed (%v); next probe in %s", err, wait.Round(time.Millisecond)))
 		return
 	}
-	if b.failures.Add(1) < b.threshold || BreakerState(b.state.Load()) != Closed {
+	if BreakerState(b.state.Load()) != Closed {
+		return
+	}
+	now := b.clock.UnixNano()
+	s := b.slotAt(now)
+	s.calls.Add(1)
+	s.fails.Add(1)
+	calls, fails := b.tally(now)
+	if calls < b.minCalls || float64(fails) < b.rate*float64(calls) {
 		return
 	}
 	b.mu.Lock()
 	opened := BreakerState(b.state.Load()) == Closed
+	var wait time.Duration
 	if opened {
 		b.backoff = b.base
-		b.until.Store(b.clock.UnixNano() + int64(b.jitter(b.base)))
+		wait = b.jitter(b.base)
+		b.until.Store(now + int64(wait))
 		b.state.Store(int32(Open))
-		b.failures.Store(0)
+		b.clear()
 		b.opened.Add(1)
 	}
 	b.mu.Unlock()
 	if opened {
-		b.changed(Closed, Open)
+		b.changed(Closed, Open, fmt.Sprintf("%d of %d calls failed within %s (%.0f%% >= %.0f%%), the last with: %v; first probe in %s",
+			fails, calls, b.window, 100*float64(fails)/float64(calls), 100*b.rate, err, wait.Round(time.Millisecond)))
 	}
 }
 
@@ -136,7 +225,7 @@ func (b *breaker) failure(probe bool) {
 // back-off already over, so the next call probes.
 func (b *breaker) release(probe bool) {
 	if probe && b.state.CompareAndSwap(int32(HalfOpen), int32(Open)) {
-		b.changed(HalfOpen, Open)
+		b.changed(HalfOpen, Open, "the probe's caller gave up before an answer; the next call probes")
 	}
 }
 
@@ -162,8 +251,8 @@ func (b *breaker) jitter(d time.Duration) time.Duration {
 	return d - rand.N(d/5)
 }
 
-func (b *breaker) changed(from, to BreakerState) {
+func (b *breaker) changed(from, to BreakerState, reason string) {
 	if b.notify != nil {
-		b.notify(from, to)
+		b.notify(Transition{From: from, To: to, Reason: reason})
 	}
 }

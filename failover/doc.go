@@ -17,12 +17,18 @@
 // policy's to absorb, and it is reported through GuardOptions.OnError and
 // Guard.Stats instead.
 //
-// Every call to the remote store goes through a Guard, which bounds it with a
-// per-call timeout (DefaultTimeout, 100 ms) and a circuit breaker. After
-// DefaultFailures consecutive failures the breaker opens: decisions then go
-// straight to the policy, with neither a round trip nor a timeout, so an
-// outage costs each caller at most one timeout instead of one per request.
-// After a back-off (DefaultBackoff, doubling up to DefaultMaxBackoff while
+// Every call to the remote store goes through a Guard, which bounds it with
+// two timeouts and a circuit breaker. A call answered after Timeout
+// (DefaultTimeout, 100 ms) is slow: counted, and its answer used, since a
+// machine whose CPUs are saturated makes every call late without anything
+// being down. Only a call unanswered after SlowTimeout (DefaultSlowTimeout,
+// 500 ms) fails. The breaker opens on a failure rate: when, over the last
+// Window (DefaultWindow), at least MinCalls calls were made
+// (DefaultMinCalls) and at least FailureRate of them failed
+// (DefaultFailureRate), so a few errors among many answers leave it closed,
+// while a dead Redis opens it after MinCalls calls. Decisions then go
+// straight to the policy, with neither a round trip nor a timeout. After a
+// short back-off (DefaultBackoff, doubling up to DefaultMaxBackoff while
 // Redis stays down) the breaker lets one probe through; the probe's success
 // closes it again. The caller's own context ending is never counted as a
 // failure of the remote store.

@@ -63,7 +63,7 @@ func ExampleNew_failClosed() {
 		status = http.StatusTooManyRequests
 	}
 	fmt.Println(res.Allowed, res.Source, status, res.RetryAfter)
-	// Output: false fail-closed 503 1s
+	// Output: false fail-closed 503 200ms
 }
 
 // LocalFallback decides on a store in this process while Redis is down:
@@ -93,8 +93,9 @@ func ExampleNew_fallbackLocal() {
 // outage is detected once. Its hooks and Stats feed metrics.
 func ExampleGuard() {
 	guard, err := failover.NewGuard(downStore{}, failover.GuardOptions{
-		Timeout:  50 * time.Millisecond,
-		Failures: 3,
+		Timeout:     50 * time.Millisecond,
+		FailureRate: 0.5, // open when half the calls of the window fail...
+		MinCalls:    3,   // ...and it holds at least 3
 		OnError: func(e *failover.Error) {
 			// e.g. errorsTotal.WithLabelValues(e.Policy, string(e.Op)).Inc()
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -85,7 +86,7 @@ func TestFailClosedRetryAfterFollowsBreaker(t *testing.T) {
 	remote := newFakeRemote(t, clock)
 	remote.set(failing)
 	s, err := failover.New(remote, failover.Options{Mode: failover.FailClosed,
-		Guard: failover.GuardOptions{Clock: clock, Failures: 1, Backoff: 2 * time.Second}})
+		Guard: failover.GuardOptions{Clock: clock, MinCalls: 1, Backoff: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestBreaker(t *testing.T) {
 	var changes []string
 	var mu sync.Mutex
 	g, err := failover.NewGuard(remote, failover.GuardOptions{
-		Clock: clock, Failures: 3, Backoff: time.Second, MaxBackoff: 3 * time.Second,
+		Clock: clock, MinCalls: 4, FailureRate: 0.5, Backoff: time.Second, MaxBackoff: 3 * time.Second,
 		OnStateChange: func(from, to failover.BreakerState) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -197,21 +198,24 @@ func TestBreaker(t *testing.T) {
 	}
 	calls := func() int64 { return remote.calls.Load() }
 
-	// Failures must be consecutive: a success in between starts over.
+	// The rate counts, over the window, once it holds MinCalls calls: two
+	// failures of the first two calls do not open it, nor do they among
+	// successes, but half of eight calls failing does.
 	remote.set(failing)
 	decide(floodgate.SourceFailOpen)
 	decide(floodgate.SourceFailOpen)
 	remote.set(healthy)
-	decide(redisstore.Source)
+	for range 4 {
+		decide(redisstore.Source)
+	}
 	remote.set(failing)
 	decide(floodgate.SourceFailOpen)
-	decide(floodgate.SourceFailOpen)
 	if g.State() != failover.Closed {
-		t.Fatalf("state %s after 2 consecutive failures, want closed", g.State())
+		t.Fatalf("state %s after 3 failures of 7 calls, want closed", g.State())
 	}
 	decide(floodgate.SourceFailOpen)
 	if g.State() != failover.Open {
-		t.Fatalf("state %s after 3 consecutive failures, want open", g.State())
+		t.Fatalf("state %s after 4 failures of 8 calls, want open", g.State())
 	}
 
 	// While open, no call reaches the remote store.
@@ -250,7 +254,8 @@ func TestBreaker(t *testing.T) {
 	}
 	decide(redisstore.Source)
 
-	// The back-off starts from Backoff again.
+	// The back-off starts from Backoff again, and the window from empty:
+	// with one success in it, three failures make the rate.
 	remote.set(failing)
 	for range 3 {
 		decide(floodgate.SourceFailOpen)
@@ -260,8 +265,8 @@ func TestBreaker(t *testing.T) {
 	}
 
 	st := g.Stats()
-	want := failover.Stats{State: failover.Open, Opened: 2, Probes: 3, Calls: 13, Skipped: 102,
-		Failures: failover.OpCounts{Decide: 10}}
+	want := failover.Stats{State: failover.Open, Opened: 2, Probes: 3, Calls: 15, Skipped: 102,
+		Failures: failover.OpCounts{Decide: 9}}
 	if st != want {
 		t.Errorf("Stats = %+v\nwant    %+v", st, want)
 	}
@@ -286,7 +291,7 @@ func TestBreakerSingleProbe(t *testing.T) {
 	remote := newFakeRemote(t, clock)
 	remote.set(failing)
 	s, err := failover.New(remote, failover.Options{Mode: failover.FailClosed,
-		Guard: failover.GuardOptions{Clock: clock, Failures: 1, Timeout: 10 * time.Second}})
+		Guard: failover.GuardOptions{Clock: clock, MinCalls: 1, Timeout: 10 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +353,7 @@ func TestCallerCancellation(t *testing.T) {
 			clock := newClock()
 			remote := newFakeRemote(t, clock)
 			s, err := failover.New(remote, failover.Options{Mode: policy,
-				Guard: failover.GuardOptions{Clock: clock, Failures: 1, Timeout: time.Minute}})
+				Guard: failover.GuardOptions{Clock: clock, MinCalls: 1, Timeout: time.Minute}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -417,7 +422,7 @@ func TestOnError(t *testing.T) {
 	var got []*failover.Error
 	var mu sync.Mutex
 	s, err := failover.New(remote, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{
-		Failures: 2,
+		MinCalls: 2,
 		OnError: func(e *failover.Error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -461,7 +466,7 @@ func TestFallbackLocalRefundAndReset(t *testing.T) {
 	remote := newFakeRemote(t, clock)
 	local := newMem(t, clock)
 	s, err := failover.New(remote, failover.Options{Mode: failover.LocalFallback, Local: local,
-		Guard: failover.GuardOptions{Clock: clock, Failures: -1}})
+		Guard: failover.GuardOptions{Clock: clock, MinCalls: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +529,7 @@ func TestBreakerDisabled(t *testing.T) {
 	remote := newFakeRemote(t, clock)
 	remote.set(failing)
 	s, err := failover.New(remote, failover.Options{Mode: failover.FailOpen,
-		Guard: failover.GuardOptions{Clock: clock, Failures: -1}})
+		Guard: failover.GuardOptions{Clock: clock, MinCalls: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -589,6 +594,12 @@ func TestNewRejects(t *testing.T) {
 		{"no remote", nil, failover.Options{Mode: failover.FailOpen}},
 		{"nested policy", good, failover.Options{Mode: failover.FailOpen}},
 		{"negative timeout", mem, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{Timeout: -1}}},
+		{"negative slow timeout", mem, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{SlowTimeout: -1}}},
+		{"slow timeout below timeout", mem, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{Timeout: time.Second, SlowTimeout: time.Millisecond}}},
+		{"failure rate above 1", mem, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{FailureRate: 1.5}}},
+		{"negative failure rate", mem, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{FailureRate: -0.1}}},
+		{"NaN failure rate", mem, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{FailureRate: math.NaN()}}},
+		{"negative window", mem, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{Window: -time.Second}}},
 		{"negative back-off", mem, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{Backoff: -1}}},
 		{"max below base", mem, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{Backoff: 2 * time.Second, MaxBackoff: time.Second}}},
 	} {
@@ -626,7 +637,7 @@ func TestConcurrentFlapping(t *testing.T) {
 	clock := newClock()
 	remote := newFakeRemote(t, clock)
 	s, err := failover.New(remote, failover.Options{Mode: failover.LocalFallback, Local: newMem(t, clock),
-		Guard: failover.GuardOptions{Clock: clock, Failures: 3, Backoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond}})
+		Guard: failover.GuardOptions{Clock: clock, MinCalls: 3, Backoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -717,7 +728,7 @@ func TestBoundedStore(t *testing.T) {
 func TestBoundedProbePanicReopens(t *testing.T) {
 	clock := newClock()
 	remote := newFakeRemote(t, clock)
-	g, err := failover.NewGuard(remote, failover.GuardOptions{ContextBound: true, Clock: clock, Failures: 1})
+	g, err := failover.NewGuard(remote, failover.GuardOptions{ContextBound: true, Clock: clock, MinCalls: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -785,7 +796,7 @@ func (d deadlineStore) Decide(ctx context.Context, set *algo.Set, key string, co
 func TestCallerDeadlineNoticedByStoreFirst(t *testing.T) {
 	remote := newFakeRemote(t, nil)
 	s, err := failover.New(deadlineStore{remote}, failover.Options{Mode: failover.FailClosed,
-		Guard: failover.GuardOptions{Failures: 1, Timeout: time.Minute, ContextBound: true}})
+		Guard: failover.GuardOptions{MinCalls: 1, Timeout: time.Minute, ContextBound: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -817,7 +828,7 @@ func TestRefusalsAreNotOutages(t *testing.T) {
 				errRefusal = refusal
 				clock := newClock()
 				remote := newFakeRemote(t, clock)
-				o := failover.Options{Mode: mode, Guard: failover.GuardOptions{Clock: clock, Failures: 2}}
+				o := failover.Options{Mode: mode, Guard: failover.GuardOptions{Clock: clock, MinCalls: 2}}
 				if mode == failover.LocalFallback {
 					o.Local = newMem(t, clock)
 				}

@@ -3,6 +3,7 @@ package failover_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -268,9 +269,10 @@ func (l *load) awaitRemote(t *testing.T, since time.Time, within time.Duration, 
 
 // awaitOpen waits until every subject's breaker has opened since before was
 // taken, and returns how long that took after since. Each opening takes
-// failover.DefaultFailures consecutive failures, each counted once in
-// Stats.Failures, so however the calls were scheduled the failures can
-// never be fewer than that many per opening.
+// failover.DefaultMinCalls calls in the window of which at least
+// failover.DefaultFailureRate failed, each counted once in Stats.Failures,
+// so however the calls were scheduled the failures can never be fewer than
+// that many per opening.
 func (l *load) awaitOpen(t *testing.T, since time.Time, before map[*subject]failover.Stats) time.Duration {
 	t.Helper()
 	deadline := since.Add(openWithin)
@@ -293,9 +295,10 @@ func (l *load) awaitOpen(t *testing.T, since time.Time, before map[*subject]fail
 	took := time.Since(since)
 	for _, s := range l.subjects {
 		st := s.guard.Stats()
-		if least := failover.DefaultFailures * st.Opened; st.Failures.Decide < least {
+		each := uint64(math.Ceil(failover.DefaultMinCalls * failover.DefaultFailureRate))
+		if least := each * st.Opened; st.Failures.Decide < least {
 			t.Errorf("%s: opened %d times after %d failures, want at least %d each: %+v",
-				s.name, st.Opened, st.Failures.Decide, failover.DefaultFailures, st)
+				s.name, st.Opened, st.Failures.Decide, each, st)
 		}
 	}
 	return took

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -13,20 +14,38 @@ import (
 
 // Defaults for GuardOptions' zero values.
 const (
-	// DefaultTimeout bounds one call to the remote store. A local Redis
-	// answers in well under a millisecond; 100 ms is far above its slow
-	// tail (a fork, a failover) yet short enough that a caller who pays it
-	// once barely notices.
+	// DefaultTimeout is how long a call to the remote store may take
+	// before it counts as slow. A local Redis answers in well under a
+	// millisecond; 100 ms is far above its slow tail (a fork, a failover).
 	DefaultTimeout = 100 * time.Millisecond
 
-	// DefaultFailures is how many consecutive failures open the breaker:
-	// enough that one dropped connection does not, few enough that an
-	// outage is cut off after a handful of timeouts.
-	DefaultFailures = 5
+	// DefaultSlowTimeout bounds one call to the remote store: a call
+	// unanswered by then fails. It is well above DefaultTimeout because a
+	// machine whose CPUs are saturated delays every call (the caller, the
+	// client library, Redis itself) by tens or hundreds of milliseconds
+	// without anything being down; such a call is slow, and its answer is
+	// still the right decision. A dead or hung Redis costs at most this
+	// per call, and only until the breaker opens.
+	DefaultSlowTimeout = 500 * time.Millisecond
+
+	// DefaultFailureRate is the share of failed calls within the window
+	// that opens the breaker: a transient stall that fails a few calls of
+	// many leaves it closed, a Redis that is gone fails them all.
+	DefaultFailureRate = 0.5
+
+	// DefaultMinCalls is how many calls the window must hold before its
+	// failure rate counts, so that two failures of the first three calls
+	// after a quiet spell do not open the breaker.
+	DefaultMinCalls = 20
+
+	// DefaultWindow is how far back calls are counted.
+	DefaultWindow = 10 * time.Second
 
 	// DefaultBackoff is how long the breaker stays open before its first
-	// probe.
-	DefaultBackoff = time.Second
+	// probe: short, so that a breaker opened by a stall is closed again
+	// before callers notice, while a remote store that stays down costs one
+	// probe per back-off.
+	DefaultBackoff = 200 * time.Millisecond
 
 	// DefaultMaxBackoff caps the back-off, which doubles with every failed
 	// probe. It is also the longest a recovered remote store waits to be
@@ -36,19 +55,41 @@ const (
 
 // GuardOptions configures a Guard. The zero value gives the defaults.
 type GuardOptions struct {
-	// Timeout bounds every call to the remote store. 0 means
-	// DefaultTimeout. The Guard enforces it itself, so it holds even for a
-	// store that ignores its context (a go-redis client without
-	// ContextTimeoutEnabled waits for its ReadTimeout, 3 s by default). A
-	// call cut off by the timeout may still complete in the background: the
-	// remote store may charge a request the policy also decided on, which
-	// errs strict by one request.
+	// Timeout is how long a call to the remote store may take before it
+	// counts as slow (Stats.Slow). A slow call is still waited for, up to
+	// SlowTimeout, and its answer used: on a machine whose CPUs are
+	// saturated every call is late, and that is not an outage. 0 means
+	// DefaultTimeout.
 	Timeout time.Duration
 
-	// Failures is how many consecutive failures open the breaker. 0 means
-	// DefaultFailures; a negative value disables the breaker, so every call
-	// is tried and a long outage costs a timeout per call.
-	Failures int
+	// SlowTimeout bounds every call to the remote store: a call unanswered
+	// by then fails with ErrTimeout and counts against the breaker. 0
+	// means DefaultSlowTimeout, or Timeout if that is larger; set it equal
+	// to Timeout to cut every call off at Timeout. The Guard enforces it
+	// itself, so it holds even for a store that ignores its context (a
+	// go-redis client without ContextTimeoutEnabled waits for its
+	// ReadTimeout, 3 s by default); a timeout of the store's own is only a
+	// backstop. A call cut off may still complete in the background: the
+	// remote store may charge a request the policy also decided on, which
+	// errs strict by one request.
+	SlowTimeout time.Duration
+
+	// FailureRate is the share of failed calls, among those of the last
+	// Window, that opens the breaker: (0, 1]. 0 means DefaultFailureRate.
+	FailureRate float64
+
+	// MinCalls is how many calls the last Window must hold before its
+	// failure rate opens the breaker. 0 means DefaultMinCalls; a negative
+	// value disables the breaker, so every call is tried and a long outage
+	// costs a timeout per call. A service that makes fewer than MinCalls
+	// calls per Window never opens it: lower MinCalls (or lengthen Window)
+	// for one that is quiet.
+	MinCalls int
+
+	// Window is how far back calls are counted, in tenths: the rate is
+	// that of the calls of the last nine to ten tenths. 0 means
+	// DefaultWindow.
+	Window time.Duration
 
 	// Backoff is how long the breaker stays open before it lets one probe
 	// through. 0 means DefaultBackoff. Each failed probe doubles it, up to
@@ -73,6 +114,11 @@ type GuardOptions struct {
 	// transition may be reported just after a newer one, so use the
 	// arguments for logs and State for gauges.
 	OnStateChange func(from, to BreakerState)
+
+	// OnTransition, if set, is called after every transition of the
+	// breaker, as OnStateChange is (and after it), with the reason for it:
+	// what a log line needs.
+	OnTransition func(Transition)
 
 	// ContextBound promises that each call of the remote store returns soon
 	// after the call's context is done, whatever its backend does: it waits
@@ -137,12 +183,13 @@ type OpCounts struct {
 // grow.
 type Stats struct {
 	State    BreakerState // the breaker's state now
-	Opened   uint64       // times consecutive failures opened the breaker
+	Opened   uint64       // times the failure rate opened the breaker
 	Probes   uint64       // probes let through by an open breaker
 	Calls    uint64       // calls made to the remote store
 	Skipped  uint64       // calls not made because the breaker was open
 	Failures OpCounts     // calls that failed or timed out, by operation
-	Timeouts uint64       // of those, the calls cut off by Timeout
+	Timeouts uint64       // of those, the calls cut off by SlowTimeout
+	Slow     uint64       // calls answered, later than Timeout
 	Canceled uint64       // calls abandoned because the caller's context ended
 }
 
@@ -155,8 +202,9 @@ type Stats struct {
 // A Guard is safe for concurrent use.
 type Guard struct {
 	remote     floodgate.Store
-	bounded    bool // GuardOptions.ContextBound: call the remote directly
-	timeout    time.Duration
+	bounded    bool          // GuardOptions.ContextBound: call the remote directly
+	timeout    time.Duration // a call slower than this is slow
+	hard       time.Duration // a call slower than this fails
 	errTimeout error
 	onError    func(*Error)
 	br         breaker
@@ -165,6 +213,7 @@ type Guard struct {
 	skipped  atomic.Uint64
 	canceled atomic.Uint64
 	timeouts atomic.Uint64
+	slow     atomic.Uint64
 	failures [3]atomic.Uint64 // by opIndex
 }
 
@@ -175,30 +224,46 @@ func NewGuard(remote floodgate.Store, o GuardOptions) (*Guard, error) {
 	switch {
 	case remote == nil:
 		return nil, errors.New("failover: no remote store given")
-	case o.Timeout < 0:
-		return nil, fmt.Errorf("failover: timeout %s is negative; use 0 for the default of %s", o.Timeout, DefaultTimeout)
+	case o.Timeout < 0 || o.SlowTimeout < 0:
+		return nil, fmt.Errorf("failover: timeout %s (slow timeout %s) is negative; use 0 for the defaults of %s and %s", o.Timeout, o.SlowTimeout, DefaultTimeout, DefaultSlowTimeout)
 	case o.Backoff < 0 || o.MaxBackoff < 0:
 		return nil, fmt.Errorf("failover: back-off %s (max %s) is negative; use 0 for the defaults", o.Backoff, o.MaxBackoff)
+	case o.Window < 0:
+		return nil, fmt.Errorf("failover: window %s is negative; use 0 for the default of %s", o.Window, DefaultWindow)
+	case math.IsNaN(o.FailureRate) || o.FailureRate < 0 || o.FailureRate > 1:
+		return nil, fmt.Errorf("failover: failure rate %v is outside (0, 1]; use 0 for the default of %v", o.FailureRate, DefaultFailureRate)
 	}
 	if _, ok := remote.(*Guard); ok {
 		return nil, errors.New("failover: the remote store is already a Guard; use it directly")
 	}
-	g := &Guard{remote: remote, timeout: o.Timeout, onError: o.OnError}
+	g := &Guard{remote: remote, timeout: o.Timeout, hard: o.SlowTimeout, onError: o.OnError}
 	g.bounded = o.ContextBound
 	if g.timeout == 0 {
 		g.timeout = DefaultTimeout
 	}
-	g.errTimeout = fmt.Errorf("%w: no answer within %s", ErrTimeout, g.timeout)
-	b := &g.br
-	b.threshold, b.base, b.max = int32(o.Failures), o.Backoff, o.MaxBackoff
-	switch {
-	case o.Failures == 0:
-		b.threshold = DefaultFailures
-	case o.Failures < 0:
-		b.threshold = 0
-	case o.Failures > 1<<30:
-		b.threshold = 1 << 30
+	if g.hard == 0 {
+		g.hard = max(DefaultSlowTimeout, g.timeout)
 	}
+	if g.hard < g.timeout {
+		return nil, fmt.Errorf("failover: slow timeout %s is below the timeout %s; a call is cut off at the slow timeout, so it must be at least as long", g.hard, g.timeout)
+	}
+	g.errTimeout = fmt.Errorf("%w: no answer within %s", ErrTimeout, g.hard)
+	b := &g.br
+	b.minCalls, b.rate, b.base, b.max = int64(o.MinCalls), o.FailureRate, o.Backoff, o.MaxBackoff
+	switch {
+	case o.MinCalls == 0:
+		b.minCalls = DefaultMinCalls
+	case o.MinCalls < 0:
+		b.minCalls = 0
+	}
+	if b.rate == 0 {
+		b.rate = DefaultFailureRate
+	}
+	window := o.Window
+	if window == 0 {
+		window = DefaultWindow
+	}
+	b.init(window)
 	if b.base == 0 {
 		b.base = DefaultBackoff
 	}
@@ -213,12 +278,24 @@ func NewGuard(remote floodgate.Store, o GuardOptions) (*Guard, error) {
 	if b.clock == nil {
 		b.clock = floodgate.SystemClock
 	}
-	b.notify = o.OnStateChange
+	if onState, onTransition := o.OnStateChange, o.OnTransition; onState != nil || onTransition != nil {
+		b.notify = func(t Transition) {
+			if onState != nil {
+				onState(t.From, t.To)
+			}
+			if onTransition != nil {
+				onTransition(t)
+			}
+		}
+	}
 	return g, nil
 }
 
-// Timeout returns the per-call timeout in force.
+// Timeout returns the time after which a call counts as slow.
 func (g *Guard) Timeout() time.Duration { return g.timeout }
+
+// SlowTimeout returns the time after which a call fails.
+func (g *Guard) SlowTimeout() time.Duration { return g.hard }
 
 // State returns the breaker's state.
 func (g *Guard) State() BreakerState { return BreakerState(g.br.state.Load()) }
@@ -242,6 +319,7 @@ func (g *Guard) Stats() Stats {
 			Reset:  g.failures[2].Load(),
 		},
 		Timeouts: g.timeouts.Load(),
+		Slow:     g.slow.Load(),
 		Canceled: g.canceled.Load(),
 	}
 }
@@ -348,7 +426,7 @@ func (g *Guard) call(ctx context.Context, op Op, set *algo.Set, key string, cost
 	if err == g.errTimeout {
 		g.timeouts.Add(1)
 	}
-	g.br.failure(probe)
+	g.br.failure(probe, err)
 	if g.onError != nil {
 		g.onError(&Error{Op: op, Policy: set.Policy(), Err: err})
 	}
@@ -364,7 +442,7 @@ func (g *Guard) invokeProbe(ctx context.Context, op Op, set *algo.Set, key strin
 	defer func() {
 		if !returned {
 			g.failures[opIndex(op)].Add(1)
-			g.br.failure(true)
+			g.br.failure(true, errors.New("the remote store panicked"))
 		}
 	}()
 	res, err := g.invoke(ctx, op, set, key, cost)
@@ -392,19 +470,21 @@ type outcome struct {
 	err error
 }
 
-// invoke makes the call under the timeout. A store that is not ContextBound is
-// called on a goroutine of its own and waited for at most the timeout:
-// waiting on a channel rather than trusting the store to honour its context
-// is what makes the bound hold for any store; the goroutine costs about a
-// microsecond, small beside a network round trip. A call that overruns
-// finishes in the background and its answer is dropped; the breaker stops
-// new calls from piling up behind it.
+// invoke makes the call under the slow timeout, and counts it slow when it
+// is answered after the timeout. A store that is not ContextBound is
+// called on a goroutine of its own and waited for at most the slow
+// timeout: waiting on a channel rather than trusting the store to honour
+// its context is what makes the bound hold for any store; the goroutine
+// costs about a microsecond, small beside a network round trip. A call that
+// overruns finishes in the background and its answer is dropped; the
+// breaker stops new calls from piling up behind it.
 func (g *Guard) invoke(ctx context.Context, op Op, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
-	cctx, cancel := context.WithTimeout(ctx, g.timeout)
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, g.hard)
 	defer cancel()
 	if g.bounded {
 		res, err := g.dispatch(cctx, op, set, key, cost)
-		return res, g.timedOut(ctx, cctx, err)
+		return res, g.answered(ctx, cctx, start, err)
 	}
 	ch := make(chan outcome, 1)
 	go func() {
@@ -421,13 +501,24 @@ func (g *Guard) invoke(ctx context.Context, op Op, set *algo.Set, key string, co
 	}()
 	select {
 	case o := <-ch:
-		return o.res, g.timedOut(ctx, cctx, o.err)
+		return o.res, g.answered(ctx, cctx, start, o.err)
 	case <-cctx.Done():
 		if err := callerDone(ctx); err != nil {
 			return algo.Verdict{}, err
 		}
 		return algo.Verdict{}, g.errTimeout
 	}
+}
+
+// answered classifies a call that returned: counted slow when it took
+// longer than the timeout, and its error made errTimeout when the slow
+// timeout, not the caller, ended it.
+func (g *Guard) answered(ctx, cctx context.Context, start time.Time, err error) error {
+	err = g.timedOut(ctx, cctx, err)
+	if err != g.errTimeout && time.Since(start) > g.timeout {
+		g.slow.Add(1)
+	}
+	return err
 }
 
 // timedOut returns errTimeout in place of err when the store gave up

@@ -345,34 +345,112 @@ func (m *Middleware) Decide(r *http.Request, v *Verdict) {
 		return
 	}
 	for i := range m.rules {
-		ru := &m.rules[i]
-		if ru.Match != nil && !ru.Match(r) {
+		lim, key, cost, skip := m.plan(i, r)
+		switch skip {
+		case SkipNone:
+		case SkipNoKey:
+			m.core.logNoKey(r.Context(), lim)
+			continue
+		case SkipInvalidCost:
+			v.refuseCost(lim, cost)
+			return
+		default:
 			continue
 		}
-		lim := ru.Limiter
-		if ru.LimiterFor != nil {
-			if lim = ru.LimiterFor(r); lim == nil {
-				continue
-			}
-		}
-		key := ru.Key(r)
-		if key == "" {
-			if ru.SkipNoKey {
-				m.core.logNoKey(r.Context(), lim)
-				continue
-			}
-			key = "nokey:" + ru.NoKey(r)
-		}
-		cost := int64(1)
-		if ru.Cost != nil {
-			if cost = ru.Cost(r); cost < 0 {
-				v.refuseCost(lim, cost)
-				return
-			}
-		}
-		v.add(i, lim, key, cost, ru.Count, ru.ResponseCost)
+		v.add(i, lim, key, cost, m.rules[i].Count, m.rules[i].ResponseCost)
 	}
 	m.core.decide(v)
+}
+
+// A Skip is why a rule of a Middleware leaves a request alone.
+type Skip uint8
+
+// The reasons a rule leaves a request alone.
+const (
+	SkipNone        Skip = iota // the rule checks the request
+	SkipNoMatch                 // Rule.Match did not select it
+	SkipNoLimiter               // Rule.LimiterFor exempted it (nil)
+	SkipNoKey                   // its key function found no key and the rule has SkipNoKey
+	SkipInvalidCost             // Rule.Cost returned a negative cost: the request is answered 500
+	SkipMiddleware              // Config.Skip exempted the request from every rule
+)
+
+func (s Skip) String() string {
+	switch s {
+	case SkipNone:
+		return ""
+	case SkipNoMatch:
+		return "the rule's match does not select the request"
+	case SkipNoLimiter:
+		return "the rule's LimiterFor exempts the request"
+	case SkipNoKey:
+		return "the key function found no key and the rule skips such requests"
+	case SkipInvalidCost:
+		return "the rule's cost is negative: the request is answered 500"
+	case SkipMiddleware:
+		return "the middleware's Skip exempts the request"
+	}
+	return "unknown"
+}
+
+// plan is what rule i does with r: the limiter, key and cost it checks, or
+// why it leaves r alone. Decide and Explain both run it, so what Explain
+// says is what Decide does.
+func (m *Middleware) plan(i int, r *http.Request) (lim floodgate.Limiter, key string, cost int64, skip Skip) {
+	ru := &m.rules[i]
+	if ru.Match != nil && !ru.Match(r) {
+		return nil, "", 0, SkipNoMatch
+	}
+	lim = ru.Limiter
+	if ru.LimiterFor != nil {
+		if lim = ru.LimiterFor(r); lim == nil {
+			return nil, "", 0, SkipNoLimiter
+		}
+	}
+	key = ru.Key(r)
+	if key == "" {
+		if ru.SkipNoKey {
+			return lim, "", 0, SkipNoKey
+		}
+		key = "nokey:" + ru.NoKey(r)
+	}
+	cost = 1
+	if ru.Cost != nil {
+		if cost = ru.Cost(r); cost < 0 {
+			return lim, key, cost, SkipInvalidCost
+		}
+	}
+	return lim, key, cost, SkipNone
+}
+
+// A Planned is what one rule of a Middleware would check a request
+// against, found by Explain without deciding.
+type Planned struct {
+	Rule    int               // the rule's index in Config.Rules
+	Limiter floodgate.Limiter // nil when Match, LimiterFor or Config.Skip leave the request out
+	Key     string            // the key the rule checks; "" when it leaves the request alone
+	Cost    int64             // the units it would charge up front
+	Skip    Skip              // SkipNone when the rule checks the request
+}
+
+// Explain returns what each rule of m would check r against — limiter, key
+// and cost — or why it leaves r alone, without asking any limiter: the
+// same steps as Decide (Config.Skip, then each rule's Match, LimiterFor,
+// Key, NoKey and Cost), short of deciding. Key and cost functions run, so
+// one that reads the body (KeyByFormValue) reads it here too.
+func (m *Middleware) Explain(r *http.Request) []Planned {
+	out := make([]Planned, len(m.rules))
+	if m.skip != nil && m.skip(r) {
+		for i := range out {
+			out[i] = Planned{Rule: i, Skip: SkipMiddleware}
+		}
+		return out
+	}
+	for i := range m.rules {
+		lim, key, cost, skip := m.plan(i, r)
+		out[i] = Planned{Rule: i, Limiter: lim, Key: key, Cost: cost, Skip: skip}
+	}
+	return out
 }
 
 // Begin is Decide followed by the response the verdict calls for, written

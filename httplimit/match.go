@@ -65,6 +65,7 @@ func (e *MatchError) Error() string {
 type Matcher struct {
 	host     string // lower case; "*.x" kept as ".x"
 	mux      *http.ServeMux
+	pattern  string // the mux's one pattern, for Explain
 	prefixes []string
 	methods  []string
 }
@@ -97,7 +98,7 @@ func (m Match) Compile() (*Matcher, error) {
 		if err != nil {
 			bad("path", -1, "%v", err)
 		}
-		c.mux = mux
+		c.mux, c.pattern = mux, m.Path
 	}
 	for i, pf := range m.PathPrefix {
 		if !strings.HasPrefix(pf, "/") {
@@ -122,21 +123,56 @@ func (m Match) Compile() (*Matcher, error) {
 
 // Match reports whether r is selected. A Path pattern that matches becomes
 // r.Pattern.
-func (c *Matcher) Match(r *http.Request) bool {
+func (c *Matcher) Match(r *http.Request) bool { return c.miss(r) == missNone }
+
+// Explain reports whether r is selected, as Match does, and when it is not,
+// which condition failed, e.g. `method GET is not one of POST`: what an
+// operator needs to see why a route or rule left a request alone. It
+// changes nothing but r.Pattern, as Match does.
+func (c *Matcher) Explain(r *http.Request) (ok bool, why string) {
+	switch c.miss(r) {
+	case missNone:
+		return true, ""
+	case missMethod:
+		return false, fmt.Sprintf("method %s is not one of %s", r.Method, strings.Join(c.methods, ", "))
+	case missHost:
+		want := c.host
+		if strings.HasPrefix(want, ".") {
+			want = "*" + want
+		}
+		return false, fmt.Sprintf("host %q is not %s", r.Host, want)
+	case missPrefix:
+		return false, fmt.Sprintf("path %s is not under %s", pathnet.CleanPath(r.URL.Path), strings.Join(c.prefixes, ", "))
+	}
+	return false, fmt.Sprintf("path %s does not match the pattern %s", pathnet.CleanPath(r.URL.Path), c.pattern)
+}
+
+// The conditions of a Matcher, in the order miss checks them.
+const (
+	missNone = iota
+	missMethod
+	missHost
+	missPrefix
+	missPath
+)
+
+// miss is the first condition of c that r fails, missNone when r is
+// selected: the one rule both Match and Explain read.
+func (c *Matcher) miss(r *http.Request) int {
 	if c.methods != nil && !slices.Contains(c.methods, r.Method) {
-		return false
+		return missMethod
 	}
 	if c.host != "" && !hostMatches(c.host, r.Host) {
-		return false
+		return missHost
 	}
 	if c.prefixes != nil {
 		p := pathnet.CleanPath(r.URL.Path)
 		for _, pf := range c.prefixes {
 			if underPrefix(p, pf) {
-				return true
+				return missNone
 			}
 		}
-		return false
+		return missPrefix
 	}
 	if c.mux != nil {
 		// ServeMux matches the cleaned path (it redirects to it), so a
@@ -150,11 +186,11 @@ func (c *Matcher) Match(r *http.Request) bool {
 		}
 		_, pattern := c.mux.Handler(req)
 		if pattern == "" {
-			return false
+			return missPath
 		}
 		r.Pattern = pattern
 	}
-	return true
+	return missNone
 }
 
 // Empty reports whether m has no condition: it matches every request.

@@ -35,7 +35,7 @@ func TestSources(t *testing.T) {
 	clock := newClock()
 	global := counting(newMem(t, clock))
 	s, err := hybrid.New(newMem(t, clock), global, hybrid.Options{Fraction: 0.5,
-		Guard: failover.GuardOptions{Clock: clock, Failures: 2}})
+		Guard: failover.GuardOptions{Clock: clock, MinCalls: 2, Window: 300 * time.Millisecond, Backoff: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestSources(t *testing.T) {
 		t.Fatalf("global store down, over the local share: Source %q, want hybrid:local", res.Source)
 	}
 	clock.Advance(200 * time.Millisecond)
-	mustAllow(t, lim, "k") // the second consecutive failure opens the breaker
+	mustAllow(t, lim, "k") // the second failure within the window, the first successes out of it: the breaker opens
 	if st := s.Guard().State(); st != failover.Open {
 		t.Fatalf("breaker %s after 2 failures, want open", st)
 	}

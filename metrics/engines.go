@@ -53,6 +53,7 @@ func valid(s failover.BreakerState) bool { return s >= failover.Closed && s <= f
 // WatchGuard exports g's counters and breaker state under the label
 // engine, read from g.Stats() at every scrape: floodgate_engine_calls_total,
 // floodgate_engine_errors_total{op}, floodgate_engine_timeouts_total,
+// floodgate_engine_slow_total,
 // floodgate_engine_skipped_total, floodgate_engine_canceled_total and
 // floodgate_breaker_state. Several Guards (one per Redis, say) can be
 // watched under different names; an empty name, a nil g or a name already
@@ -93,8 +94,8 @@ type Memory interface {
 
 // engines is the collector over watched engines.
 type engines struct {
-	calls, errs, timeouts, skipped, canceled, state *prometheus.Desc
-	keys, evictions                                 *prometheus.Desc
+	calls, errs, timeouts, slow, skipped, canceled, state *prometheus.Desc
+	keys, evictions                                       *prometheus.Desc
 
 	mu     sync.Mutex
 	guards []watched[Guard]
@@ -113,7 +114,8 @@ func newEngines(cl prometheus.Labels) *engines {
 	return &engines{
 		calls:     desc("engine_calls_total", "Calls made to the engine behind a circuit breaker."),
 		errs:      desc("engine_errors_total", "Calls to the engine that failed or timed out, by operation (decide, refund, reset).", "op"),
-		timeouts:  desc("engine_timeouts_total", "Calls to the engine cut off by the per-call timeout (also counted in engine_errors_total)."),
+		timeouts:  desc("engine_timeouts_total", "Calls to the engine cut off by the per-call slow timeout (also counted in engine_errors_total)."),
+		slow:      desc("engine_slow_total", "Calls to the engine answered later than the per-call timeout but within the slow timeout; their answers were used."),
 		skipped:   desc("engine_skipped_total", "Calls not made because the circuit breaker was open; the failure policy decided them."),
 		canceled:  desc("engine_canceled_total", "Calls abandoned because the caller's context ended first; they say nothing about the engine."),
 		state:     desc("breaker_state", "State of the engine's circuit breaker: 0 closed, 1 open, 2 half-open."),
@@ -145,7 +147,7 @@ func (e *engines) add(engine string, g Guard, s Memory) error {
 
 // Describe implements prometheus.Collector.
 func (e *engines) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range [...]*prometheus.Desc{e.calls, e.errs, e.timeouts, e.skipped, e.canceled, e.state, e.keys, e.evictions} {
+	for _, d := range [...]*prometheus.Desc{e.calls, e.errs, e.timeouts, e.slow, e.skipped, e.canceled, e.state, e.keys, e.evictions} {
 		ch <- d
 	}
 }
@@ -165,6 +167,7 @@ func (e *engines) Collect(ch chan<- prometheus.Metric) {
 		counter(e.errs, st.Failures.Refund, w.engine, string(failover.OpRefund))
 		counter(e.errs, st.Failures.Reset, w.engine, string(failover.OpReset))
 		counter(e.timeouts, st.Timeouts, w.engine)
+		counter(e.slow, st.Slow, w.engine)
 		counter(e.skipped, st.Skipped, w.engine)
 		counter(e.canceled, st.Canceled, w.engine)
 		ch <- prometheus.MustNewConstMetric(e.state, prometheus.GaugeValue, float64(st.State), w.engine)

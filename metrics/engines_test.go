@@ -100,9 +100,12 @@ floodgate_engine_calls_total{engine=%[1]q} %[2]d
 floodgate_engine_errors_total{engine=%[1]q,op="decide"} %[3]d
 floodgate_engine_errors_total{engine=%[1]q,op="refund"} 0
 floodgate_engine_errors_total{engine=%[1]q,op="reset"} 0
-# HELP floodgate_engine_timeouts_total Calls to the engine cut off by the per-call timeout (also counted in engine_errors_total).
+# HELP floodgate_engine_timeouts_total Calls to the engine cut off by the per-call slow timeout (also counted in engine_errors_total).
 # TYPE floodgate_engine_timeouts_total counter
 floodgate_engine_timeouts_total{engine=%[1]q} 0
+# HELP floodgate_engine_slow_total Calls to the engine answered later than the per-call timeout but within the slow timeout; their answers were used.
+# TYPE floodgate_engine_slow_total counter
+floodgate_engine_slow_total{engine=%[1]q} 0
 # HELP floodgate_engine_skipped_total Calls not made because the circuit breaker was open; the failure policy decided them.
 # TYPE floodgate_engine_skipped_total counter
 floodgate_engine_skipped_total{engine=%[1]q} %[4]d
@@ -123,7 +126,7 @@ floodgate_breaker_transitions_total{engine=%[1]q,from="half_open",to="open"} %[9
 
 var guardMetrics = []string{
 	"floodgate_engine_calls_total", "floodgate_engine_errors_total", "floodgate_engine_timeouts_total",
-	"floodgate_engine_skipped_total", "floodgate_engine_canceled_total",
+	"floodgate_engine_slow_total", "floodgate_engine_skipped_total", "floodgate_engine_canceled_total",
 	"floodgate_breaker_state", "floodgate_breaker_transitions_total",
 }
 
@@ -164,7 +167,7 @@ func TestRedisKilledFailOpen(t *testing.T) {
 	fs, err := failover.New(redisStore(t, srv.Addr), failover.Options{
 		Mode: failover.FailOpen,
 		Guard: m.GuardOptions("redis", failover.GuardOptions{
-			Timeout: 10 * time.Second, Failures: 3, Backoff: time.Second, MaxBackoff: time.Second,
+			Timeout: 10 * time.Second, MinCalls: 3, Backoff: time.Second, MaxBackoff: time.Second,
 			ContextBound: true, Clock: clock,
 		}),
 	})
@@ -180,9 +183,10 @@ func TestRedisKilledFailOpen(t *testing.T) {
 	compare(t, reg, guardText("redis", 5, 0, 0, failover.Closed, 0, 0, 0, 0), guardMetrics...)
 
 	srv.Kill()
-	// Three failures open the breaker; the other seven are not tried.
+	// Half the window's calls failing opens the breaker: five failures
+	// after the five answers; the other five are not tried.
 	decide(t, lim, 10, true, floodgate.SourceFailOpen)
-	compare(t, reg, guardText("redis", 8, 3, 7, failover.Open, 1, 0, 0, 0), guardMetrics...)
+	compare(t, reg, guardText("redis", 10, 5, 5, failover.Open, 1, 0, 0, 0), guardMetrics...)
 
 	srv.Restart()
 	// Each decision after a back-off is the probe. A probe may still meet
@@ -202,7 +206,7 @@ func TestRedisKilledFailOpen(t *testing.T) {
 			t.Fatalf("probe %d: %+v; want the restarted redis to answer", probes, res)
 		}
 	}
-	compare(t, reg, guardText("redis", uint64(8+probes), uint64(3+probes-1), 7, failover.Closed, 1, probes, 1, probes-1), guardMetrics...)
+	compare(t, reg, guardText("redis", uint64(10+probes), uint64(5+probes-1), 5, failover.Closed, 1, probes, 1, probes-1), guardMetrics...)
 
 	compare(t, reg, decisionsHelp+fmt.Sprintf(`
 floodgate_decisions_total{decision="allowed",policy="api",source="redis"} 6
@@ -223,7 +227,7 @@ func TestHybridRedisKilled(t *testing.T) {
 	local := memStore(t, memstore.Options{})
 	hs, err := hybrid.New(local, redisStore(t, srv.Addr), hybrid.Options{
 		Fraction: 0.5,
-		Guard:    m.GuardOptions("redis", failover.GuardOptions{Timeout: 10 * time.Second, Failures: 5, ContextBound: true}),
+		Guard:    m.GuardOptions("redis", failover.GuardOptions{Timeout: 10 * time.Second, MinCalls: 5, ContextBound: true}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -274,10 +278,10 @@ func TestGuardOptionsKeepsHooks(t *testing.T) {
 	m, reg := newMetrics(t, metrics.Options{})
 	var seen []string
 	o := m.GuardOptions("down", failover.GuardOptions{
-		Failures: 1, Timeout: time.Minute, ContextBound: true,
+		MinCalls: 1, Timeout: time.Minute, ContextBound: true,
 		OnStateChange: func(from, to failover.BreakerState) { seen = append(seen, from.String()+">"+to.String()) },
 	})
-	if o.Failures != 1 || o.Timeout != time.Minute || !o.ContextBound {
+	if o.MinCalls != 1 || o.Timeout != time.Minute || !o.ContextBound {
 		t.Fatalf("GuardOptions changed the options: %+v", o)
 	}
 	g, err := failover.NewGuard(downStore{memStore(t, memstore.Options{})}, o)

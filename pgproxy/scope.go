@@ -75,14 +75,18 @@ func (c *conn) allow(ctx context.Context) (res floodgate.Result, denied scopeID,
 	return res, c.checkScope[i], err
 }
 
-func (c *conn) key(s scopeID) string {
+func (c *conn) key(s scopeID) string { return scopeKey(s, c.params.User, c.ipKey) }
+
+// scopeKey is a scope's key for a client: the one rule of how the proxy
+// keys its checks, which conn.key and Explain both read.
+func scopeKey(s scopeID, user, ipKey string) string {
 	switch s {
 	case scopeGlobal:
 		return GlobalKey
 	case scopeUser:
-		return c.params.User
+		return user
 	}
-	return c.ipKey
+	return ipKey
 }
 
 // ipKey is the per-IP key of a client: its address, or its /64 for IPv6,

@@ -64,6 +64,10 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 
+	// RawKeys writes keys as they are in the denial log lines; false, the
+	// default, writes floodgate.RedactKey's stand-ins.
+	RawKeys bool
+
 	// OnShadow, when set, is called for every request a shadow route would
 	// have refused (res is the decision; its Source is fail-closed when the
 	// engine failed closed). It runs on the request's goroutine: count a
@@ -136,14 +140,15 @@ type Proxy struct {
 type route struct {
 	name   string
 	match  *httplimit.Matcher
+	desc   string // the Match, as written
 	shadow bool
+	mw     *httplimit.Middleware // nil for a route without limits; Decide and Explain use it
 	h      http.Handler
-	mw     *httplimit.Middleware // nil for an unlimited route; Decide uses it
 }
 
 // New validates cfg and returns its proxy.
 func New(cfg Config) (*Proxy, error) {
-	p := &Proxy{cfg: cfg, sample: denylog.New(cfg.Logger)}
+	p := &Proxy{cfg: cfg, sample: denylog.New(cfg.Logger, cfg.RawKeys)}
 	p.errs.Log = p.sample.Logger()
 	var errs []error
 	trusted, err := clientip.ParsePrefixes(cfg.TrustedProxies)
@@ -283,7 +288,7 @@ func (p *Proxy) SetRoutes(routes []Route) error {
 }
 
 func (p *Proxy) compile(i int, rt Route) (*route, error) {
-	r := &route{name: rt.Name, shadow: rt.Shadow}
+	r := &route{name: rt.Name, shadow: rt.Shadow, desc: rt.Match.String()}
 	if r.name == "" {
 		r.name = fmt.Sprintf("route %d", i+1)
 	}

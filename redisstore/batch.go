@@ -360,8 +360,15 @@ func (f *flusher) args(reqs []*request, now any, zoneAt int64) []any {
 	for _, set := range f.order {
 		size += 1 + 4*set.Len()
 	}
+	sc := leanScript
+	for _, set := range f.order {
+		if !lean(set) {
+			sc = batchScript
+			break
+		}
+	}
 	args := make([]any, 0, size)
-	args = append(args, "evalsha", batchScript.sha, nkeys)
+	args = append(args, "evalsha", sc.sha, nkeys)
 	keys := string(f.buf) // one allocation; the keys are slices of it
 	start := 0
 	for _, end := range f.ends {
@@ -389,7 +396,8 @@ func (s *Store) exec(ctx context.Context, calls []*call) {
 	for _, c := range calls {
 		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
 			args := append([]any(nil), c.cmd.Args()...)
-			args[0], args[1] = "eval", batchScript.src
+			sha, _ := args[1].(string)
+			args[0], args[1] = "eval", scriptOf(sha).src
 			c.cmd = redis.NewCmd(ctx, args...)
 			again = append(again, c)
 		}

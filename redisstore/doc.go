@@ -29,7 +29,9 @@
 // # Decisions
 //
 // Every algorithm of package floodgate has a Lua twin (scripts/*.lua,
-// embedded into the binary and joined into one script). One script call
+// embedded into the binary and joined into a script; a batch without
+// sliding limits runs the script without the sliding algorithms, which
+// Redis would otherwise define on every call for nothing). One script call
 // decides a request under all the limits of its policy atomically and all or
 // nothing: it checks every limit, then charges all of them or none, and a
 // limit that would have admitted a denied request reports its uncharged

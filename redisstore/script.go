@@ -13,7 +13,7 @@ import (
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-// scriptParts are the files of the one script Redis runs, in the order they
+// scriptParts are the files of the script Redis runs, in the order they
 // are joined: each part uses the functions of the parts before it.
 var scriptParts = []string{
 	"prologue.lua",
@@ -25,14 +25,49 @@ var scriptParts = []string{
 	"batch.lua",
 }
 
-// batchScript is the script and its SHA-1, under which EVALSHA finds it.
-var batchScript = joinScript()
+// leanParts are the parts a batch of GCRA, token bucket and fixed window
+// limits needs: the script without the sliding algorithms, whose functions
+// every script call would otherwise define, for nothing. The driver's
+// calls of them are never reached in such a batch.
+var leanParts = []string{
+	"prologue.lua",
+	"lib.lua",
+	"gcra.lua",
+	"fixedwindow.lua",
+	"batch.lua",
+}
+
+// batchScript is the script and its SHA-1, under which EVALSHA finds it;
+// leanScript is the script of leanParts, which a batch without sliding
+// limits runs.
+var (
+	batchScript = joinScript(scriptParts)
+	leanScript  = joinScript(leanParts)
+)
 
 type script struct{ src, sha string }
 
-func joinScript() script {
+// scriptOf returns the script whose SHA-1 is sha.
+func scriptOf(sha string) script {
+	if sha == leanScript.sha {
+		return leanScript
+	}
+	return batchScript
+}
+
+// lean reports whether every limit of set runs in leanScript.
+func lean(set *algo.Set) bool {
+	for i := range set.Len() {
+		if k := set.At(i).Kind(); k != algo.GCRA && k != algo.FixedWindow {
+			return false
+		}
+	}
+	return true
+}
+
+func joinScript(parts []string) script {
 	var b strings.Builder
-	for _, name := range scriptParts {
+	for _, name := range parts {
 		src, err := scriptFS.ReadFile("scripts/" + name)
 		if err != nil {
 			panic("redisstore: embedded script missing: " + name)

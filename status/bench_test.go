@@ -24,7 +24,8 @@ func (p passthrough) Allow(ctx context.Context, key string) (floodgate.Result, e
 // wrapper that does nothing, through the status recorder, and as the
 // daemon makes it (metrics wrapper) with and without the recorder; on one
 // key (the recorder's counters always hit) and on 1000 keys cycling
-// through counters of 8 per shard (they always miss). docs/operating.md
+// through counters of 8 per shard (they always miss); status+hot with the
+// first 10 keys among the heavy hitters whose last decisions are kept. docs/operating.md
 // says how to compare them with benchstat.
 func BenchmarkAllow(b *testing.B) {
 	for _, nkeys := range []int{1, 1000} {
@@ -33,14 +34,15 @@ func BenchmarkAllow(b *testing.B) {
 			keys[i] = "user:" + strconv.Itoa(i*i%997)
 		}
 		for _, bc := range []struct {
-			name                  string
-			pass, metrics, status bool
+			name                       string
+			pass, metrics, status, hot bool
 		}{
-			{"wrap=bare", false, false, false},
-			{"wrap=passthrough", true, false, false},
-			{"wrap=status", false, false, true},
-			{"wrap=metrics", false, true, false},
-			{"wrap=metrics+status", false, true, true},
+			{"wrap=bare", false, false, false, false},
+			{"wrap=passthrough", true, false, false, false},
+			{"wrap=status", false, false, true, false},
+			{"wrap=status+hot", false, false, true, true},
+			{"wrap=metrics", false, true, false, false},
+			{"wrap=metrics+status", false, true, true, false},
 		} {
 			b.Run("keys="+strconv.Itoa(nkeys)+"/"+bc.name, func(b *testing.B) {
 				lim := benchLimiter(b)
@@ -55,7 +57,17 @@ func BenchmarkAllow(b *testing.B) {
 					lim = m.Limiter(lim)
 				}
 				if bc.status {
-					lim = New(Options{}).Limiter(lim)
+					s := New(Options{})
+					lim = s.Limiter(lim)
+					if bc.hot {
+						// The first keys are heavy hitters whose decisions
+						// are kept (with one key, every decision is).
+						var top []Count
+						for _, k := range keys[:min(len(keys), DefaultTop)] {
+							top = append(top, Count{Key: k})
+						}
+						s.policies[lim.Name()].refreshHot(top)
+					}
 				}
 				ctx := context.Background()
 				for _, k := range keys {

@@ -19,6 +19,10 @@ type PolicyStatus struct {
 	Name   string   `json:"name"`
 	Limits []string `json:"limits,omitempty"` // the default limits, e.g. "10/s"
 
+	// Overrides are the keys the policy gives limits of their own, as the
+	// configuration writes them.
+	Overrides []Override `json:"overrides,omitempty"`
+
 	Total       Point   `json:"total"`       // decisions since the daemon started
 	LastMinute  Point   `json:"last_minute"` // decisions in the last minute
 	DenialRatio float64 `json:"denial_ratio"`
@@ -30,6 +34,12 @@ type PolicyStatus struct {
 
 	TopLimited   []KeyCount `json:"top_limited"`   // denied requests in the window
 	TopConsuming []KeyCount `json:"top_consuming"` // units allowed in the window
+}
+
+// An Override is a key with limits of its own.
+type Override struct {
+	Key    string   `json:"key"`
+	Limits []string `json:"limits"`
 }
 
 // A Point counts decisions.
@@ -45,11 +55,20 @@ type KeyCount struct {
 	Key   string `json:"key"`
 	Count uint64 `json:"count"`
 	Error uint64 `json:"error"`
+
+	// Recent are the key's last decisions, oldest first, for a top limited
+	// key once a Tick has found it among them (see Status.Recent).
+	Recent []Decision `json:"recent,omitempty"`
 }
 
 // Engine is the engine's health.
 type Engine struct {
 	Name string `json:"name"` // memory, redis or hybrid
+
+	// Failure is the failure mode in force when the remote engine fails,
+	// as the Sources of its decisions spell it: fail-open, fail-closed or
+	// local-fallback; empty for the memory engine.
+	Failure string `json:"failure,omitempty"`
 
 	// Breaker is the remote engine's circuit breaker state (closed, open,
 	// half_open); empty for the memory engine.
@@ -75,7 +94,13 @@ type Latency struct {
 	P99Ms   float64 `json:"p99_ms"`
 	Samples int     `json:"samples"`
 	Failed  int     `json:"failed"`          // of the samples, pings that failed
-	Error   string  `json:"error,omitempty"` // the last failure
+	Error   string  `json:"error,omitempty"` // the last ping's error, while it is failing
+
+	// LastError is the most recent failure among the samples and when it
+	// was, kept after recovery so that the page can say Redis failed a
+	// while ago without saying it is failing now.
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
 }
 
 // Config is the configuration in service and the last reload.

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/failover"
 )
 
 // The tags a Recorder counts decisions under, by the Source that decided.
@@ -17,13 +18,14 @@ const (
 	tagHybridFallback
 	tagFailOpen
 	tagFailClosed
+	tagLocalFallback
 )
 
 // tagNames are the sources of the tags, as Results spell them.
 var tagNames = [maxTags]string{
 	tagOther: "other", tagMemory: "memory", tagRedis: "redis",
 	tagHybridLocal: "hybrid:local", tagHybridGlobal: "hybrid:global", tagHybridFallback: "hybrid:local-fallback",
-	tagFailOpen: "fail-open", tagFailClosed: "fail-closed",
+	tagFailOpen: "fail-open", tagFailClosed: "fail-closed", tagLocalFallback: failover.SourceLocalFallback,
 }
 
 func tagOf(src floodgate.Source) int {
@@ -42,6 +44,8 @@ func tagOf(src floodgate.Source) int {
 		return tagFailOpen
 	case floodgate.SourceFailClosed:
 		return tagFailClosed
+	case failover.SourceLocalFallback:
+		return tagLocalFallback
 	}
 	return tagOther
 }
@@ -49,11 +53,13 @@ func tagOf(src floodgate.Source) int {
 // policy is what a Status records for one policy name: the keys it denied
 // (weighted by requests) and the units it let pass (weighted by cost).
 type policy struct {
-	name     string
-	limited  *Window       // denied decisions, one per request
-	consumed *Window       // allowed decisions, weighted by cost
-	errors   atomic.Uint64 // decisions that failed: no engine decided, no key counts
-	limits   []string      // the policy's default limits, for the page
+	name      string
+	limited   *Window                 // denied decisions, one per request
+	consumed  *Window                 // allowed decisions, weighted by cost
+	errors    atomic.Uint64           // decisions that failed: no engine decided, no key counts
+	limits    []string                // the policy's default limits, for the page
+	overrides []Override              // the keys with limits of their own, for the page
+	hot       atomic.Pointer[hotKeys] // the top limited keys, whose decisions are kept
 }
 
 // record counts one decision. It takes the two fields it needs, not the
@@ -74,7 +80,14 @@ func (p *policy) record(key string, cost int64, allowed bool, src floodgate.Sour
 // limiter is the wrapper Status.Limiter returns.
 type limiter struct {
 	floodgate.Limiter
-	p *policy
+	p     *policy
+	route string
+}
+
+// WithRoute returns the limiter recording its decisions as asked by the
+// named route (Decision.Route), into the same record.
+func (l *limiter) WithRoute(route string) floodgate.Limiter {
+	return &limiter{Limiter: l.Limiter, p: l.p, route: route}
 }
 
 // Unwrap returns the wrapped Limiter.
@@ -85,6 +98,9 @@ func (l *limiter) Unwrap() floodgate.Limiter { return l.Limiter }
 func (l *limiter) Allow(ctx context.Context, key string) (floodgate.Result, error) {
 	res, err := l.Limiter.Allow(ctx, key)
 	l.p.record(key, 1, res.Allowed, res.Source, err)
+	if err == nil {
+		l.p.remember(key, l.route, 1, &res)
+	}
 	return res, err
 }
 
@@ -92,5 +108,8 @@ func (l *limiter) Allow(ctx context.Context, key string) (floodgate.Result, erro
 func (l *limiter) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
 	res, err := l.Limiter.AllowN(ctx, key, cost)
 	l.p.record(key, cost, res.Allowed, res.Source, err)
+	if err == nil && cost != 0 {
+		l.p.remember(key, l.route, cost, &res)
+	}
 	return res, err
 }

@@ -113,31 +113,39 @@ func (s *Status) Limiter(l floodgate.Limiter) floodgate.Limiter {
 		}}
 		s.policies[l.Name()] = ps
 	}
-	ps.limits = describeLimits(l)
+	ps.limits, ps.overrides = describeLimits(l)
 	return &limiter{Limiter: l, p: ps.policy}
 }
 
-// describeLimits names l's default limits, when a limiter in its chain of
-// wrappers can tell them.
-func describeLimits(l floodgate.Limiter) []string {
+// describeLimits names l's default limits and those of its overrides, when
+// a limiter in its chain of wrappers can tell them.
+func describeLimits(l floodgate.Limiter) (limits []string, overrides []Override) {
+	names := func(set *floodgate.LimitSet) []string {
+		out := make([]string, set.Len())
+		for i := range out {
+			out[i] = set.Limit(i).String()
+		}
+		return out
+	}
 	for l != nil {
 		if pl, ok := l.(interface {
 			LimitsFor(string) *floodgate.LimitSet
 		}); ok {
-			set := pl.LimitsFor("")
-			out := make([]string, set.Len())
-			for i := range out {
-				out[i] = set.Limit(i).String()
+			limits = names(pl.LimitsFor(""))
+			if ol, ok := l.(interface{ Overrides() []string }); ok {
+				for _, k := range ol.Overrides() {
+					overrides = append(overrides, Override{Key: k, Limits: names(pl.LimitsFor(k))})
+				}
 			}
-			return out
+			return limits, overrides
 		}
 		u, ok := l.(interface{ Unwrap() floodgate.Limiter })
 		if !ok {
-			return nil
+			return nil, nil
 		}
 		l = u.Unwrap()
 	}
-	return nil
+	return nil, nil
 }
 
 // Retain forgets every policy not named in keep, e.g. after a reload that
@@ -170,13 +178,22 @@ func (s *Status) Run(ctx context.Context) {
 // Tick) and, every Span, moves the windows on by one bucket.
 func (s *Status) Tick() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	states := make([]*policyState, 0, len(s.policies))
+	defer func() {
+		s.mu.Unlock()
+		// The heavy hitters whose decisions are kept, outside the lock:
+		// Top reads every shard.
+		for _, ps := range states {
+			ps.refreshHot(ps.limited.Top(s.o.Top))
+		}
+	}()
 	s.ticks++
 	rotate := time.Duration(s.ticks)*s.o.Step >= s.o.Span
 	if rotate {
 		s.ticks = 0
 	}
 	for _, ps := range s.policies {
+		states = append(states, ps)
 		now := ps.read()
 		ps.points = append(ps.points, Point{Allowed: now.allowed - ps.last.allowed, Denied: now.denied - ps.last.denied,
 			Errors: now.errors - ps.last.errors})
@@ -244,8 +261,8 @@ func (s *Status) Snapshot() *Snapshot {
 
 	for i, ps := range states {
 		p := &out.Policies[i]
-		p.TopLimited = s.keys(ps.limited.Top(s.o.Top))
-		p.TopConsuming = s.keys(ps.consumed.Top(s.o.Top))
+		p.TopLimited = s.keys(ps.limited.Top(s.o.Top), ps.policy)
+		p.TopConsuming = s.keys(ps.consumed.Top(s.o.Top), nil)
 	}
 	slices.SortFunc(out.Policies, func(a, b PolicyStatus) int {
 		switch {
@@ -264,7 +281,7 @@ func (s *Status) Snapshot() *Snapshot {
 
 // describe is the policy's counts; under s.mu.
 func (ps *policyState) describe(recent int) PolicyStatus {
-	p := PolicyStatus{Name: ps.name, Limits: ps.limits, Points: slices.Clone(ps.points), Sources: map[string]uint64{}}
+	p := PolicyStatus{Name: ps.name, Limits: ps.limits, Overrides: ps.overrides, Points: slices.Clone(ps.points), Sources: map[string]uint64{}}
 	now := ps.read()
 	p.Total = Point{Allowed: now.allowed, Denied: now.denied, Errors: now.errors}
 	// The last minute: the chart's points plus what happened since the
@@ -289,7 +306,8 @@ func (ps *policyState) describe(recent int) PolicyStatus {
 	return p
 }
 
-func (s *Status) keys(top []Count) []KeyCount {
+// keys describes top, with each key's recent decisions when p is given.
+func (s *Status) keys(top []Count, p *policy) []KeyCount {
 	out := make([]KeyCount, len(top))
 	for i, c := range top {
 		k := c.Key
@@ -297,6 +315,9 @@ func (s *Status) keys(top []Count) []KeyCount {
 			k = floodgate.RedactKey(k)
 		}
 		out[i] = KeyCount{Key: k, Count: c.Count, Error: c.Error}
+		if p != nil {
+			out[i].Recent = p.recent(c.Key)
+		}
 	}
 	return out
 }

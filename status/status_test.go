@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/memstore"
 )
 
@@ -45,7 +46,7 @@ func TestStatusCountsAndWindow(t *testing.T) {
 		t.Errorf("sources %v, want 6 decisions by memory", p.Sources)
 	}
 	r1 := floodgate.RedactKey("user:1")
-	if len(p.TopLimited) != 1 || p.TopLimited[0] != (KeyCount{Key: r1, Count: 2}) {
+	if len(p.TopLimited) != 1 || p.TopLimited[0].Key != r1 || p.TopLimited[0].Count != 2 || p.TopLimited[0].Recent != nil {
 		t.Errorf("top limited %+v, want %s with 2", p.TopLimited, r1)
 	}
 	if len(p.TopConsuming) != 2 || p.TopConsuming[0].Key != r1 || p.TopConsuming[0].Count != 3 || p.TopConsuming[1].Count != 2 {
@@ -84,4 +85,91 @@ func TestStatusRawKeys(t *testing.T) {
 	if top := s.Snapshot().Policies[0].TopLimited; len(top) != 1 || top[0].Key != "user:1" {
 		t.Fatalf("top limited %+v", top)
 	}
+}
+
+// TestStatusRecentDecisions: once a Tick finds a key among the top
+// limited, its decisions are kept with route, limit, remaining and source,
+// at most RecentPerKey of them, on the page and through Recent; a key that
+// is not a heavy hitter keeps none, and one that leaves the top loses its
+// ring.
+func TestStatusRecentDecisions(t *testing.T) {
+	ctx := context.Background()
+	s := New(Options{Buckets: 2, Span: time.Second, Step: time.Second, RawKeys: true})
+	base := s.Limiter(tinyLimiter(t, "api", floodgate.PerHour(2)))
+	lim := base.(interface {
+		WithRoute(string) floodgate.Limiter
+	}).WithRoute("login")
+	for range 3 {
+		lim.Allow(ctx, "user:1")
+	}
+	lim.Allow(ctx, "user:2")
+	if got := s.Recent("api", "user:1"); got != nil {
+		t.Fatalf("before a Tick: %+v", got)
+	}
+	s.Tick()
+	for range RecentPerKey + 3 {
+		lim.Allow(ctx, "user:1")
+	}
+	lim.Allow(ctx, "user:2")
+	got := s.Recent("api", "user:1")
+	if len(got) != RecentPerKey {
+		t.Fatalf("%d recent decisions, want %d", len(got), RecentPerKey)
+	}
+	d := got[len(got)-1]
+	if d.Allowed || d.Route != "login" || d.Limit != "2/h" || d.Remaining != 0 || d.Source != "memory" || d.Cost != 1 || d.At.IsZero() {
+		t.Errorf("last decision %+v", d)
+	}
+	if r := s.Recent("api", "user:2"); r != nil {
+		t.Errorf("user:2 was never denied but has %+v", r)
+	}
+	top := s.Snapshot().Policies[0].TopLimited
+	if len(top) != 1 || len(top[0].Recent) != RecentPerKey {
+		t.Errorf("the page's top limited %+v", top)
+	}
+	// The window forgets user:1 after Buckets spans; so do the rings.
+	s.Tick()
+	s.Tick()
+	if r := s.Recent("api", "user:1"); r != nil {
+		t.Errorf("after the window: %d decisions kept", len(r))
+	}
+}
+
+// TestStatusSourcesAndOverrides: a local-fallback decision is counted
+// under its own name, and the page lists the policy's overrides.
+func TestStatusSourcesAndOverrides(t *testing.T) {
+	s := New(Options{})
+	m := memstore.New(memstore.Options{})
+	t.Cleanup(func() { m.Close() })
+	pl, err := floodgate.New(m, floodgate.Policy{Name: "api", Limits: []floodgate.Limit{floodgate.PerHour(3)},
+		Overrides: map[string][]floodgate.Limit{"user:batch": {floodgate.PerSecond(50)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := s.Limiter(fixedSource{pl, failover.SourceLocalFallback})
+	lim.Allow(context.Background(), "user:1")
+	p := s.Snapshot().Policies[0]
+	if p.Sources[failover.SourceLocalFallback] != 1 || p.Sources["other"] != 0 {
+		t.Errorf("sources %v", p.Sources)
+	}
+	if len(p.Overrides) != 1 || p.Overrides[0].Key != "user:batch" || p.Overrides[0].Limits[0] != "50/s" {
+		t.Errorf("overrides %+v", p.Overrides)
+	}
+}
+
+// fixedSource answers as its limiter, with the Source src.
+type fixedSource struct {
+	*floodgate.PolicyLimiter
+	src floodgate.Source
+}
+
+func (f fixedSource) Unwrap() floodgate.Limiter { return f.PolicyLimiter }
+
+func (f fixedSource) Allow(ctx context.Context, key string) (floodgate.Result, error) {
+	return f.AllowN(ctx, key, 1)
+}
+
+func (f fixedSource) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
+	res, err := f.PolicyLimiter.AllowN(ctx, key, cost)
+	res.Source = f.src
+	return res, err
 }

@@ -51,7 +51,7 @@ type shard struct {
 }
 
 // maxTags bounds the tags an Add may count (see Add).
-const maxTags = 8
+const maxTags = 12
 
 // summary is one Space-Saving summary: at most len(hash) monitored keys.
 type summary struct {
@@ -83,7 +83,7 @@ func NewWindow(perShard, buckets int) *Window {
 	return w
 }
 
-// Add counts weight for key and one event under tag (0 ≤ tag < 8; others
+// Add counts weight for key and one event under tag (0 ≤ tag < 12; others
 // are not counted by tag). A weight of 0 counts the event only.
 func (w *Window) Add(key string, weight uint64, tag int) {
 	h := maphash.String(seed, key)

@@ -11,8 +11,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
+	"github.com/floodgate-go/floodgate/admin"
 	"github.com/floodgate-go/floodgate/config"
 )
 
@@ -20,7 +20,8 @@ import (
 // without charging it, or reset, through the admin listener's /v1/keys.
 func key(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "show" && args[0] != "reset") {
-		fmt.Fprint(stderr, "usage: floodgate key show|reset -policy P -key K [-addr URL] [-token T]\n")
+		fmt.Fprint(stderr, "usage: floodgate key show|reset -policy P -key K [-any-shape] [-addr URL] [-token T]\n"+
+			"       floodgate key show REQUEST (as floodgate explain describes it: -http, -pg-user or -envoy-domain)\n")
 		return 2
 	}
 	verb := args[0]
@@ -30,18 +31,60 @@ func key(args []string, stdout, stderr io.Writer) int {
 	k := fs.String("key", "", "the `key`, e.g. user:42")
 	addr := fs.String("addr", "http://"+config.DefaultAdminListen, "the daemon's admin listener `URL`")
 	token := fs.String("token", os.Getenv("FLOODGATE_ADMIN_TOKEN"), "the admin `token` (default $FLOODGATE_ADMIN_TOKEN)")
+	anyShape := fs.Bool("any-shape", false, "look the key up even if no front end makes keys of its shape (a key a check API caller sent)")
+	var desc description
+	if verb == "show" {
+		desc.flags(fs)
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
+	if desc.given() {
+		// The keys of a described request, as floodgate explain finds them.
+		if *policy != "" || *k != "" {
+			fmt.Fprint(stderr, "floodgate key show: give -policy and -key, or a request to find the keys of, not both\n")
+			return 2
+		}
+		req, err := desc.request()
+		if err != nil {
+			fmt.Fprintf(stderr, "floodgate key show: %v\n", err)
+			return 2
+		}
+		ex, err := askExplain(*addr, *token, req)
+		if err != nil {
+			fmt.Fprintf(stderr, "floodgate key show: %v\n", err)
+			return 1
+		}
+		n := 0
+		for _, c := range ex.Checks {
+			if c.State == nil {
+				continue
+			}
+			if n > 0 {
+				fmt.Fprintln(stdout)
+			}
+			n++
+			fmt.Fprintf(stdout, "policy:     %s\nkey:        %s (logged as %s)\nchecked by: %s\n", c.Policy, c.Key, c.State.Redacted, c.Where)
+			printState(stdout, c.State)
+		}
+		if n == 0 {
+			fmt.Fprintln(stdout, "no key: the request is checked against no limit (floodgate explain tells why)")
+		}
+		return 0
+	}
 	if *policy == "" || *k == "" {
-		fmt.Fprintf(stderr, "floodgate key %s: -policy and -key are required\n", verb)
+		fmt.Fprintf(stderr, "floodgate key %s: -policy and -key are required (or, for show, a request: -http, -pg-user or -envoy-domain)\n", verb)
 		return 2
 	}
 	method := http.MethodGet
 	if verb == "reset" {
 		method = http.MethodDelete
 	}
-	u := strings.TrimSuffix(*addr, "/") + "/v1/keys?" + url.Values{"policy": {*policy}, "key": {*k}}.Encode()
+	q := url.Values{"policy": {*policy}, "key": {*k}}
+	if *anyShape {
+		q.Set("any_shape", "1")
+	}
+	u := strings.TrimSuffix(*addr, "/") + "/v1/keys?" + q.Encode()
 	resp, b, err := callDaemon(method, u, nil, *token)
 	if errors.Is(err, errUsage) {
 		fmt.Fprintf(stderr, "floodgate key: %v\n", err)
@@ -60,19 +103,7 @@ func key(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "floodgate key %s: %s: %s\n", verb, resp.Status, msg)
 		return 1
 	}
-	var st struct {
-		Policy            string   `json:"policy"`
-		Key               string   `json:"key"`
-		Redacted          string   `json:"redacted"`
-		Limited           bool     `json:"limited"`
-		Remaining         int64    `json:"remaining"`
-		Limit             string   `json:"limit"`
-		Limits            []string `json:"limits"`
-		LimitSet          string   `json:"limit_set"`
-		ResetAfterSeconds float64  `json:"reset_after_seconds"`
-		Source            string   `json:"source"`
-		Reset             bool     `json:"reset"`
-	}
+	var st admin.KeyState
 	if err := json.Unmarshal(b, &st); err != nil {
 		fmt.Fprintf(stderr, "floodgate key: the daemon answered something else than a key's state: %v\n", err)
 		return 1
@@ -80,17 +111,7 @@ func key(args []string, stdout, stderr io.Writer) int {
 	if st.Reset {
 		fmt.Fprintln(stdout, "reset:      yes, the key meets full capacity again")
 	}
-	state := "not limited"
-	if st.Limited {
-		state = "LIMITED: the next request is denied"
-	}
-	set := "the policy's defaults"
-	if st.LimitSet != "" {
-		set = st.LimitSet
-	}
-	fmt.Fprintf(stdout, "policy:     %s\nkey:        %s (logged as %s)\nstate:      %s\nremaining:  %d under %s\nfull in:    %s\nlimits:     %s (%s)\nsource:     %s\n",
-		st.Policy, st.Key, st.Redacted, state, st.Remaining, st.Limit,
-		time.Duration(st.ResetAfterSeconds*float64(time.Second)).Round(time.Millisecond),
-		strings.Join(st.Limits, ", "), set, st.Source)
+	fmt.Fprintf(stdout, "policy:     %s\nkey:        %s (logged as %s)\n", st.Policy, st.Key, st.Redacted)
+	printState(stdout, &st)
 	return 0
 }

@@ -171,7 +171,7 @@ check: {listen: 127.0.0.1:0}
 admin: {listen: "0.0.0.0:0", token: s3cret}
 `, up), "proxy", "check", "admin")
 	admin := "http://" + strings.Replace(withToken.addr("admin"), "0.0.0.0:", "127.0.0.1:", 1)
-	keys := admin + "/v1/keys?policy=api&key=user:42"
+	keys := admin + "/v1/keys?policy=api&key=203.0.113.7"
 	bearer := []string{"Authorization", "Bearer s3cret"}
 	for _, c := range []struct {
 		method, url string
@@ -193,10 +193,10 @@ admin: {listen: "0.0.0.0:0", token: s3cret}
 		}
 	}
 	var out, errOut bytes.Buffer
-	if code := run([]string{"key", "reset", "-addr", admin, "-policy", "api", "-key", "user:42"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "401") {
+	if code := run([]string{"key", "reset", "-addr", admin, "-policy", "api", "-key", "203.0.113.7"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "401") {
 		t.Errorf("floodgate key reset without -token: exit %d %s", code, errOut.String())
 	}
-	if code := run([]string{"key", "reset", "-addr", admin, "-token", "s3cret", "-policy", "api", "-key", "user:42"}, &out, &errOut); code != 0 {
+	if code := run([]string{"key", "reset", "-addr", admin, "-token", "s3cret", "-policy", "api", "-key", "203.0.113.7"}, &out, &errOut); code != 0 {
 		t.Errorf("floodgate key reset -token: exit %d %s", code, errOut.String())
 	}
 	// Neither the proxy (which passes the request upstream) nor the check

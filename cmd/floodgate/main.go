@@ -4,6 +4,8 @@
 //	floodgate validate FILE | -        check a configuration file, print every error
 //	floodgate check -policy P -key K   ask a running daemon's check API
 //	floodgate key show|reset -policy P -key K   inspect or forgive a key
+//	floodgate explain -http 'GET /path' …      what the daemon would do with a request
+//	floodgate replay -config FILE LOG        what a file would decide for yesterday's log
 //	floodgate version                  print the version
 //
 // See docs/daemon.md.
@@ -40,6 +42,12 @@ const usage = `usage:
                                      ask a running daemon's check API (exit 0 allowed, 1 denied)
   floodgate key show|reset -policy P -key K [-addr URL] [-token T]
                                      inspect a key without charging it, or reset (forgive) it
+  floodgate explain -http 'GET /path' [-H 'Name: value'] [-peer ADDR] | -pg-user U | -envoy-domain D -descriptor k=v
+                                     which route or rule a request meets, its keys and their state, without charging
+  floodgate explain -http 'METHOD /path' [-H 'Name: value'] [-peer ADDR] | -pg-user U | -envoy-domain D -descriptor k=v
+                                     what the running daemon would do with a request, charging nothing
+  floodgate replay -config FILE [-against FILE] LOG
+                                     decide an access log's requests with a file, on the log's clock, and report
   floodgate version                  print the version
 `
 
@@ -63,6 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return key(args[1:], stdout, stderr)
 	case "replay":
 		return replayCmd(args[1:], stdout, stderr)
+	case "explain":
+		return explain(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "floodgate", version())
 		return 0
@@ -227,21 +237,38 @@ func banner(w io.Writer, d *daemon.Daemon, path string) {
 		fmt.Fprintf(w, "postgres:      %s -> %s\n", local(pa), cfg.Postgres.Upstream)
 	}
 	if a.Admin != nil {
-		fmt.Fprintf(w, "admin:         http://%s (the status page; /metrics /healthz /readyz /v1/config /v1/keys)\n", local(a.Admin))
+		fmt.Fprintf(w, "admin:         http://%s (the status page; /metrics /healthz /readyz /v1/config /v1/keys /v1/explain)\n", local(a.Admin))
 	}
 	if a.Proxy != nil {
-		if try := tryLine(cfg.Proxy, local(a.Proxy)); try != "" {
+		if try := tryLine(cfg, local(a.Proxy)); try != "" {
 			fmt.Fprintf(w, "try:           %s\n", try)
 		}
 	}
 }
 
 // tryLine is a command that shows the first limited route's limit: enough
-// requests to it to reach a 429, or "" when no route is limited.
-func tryLine(p *config.Proxy, addr string) string {
-	for _, r := range p.Routes {
-		if len(r.Limits) == 0 {
+// requests to it to reach a 429 (two more than the smallest capacity among
+// its limits), or "" when no route refuses (none has limits, or only
+// shadow routes do, which never refuse).
+func tryLine(cfg *config.Config, addr string) string {
+	policies, err := cfg.FloodgatePolicies()
+	if err != nil || cfg.Proxy == nil {
+		return ""
+	}
+	for _, r := range cfg.Proxy.Routes {
+		if len(r.Limits) == 0 || r.Shadow {
 			continue
+		}
+		n := int64(-1)
+		for _, rl := range r.Limits {
+			for _, l := range policies[rl.Policy].Limits {
+				if c := l.Capacity(); n < 0 || c < n {
+					n = c
+				}
+			}
+		}
+		if n < 0 {
+			n = 10
 		}
 		m := r.Match
 		path := "/"
@@ -259,7 +286,7 @@ func tryLine(p *config.Proxy, addr string) string {
 		if m.Host != "" {
 			opts += " -H 'Host: " + strings.Replace(m.Host, "*.", "www.", 1) + "'"
 		}
-		return fmt.Sprintf("for i in $(seq 12); do curl -si%s http://%s%s | head -1; done   # route %q", opts, addr, path, r.Name)
+		return fmt.Sprintf("for i in $(seq %d); do curl -si%s http://%s%s | head -1; done   # route %q", n+2, opts, addr, path, r.Name)
 	}
 	return ""
 }

@@ -18,7 +18,9 @@ import (
 
 // TestStatusPageInBrowser loads the status page in headless Chromium: it
 // shows the configuration's policies without console errors, its counts
-// and top limited keys follow traffic sent through the proxy, it fits a
+// and top limited keys follow traffic sent through the proxy, a top
+// limited key's last decisions open under it, the explain box explains a
+// request, a key is forgiven from the page, it fits a
 // 360 px wide screen, and with -update the screenshot becomes
 // docs/status.png (a test run leaves the tree as it was).
 var update = flag.Bool("update", false, "rewrite docs/status.png from the status page in the browser")
@@ -143,6 +145,50 @@ admin: {listen: 127.0.0.1:0, raw_keys: true}
 	charts, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg[role=img][aria-label]").length`))
 	if err != nil || charts != 2 {
 		t.Errorf("%d labelled charts (%v), want one per policy", charts, err)
+	}
+
+	// Once the page's clock has found alice among the top limited keys,
+	// her decisions are kept: the row opens on them.
+	recent := `#p-api ~ .grid details.recent`
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		get(t, base+"/items", "X-User", "alice")
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, recent)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no recent decisions on the page:\n%s", text(section("api")))
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(recent+" summary"))); err != nil {
+		t.Fatal(err)
+	}
+	if s := text(recent); !strings.Contains(s, "DENIED on route api, cost 1, 0 left under 5/min, by memory") {
+		t.Errorf("alice's recent decisions: %q", s)
+	}
+
+	// The explain box: alice's request meets the api route, not login,
+	// with her key, limited.
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS("#ex-url"), "/items"),
+		chromedp.SendKeys(chromedp.CSS("#ex-headers"), "X-User: alice"),
+		chromedp.Click(chromedp.CSS(`#explain-form button[type=submit]`)),
+		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := chromedp.Poll[bool](`document.getElementById("explain-result").textContent.includes("check:")`,
+				chromedp.WithPollingTimeout(10*time.Second))(ctx, t)
+			return err
+		}),
+	); err != nil {
+		t.Fatalf("explaining from the page: %v", err)
+	}
+	for _, want := range []string{"login [/login]: path /items does not match the pattern /login", "MATCH   api", `key "x-user:alice"`, "LIMITED"} {
+		if s := text("#explain-result"); !strings.Contains(s, want) {
+			t.Errorf("the explain box: no %q in\n%s", want, s)
+		}
 	}
 
 	// Forgive alice from the page, by the key the panel shows.

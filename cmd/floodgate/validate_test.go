@@ -206,25 +206,27 @@ func TestValidateForms(t *testing.T) {
 }
 
 // TestBannerTriesALimitedRoute: the banner's try: line sends enough
-// requests to the first route that has limits to reach its 429.
+// requests to the first route that has limits and refuses (not a shadow
+// route) to reach its 429: two more than its smallest capacity.
 func TestBannerTriesALimitedRoute(t *testing.T) {
 	c, err := config.Parse("f.yaml", []byte(`
-policies: {login: {rate: 5/min}}
+policies: {login: {rate: 5/min}, big: {rate: 100/min}}
 proxy:
   upstream: demo
   routes:
     - {name: health, match: {path: /healthz}}
+    - {name: trial, match: {path: /trial}, shadow: true, limits: [{policy: login}]}
     - {name: login, match: {path: "/users/{id}/login", methods: [POST]}, limits: [{policy: login}]}
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := tryLine(c.Proxy, "localhost:8080")
-	if !strings.Contains(got, "-X POST") || !strings.Contains(got, "http://localhost:8080/users/1/login") || !strings.Contains(got, `route "login"`) {
+	got := tryLine(c, "localhost:8080")
+	if !strings.Contains(got, "$(seq 7)") || !strings.Contains(got, "-X POST") || !strings.Contains(got, "http://localhost:8080/users/1/login") || !strings.Contains(got, `route "login"`) {
 		t.Errorf("try line %q", got)
 	}
-	c.Proxy.Routes = c.Proxy.Routes[:1]
-	if got := tryLine(c.Proxy, "localhost:8080"); got != "" {
+	c.Proxy.Routes = c.Proxy.Routes[:2]
+	if got := tryLine(c, "localhost:8080"); got != "" {
 		t.Errorf("with no limited route: %q", got)
 	}
 }

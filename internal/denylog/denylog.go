@@ -15,20 +15,23 @@ import (
 
 // A Sampler logs denials: every one at debug level, and at info level at
 // most one a second with the number left out since the previous line, so a
-// flood of denied requests cannot flood the log. Keys are always written
-// redacted (floodgate.RedactKey): they are API keys and addresses.
+// flood of denied requests cannot flood the log. Keys are written redacted
+// (floodgate.RedactKey), since they are API keys and addresses, unless the
+// operator asked for them as they are (admin.raw_keys).
 type Sampler struct {
 	log        *slog.Logger
+	raw        bool
 	last       atomic.Int64
 	suppressed atomic.Uint64
 }
 
-// New returns a Sampler logging to l (slog.Default() when nil).
-func New(l *slog.Logger) *Sampler {
+// New returns a Sampler logging to l (slog.Default() when nil), keys as
+// they are when raw, else redacted.
+func New(l *slog.Logger, raw bool) *Sampler {
 	if l == nil {
 		l = slog.Default()
 	}
-	return &Sampler{log: l}
+	return &Sampler{log: l, raw: raw}
 }
 
 // Logger is the logger the Sampler writes to.
@@ -55,10 +58,13 @@ func (s *Sampler) Denied(ctx context.Context, front, key string, res *floodgate.
 }
 
 func (s *Sampler) attrs(front, key string, res *floodgate.Result, shadow bool) []slog.Attr {
+	if !s.raw {
+		key = floodgate.RedactKey(key)
+	}
 	return []slog.Attr{
 		slog.String("front", front),
 		slog.String("policy", res.Policy),
-		slog.String("key", floodgate.RedactKey(key)),
+		slog.String("key", key),
 		slog.String("source", string(res.Source)),
 		slog.Duration("retry_after", res.RetryAfter),
 		slog.Bool("shadow", shadow),

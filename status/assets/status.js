@@ -21,16 +21,21 @@
   const fmt = (n) => Number(n).toLocaleString("en");
   const pct = (r) => (100 * r).toFixed(1) + " %";
 
-  async function api(method, path) {
+  async function api(method, path, body) {
     const headers = token ? { Authorization: "Bearer " + token } : {};
-    const resp = await fetch(path, { method, headers, cache: "no-store" });
+    const init = { method, headers, cache: "no-store" };
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const resp = await fetch(path, init);
     if (resp.status === 401) {
       $("token").hidden = false;
       throw new Error("the admin listener needs its token (enter it above)");
     }
-    const body = await resp.json();
-    if (!resp.ok) throw new Error(body.error || resp.statusText);
-    return body;
+    const answer = await resp.json();
+    if (!resp.ok) throw new Error(answer.error || resp.statusText);
+    return answer;
   }
 
   // chart draws the points on a fixed axis of the last `slots` steps, the
@@ -62,10 +67,30 @@
       tb.append(el("tr", {}, el("td", { colspan: 3 }, "none in the window")));
     }
     for (const r of rows || []) {
-      tb.append(el("tr", {}, el("td", {}, r.key), el("td", { class: "n" }, fmt(r.count)), el("td", { class: "n" }, fmt(r.error))));
+      const key = el("td", {}, r.key);
+      if (r.recent && r.recent.length) {
+        const d = el("details", { class: "recent" }, el("summary", {}, r.key));
+        d.append(decisions(r.recent));
+        key.replaceChildren(d);
+      }
+      tb.append(el("tr", {}, key, el("td", { class: "n" }, fmt(r.count)), el("td", { class: "n" }, fmt(r.error))));
     }
     t.append(tb);
     return el("div", { class: "table" }, t);
+  }
+
+  // decisions lists a key's last decisions, newest first.
+  function decisions(list) {
+    const ol = el("ol", { class: "decisions", reversed: "" });
+    for (const d of list.slice().reverse()) {
+      ol.append(el("li", {}, `${new Date(d.at).toLocaleTimeString()}: ${d.allowed ? "allowed" : "DENIED"}` +
+        (d.route ? ` on route ${d.route}` : "") + `, cost ${d.cost}, ${d.remaining} left under ${d.limit || "no limit"}, by ${d.source}`));
+    }
+    return ol;
+  }
+  function decisionText(list) {
+    return list.slice().reverse().map((d) => `  ${new Date(d.at).toLocaleTimeString()} ${d.allowed ? "allowed" : "DENIED "}` +
+      (d.route ? ` route ${d.route}` : "") + ` cost ${d.cost} remaining ${d.remaining} under ${d.limit || "-"} by ${d.source}`).join("\n");
   }
 
   function policy(p, s) {
@@ -75,6 +100,7 @@
     const dl = el("dl");
     const row = (k, v, cls) => { dl.append(el("dt", {}, k)); dl.append(el("dd", cls ? { class: cls } : {}, v)); };
     if (p.limits) row("Limits", p.limits.join(", "));
+    if (p.overrides) row("Overrides", p.overrides.map((o) => `${o.key}: ${o.limits.join(", ")}`).join("; "));
     row("Last minute", `${fmt(lm.allowed)} allowed, ${fmt(lm.denied)} denied` + (lm.errors ? `, ${fmt(lm.errors)} errors` : ""));
     row("Decisions/s", `${(lm.allowed / 60).toFixed(1)} allowed, ${(lm.denied / 60).toFixed(1)} denied`);
     row("Denial ratio", pct(p.denial_ratio), p.denial_ratio > 0.1 ? "bad" : "");
@@ -111,10 +137,17 @@
       edl.replaceChildren();
       const erow = (k, v, cls) => { edl.append(el("dt", {}, k)); edl.append(el("dd", cls ? { class: cls } : {}, v)); };
       erow("Engine", e.name);
+      if (e.failure) erow("When Redis fails", {
+        "fail-open": "fail-open: requests are allowed unlimited",
+        "fail-closed": "fail-closed: requests are refused (503)",
+        "local-fallback": "local-fallback: each instance decides alone with the same limits",
+      }[e.failure] || e.failure);
       if (e.breaker) erow("Breaker", e.breaker === "closed" ? "closed (calls go to Redis)" : e.breaker.toUpperCase() + " (Redis is not called)", e.breaker === "closed" ? "" : "bad");
       const rt = e.round_trip;
       if (rt) erow("Redis round trip", rt.samples ? `p50 ${rt.p50_ms.toFixed(2)} ms, p99 ${rt.p99_ms.toFixed(2)} ms (${rt.samples} pings` +
-        (rt.failed ? `, ${rt.failed} FAILED: ${rt.error}` : "") + ")" : "no ping yet", rt.failed ? "bad" : "");
+        (rt.failed ? `, ${rt.failed} failed` : "") + ")" : "no ping yet", rt.error ? "bad" : "");
+      if (rt && rt.error) erow("Redis", "FAILING: " + rt.error, "bad");
+      else if (rt && rt.last_error) erow("Redis", `answering again; last failure at ${new Date(rt.last_error_at).toLocaleTimeString()}: ${rt.last_error}`);
       const ul = $("transitions");
       ul.replaceChildren();
       for (const t of e.transitions || []) {
@@ -156,7 +189,55 @@
       out.textContent = (k.reset ? "Reset. " : "") + `${k.policy} / ${k.key} (${k.redacted}): ` +
         (k.limited ? "LIMITED, the next request is denied" : "not limited") +
         `; remaining ${k.remaining} under ${k.limit || "no limit"}; full again in ${k.reset_after_seconds.toFixed(1)} s` +
-        (k.limits ? `; limits ${k.limits.join(", ")}` : "");
+        (k.limits ? `; limits ${k.limits.join(", ")}` : "") + (k.limit_set ? ` (${k.limit_set})` : "") +
+        (k.recent ? "\nLast decisions, newest first:\n" + decisionText(k.recent) : "");
+    } catch (err) {
+      out.textContent = "Error: " + err.message;
+    }
+  });
+
+  // The explain box: what a front end would do with a described request.
+  function describe() {
+    const front = $("ex-front").value, peer = $("ex-peer").value.trim();
+    if (front === "postgres") return { postgres: { user: $("ex-user").value, peer } };
+    if (front === "envoy") {
+      const descriptors = $("ex-descriptors").value.split("\n").map((l) => l.trim()).filter((l) => l).map((l) =>
+        l.split(",").map((kv) => { const i = kv.indexOf("="); return { key: kv.slice(0, i < 0 ? kv.length : i).trim(), value: i < 0 ? "" : kv.slice(i + 1).trim() }; }));
+      return { envoy: { domain: $("ex-domain").value.trim(), descriptors } };
+    }
+    const headers = {};
+    for (const line of $("ex-headers").value.split("\n")) {
+      const i = line.indexOf(":");
+      if (i > 0) (headers[line.slice(0, i).trim()] ||= []).push(line.slice(i + 1).trim());
+    }
+    return { http: { method: $("ex-method").value.trim() || "GET", url: $("ex-url").value.trim() || "/", host: $("ex-host").value.trim(), headers, peer } };
+  }
+  function explanationText(x) {
+    const lines = [];
+    if (x.redirect) lines.push(`redirect: 308 to ${x.redirect}`);
+    for (const r of x.routes || []) lines.push(`${r.matched ? "MATCH  " : "no     "} ${r.name}` + (r.match ? ` [${r.match}]` : "") + (r.why ? `: ${r.why}` : "") + (r.shadow ? " (shadow)" : ""));
+    for (const c of x.checks) {
+      lines.push(`check: ${c.where}: policy ${c.policy || "-"} key ${JSON.stringify(c.key || "")} cost ${c.cost}` + (c.shadow ? " (shadow)" : ""));
+      if (c.skip) lines.push(`  skipped: ${c.skip}`);
+      if (c.error) lines.push(`  the engine did not answer: ${c.error}`);
+      const k = c.state;
+      if (k) {
+        lines.push(`  ${k.limited ? "LIMITED: this request would be denied" : "not limited"}; remaining ${k.remaining} under ${k.limit || "no limit"}; limits ${(k.limits || []).join(", ")}` +
+          (k.limit_set ? ` (${k.limit_set})` : " (the policy's defaults)") + `; full again in ${k.reset_after_seconds.toFixed(1)} s`);
+        if (k.recent) lines.push(decisionText(k.recent));
+      }
+    }
+    for (const n of x.notes || []) lines.push("note: " + n);
+    return lines.join("\n");
+  }
+  $("ex-front").addEventListener("change", () => {
+    for (const f of ["http", "postgres", "envoy"]) $("ex-" + f + "-fields").hidden = $("ex-front").value !== f;
+  });
+  $("explain-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const out = $("explain-result");
+    try {
+      out.textContent = explanationText(await api("POST", "/v1/explain", describe()));
     } catch (err) {
       out.textContent = "Error: " + err.message;
     }

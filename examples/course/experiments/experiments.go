@@ -120,7 +120,7 @@ func Run(ctx context.Context, w io.Writer) (*Findings, error) {
 		if strings.HasPrefix(engine, "hybrid") {
 			storage = fmt.Sprintf(`  engine: hybrid
   redis: {addrs: [%s]}
-  failure: {timeout: 100ms, breaker: {failures: 3, backoff: 1s}}`, rs.Addr)
+  failure: {timeout: 100ms, breaker: {min_calls: 3, backoff: 1s}}`, rs.Addr)
 			if engine == "hybrid-2" {
 				// Two instances sized as such: shares add up to more than
 				// the global limit (headroom 1.2), so Redis, not the

@@ -242,6 +242,9 @@ func (t *tour) failover(ctx context.Context) error {
 			// one, and is longer than the default here so that a busy
 			// machine running the tour's test does not pass for an outage.
 			Timeout: time.Second,
+			// The tour sends a dozen requests: judge the failure rate from
+			// the fifth call on, not the twentieth.
+			MinCalls: 5,
 			// Short back-offs, so that the tour sees Redis used again soon.
 			Backoff:    250 * time.Millisecond,
 			MaxBackoff: 500 * time.Millisecond,

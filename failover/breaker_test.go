@@ -1,0 +1,189 @@
+package failover_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/redisstore"
+)
+
+// Failures leave the window as it slides on: failures spread thinner than
+// MinCalls per window never open the breaker, however many there are.
+func TestBreakerWindowForgets(t *testing.T) {
+	clock := newClock()
+	remote := newFakeRemote(t, clock)
+	remote.set(failing)
+	g, err := failover.NewGuard(remote, failover.GuardOptions{Clock: clock, MinCalls: 3, FailureRate: 1, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := mustSet(t, floodgate.PerSecond(1000))
+	for i := range 10 {
+		for range 2 {
+			if _, err := g.Decide(context.Background(), set, "k", 1); err == nil {
+				t.Fatal("a failing remote answered")
+			}
+		}
+		if g.State() != failover.Closed {
+			t.Fatalf("round %d: state %s with 2 failures per window, want closed (min calls 3)", i, g.State())
+		}
+		clock.Advance(time.Second)
+	}
+	for range 3 {
+		_, _ = g.Decide(context.Background(), set, "k", 1)
+	}
+	if g.State() != failover.Open {
+		t.Fatalf("state %s after 3 failures within one window, want open", g.State())
+	}
+}
+
+// A failure rate below FailureRate keeps the breaker closed however many
+// calls fail: one call in four failing is a stall, not an outage.
+func TestBreakerRateBelowThreshold(t *testing.T) {
+	clock := newClock()
+	remote := newFakeRemote(t, clock)
+	g, err := failover.NewGuard(remote, failover.GuardOptions{Clock: clock, MinCalls: 20, FailureRate: 0.3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := mustSet(t, floodgate.PerSecond(1e6))
+	for i := range 400 {
+		remote.set(healthy)
+		if i%4 == 0 {
+			remote.set(failing)
+		}
+		_, _ = g.Decide(context.Background(), set, "k", 1)
+		if g.State() != failover.Closed {
+			t.Fatalf("call %d: state %s at a 25%% failure rate, want closed (rate 30%%, at least 20 calls)", i, g.State())
+		}
+	}
+	if st := g.Stats(); st.Failures.Decide != 100 || st.Opened != 0 {
+		t.Fatalf("stats %+v, want 100 failures and no opening", st)
+	}
+}
+
+// slowRemote answers every call, after delay, whatever its context says.
+type slowRemote struct {
+	*fakeRemote
+	delay time.Duration
+}
+
+func (s slowRemote) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
+	time.Sleep(s.delay) // the remote store's latency, not a wait for the test
+	return s.fakeRemote.Decide(ctx, set, key, cost)
+}
+
+// A call slower than Timeout but answered within SlowTimeout is slow, not
+// failed: its answer is the decision, the breaker does not count it, and
+// Stats.Slow does. The remote takes 20 ms, the timeout 1 ms, the slow
+// timeout a minute, so no scheduling delay can put the call on the other
+// side of either.
+func TestSlowCallIsAnswered(t *testing.T) {
+	for _, bound := range []bool{false, true} {
+		remote := slowRemote{newFakeRemote(t, nil), 20 * time.Millisecond}
+		s, err := failover.New(remote, failover.Options{Mode: failover.FailClosed, Guard: failover.GuardOptions{
+			Timeout: time.Millisecond, SlowTimeout: time.Minute, MinCalls: 1, ContextBound: bound,
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim := newLimiter(t, s, floodgate.PerSecond(1000))
+		for range 3 {
+			if res := mustAllow(t, lim, "k"); !res.Allowed || res.Source != redisstore.Source {
+				t.Fatalf("bound %v: slow call decided %v by %q, want allowed by the remote store", bound, res.Allowed, res.Source)
+			}
+		}
+		st := s.Guard().Stats()
+		if st.Slow != 3 || st.Timeouts != 0 || st.Failures.Decide != 0 || st.State != failover.Closed {
+			t.Errorf("bound %v: stats %+v, want 3 slow calls, no failure, closed", bound, st)
+		}
+		if s.Guard().SlowTimeout() != time.Minute || s.Guard().Timeout() != time.Millisecond {
+			t.Errorf("bound %v: timeouts %s / %s, want 1ms / 1m", bound, s.Guard().Timeout(), s.Guard().SlowTimeout())
+		}
+	}
+}
+
+// The slow timeout defaults to DefaultSlowTimeout, or to Timeout when that
+// is longer.
+func TestSlowTimeoutDefault(t *testing.T) {
+	for _, tc := range []struct{ timeout, want time.Duration }{
+		{0, failover.DefaultSlowTimeout},
+		{time.Millisecond, failover.DefaultSlowTimeout},
+		{time.Minute, time.Minute},
+	} {
+		g, err := failover.NewGuard(newFakeRemote(t, nil), failover.GuardOptions{Timeout: tc.timeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.SlowTimeout(); got != tc.want {
+			t.Errorf("Timeout %s: SlowTimeout %s, want %s", tc.timeout, got, tc.want)
+		}
+	}
+}
+
+// Every transition reaches OnTransition with a reason a log line can
+// carry: the counts and the error that opened it, the probe's fate.
+func TestTransitionReasons(t *testing.T) {
+	clock := newClock()
+	remote := newFakeRemote(t, clock)
+	var mu sync.Mutex
+	var got []failover.Transition
+	var states []string
+	g, err := failover.NewGuard(remote, failover.GuardOptions{Clock: clock, MinCalls: 2, Backoff: time.Second,
+		OnTransition: func(tr failover.Transition) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, tr)
+		},
+		OnStateChange: func(from, to failover.BreakerState) {
+			mu.Lock()
+			defer mu.Unlock()
+			states = append(states, from.String()+">"+to.String())
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := mustSet(t, floodgate.PerSecond(1000))
+	decide := func() { _, _ = g.Decide(context.Background(), set, "k", 1) }
+	remote.set(failing)
+	decide()
+	decide()
+	clock.Advance(time.Second)
+	decide() // the probe fails
+	clock.Advance(2 * time.Second)
+	remote.set(healthy)
+	decide() // the probe succeeds
+	mu.Lock()
+	defer mu.Unlock()
+	want := []struct {
+		from, to failover.BreakerState
+		reason   []string
+	}{
+		{failover.Closed, failover.Open, []string{"2 of 2 calls failed within 10s", "100% >= 50%", errDown.Error(), "first probe in"}},
+		{failover.Open, failover.HalfOpen, []string{"probe"}},
+		{failover.HalfOpen, failover.Open, []string{"probe failed", errDown.Error(), "next probe in"}},
+		{failover.Open, failover.HalfOpen, []string{"probe"}},
+		{failover.HalfOpen, failover.Closed, []string{"probe was answered"}},
+	}
+	if len(got) != len(want) || len(states) != len(want) {
+		t.Fatalf("transitions %+v (states %v), want %d", got, states, len(want))
+	}
+	for i, w := range want {
+		tr := got[i]
+		if tr.From != w.from || tr.To != w.to || states[i] != w.from.String()+">"+w.to.String() {
+			t.Errorf("transition %d: %s>%s (state hook %s), want %s>%s", i, tr.From, tr.To, states[i], w.from, w.to)
+		}
+		for _, part := range w.reason {
+			if !strings.Contains(tr.Reason, part) {
+				t.Errorf("transition %d: reason %q lacks %q", i, tr.Reason, part)
+			}
+		}
+	}
+}
