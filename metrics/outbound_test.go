@@ -40,7 +40,7 @@ func TestOutbound(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr, err := outbound.New(outbound.Options{Observer: m, Upstream: func(*http.Request) string { return "partner" },
-		Breaker: failover.GuardOptions{Failures: 1, Backoff: time.Hour}})
+		Breaker: failover.GuardOptions{MinCalls: 1, Backoff: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,8 @@ func (c *callCtx) Deadline() (time.Time, bool) {
 }
 
 // farDeadline is the deadline a callCtx reports for its unbounded calls:
-// far off, and before the Guard's own timeout (unbounded) would end.
+// far off, and before the Guard's own bound (SlowTimeout, unbounded) would
+// end.
 const farDeadline = unbounded / 2
 
 // callStore is the floodgate.Store a Guard guards.
@@ -104,7 +105,7 @@ func newBreaker(name string, o failover.GuardOptions) (*breaker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &breaker{guard: g, set: set, far: o.Timeout == unbounded}, nil
+	return &breaker{guard: g, set: set, far: o.SlowTimeout == unbounded}, nil
 }
 
 // do runs fn under the breaker. It returns failover.ErrOpen (wrapped) when

@@ -22,9 +22,10 @@ type RedisPausesOptions struct {
 	Prefix string
 
 	// Guard bounds every Redis command with a timeout and a circuit
-	// breaker, as failover.GuardOptions documents (its defaults: 100 ms,
-	// open after 5 consecutive failures). ContextBound is ignored: the
-	// timeout holds whatever the client's own settings.
+	// breaker, as failover.GuardOptions documents (its defaults: a call
+	// is slow after 100 ms and cut off at 500 ms; the breaker opens when
+	// half of at least 20 calls within 10 s fail). ContextBound is
+	// ignored: the bound holds whatever the client's own settings.
 	Guard failover.GuardOptions
 }
 

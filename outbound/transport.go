@@ -103,10 +103,14 @@ type Options struct {
 	// MaxPause caps one pause. 0 means DefaultMaxPause.
 	MaxPause time.Duration
 
-	// Breaker configures the circuit breaker of each upstream: Failures,
-	// Backoff, MaxBackoff, OnError, OnStateChange and Clock are used as
-	// failover.GuardOptions documents them. Timeout and ContextBound are
-	// the Transport's: a request is bounded by its own context.
+	// Breaker configures the circuit breaker of each upstream:
+	// FailureRate, MinCalls, Window, Backoff, MaxBackoff, OnError,
+	// OnStateChange, OnTransition and Clock are used as
+	// failover.GuardOptions documents them. Timeout, SlowTimeout and
+	// ContextBound are the Transport's: a request is bounded by its own
+	// context. The breaker opens only once MinCalls (default 20) calls
+	// fall within its Window (default 10 s): lower MinCalls for an
+	// upstream called less often than that.
 	Breaker failover.GuardOptions
 
 	// Observer is told of waits, pauses, retries and breaker transitions.
@@ -120,7 +124,7 @@ type Options struct {
 // bound, so upstreams past the bound are sent to without a breaker.
 const maxBreakers = 1024
 
-// unbounded is the Guard timeout of a round trip: none, the request's own
+// unbounded is the Guard timeout and slow timeout of a round trip: none, the request's own
 // context bounds it (see callCtx).
 const unbounded = 200 * 365 * 24 * time.Hour
 
@@ -130,7 +134,7 @@ const unbounded = 200 * 365 * 24 * time.Hour
 // (ParseAdvice) pause the upstream when it refused (429, or 503 with a
 // Retry-After) or said nothing is left; a refused request that may be sent
 // again (Retryable) is, after the pause, up to MaxRetries times; and each
-// upstream has a circuit breaker that opens after consecutive failures
+// upstream has a circuit breaker that opens when too many of its calls fail
 // (transport errors, 500, 502, 503 and 504). No wait ever goes past the
 // request's deadline: a request that cannot wait long enough fails at once
 // with ErrDeadline, or, when it was already refused, returns that answer.
@@ -188,7 +192,7 @@ func New(o Options) (*Transport, error) {
 	if t.obs == nil {
 		t.obs = nopObserver{}
 	}
-	t.brOpts.Timeout, t.brOpts.ContextBound = unbounded, true
+	t.brOpts.Timeout, t.brOpts.SlowTimeout, t.brOpts.ContextBound = unbounded, unbounded, true
 	// The options are checked once here, so that a bad one is an error of
 	// New, not of a request.
 	if _, err := newBreaker("check", t.brOpts); err != nil {

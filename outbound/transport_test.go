@@ -313,7 +313,7 @@ func TestRetryNotPastDeadline(t *testing.T) {
 	}
 }
 
-// The breaker opens after consecutive server errors: the next request is
+// The breaker opens when enough calls fail: the next request is
 // not sent, fails with failover.ErrOpen, and its budget unit is given back.
 func TestBreakerOpens(t *testing.T) {
 	up := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
@@ -322,7 +322,7 @@ func TestBreakerOpens(t *testing.T) {
 	lim := memLimiter(t, floodgate.PerHour(100))
 	rec := newRecorder()
 	tr := newTransport(t, outbound.Options{Limiter: lim, Observer: rec,
-		Breaker: failover.GuardOptions{Failures: 2, Backoff: time.Hour}})
+		Breaker: failover.GuardOptions{MinCalls: 2, Backoff: time.Hour}})
 	c := tr.Client()
 	ctx := within(t, 30*time.Second)
 	for range 2 {
@@ -359,7 +359,7 @@ func TestRefusalsKeepBreakerClosed(t *testing.T) {
 		w.Header().Set("Retry-After", "0")
 		w.WriteHeader(http.StatusTooManyRequests)
 	})
-	tr := newTransport(t, outbound.Options{MaxRetries: -1, Breaker: failover.GuardOptions{Failures: 1}})
+	tr := newTransport(t, outbound.Options{MaxRetries: -1, Breaker: failover.GuardOptions{MinCalls: 1}})
 	for range 3 {
 		do(t, tr.Client(), get(t, within(t, 30*time.Second), up.URL))
 	}
@@ -438,7 +438,7 @@ func TestBreakerProbeCloses(t *testing.T) {
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
 	clock := floodgate.ClockFunc(now.Load)
-	tr := newTransport(t, outbound.Options{Breaker: failover.GuardOptions{Failures: 1, Backoff: time.Minute, Clock: clock}})
+	tr := newTransport(t, outbound.Options{Breaker: failover.GuardOptions{MinCalls: 1, Backoff: time.Minute, Clock: clock}})
 	host := strings.TrimPrefix(up.URL, "http://")
 	ctx := within(t, 30*time.Second)
 	if code, _ := do(t, tr.Client(), get(t, ctx, up.URL)); code != 502 {
