@@ -104,6 +104,15 @@ const (
 	DefaultIOTimeout       = 500 * time.Millisecond
 	DefaultShutdownTimeout = 10 * time.Second
 
+	// The defaults of every listener's bounds: see Bounds.
+	DefaultMaxConnections          = 4096
+	DefaultMaxConnectionsPerClient = 256
+	DefaultMaxHeaderBytes          = 32 << 10
+	DefaultHeaderTimeout           = 10 * time.Second
+	DefaultBodyTimeout             = time.Minute
+	DefaultIdleTimeout             = 2 * time.Minute
+	DefaultMaxConcurrentStreams    = 100
+
 	// The library's defaults, which the file's defaults are.
 	DefaultMaxKeys           = memstore.DefaultMaxKeys
 	DefaultKeyPrefix         = redisstore.DefaultPrefix
@@ -486,10 +495,15 @@ type Proxy struct {
 	// decides its limits. A request no route matches passes unlimited; end
 	// with a route without match to limit everything else.
 	Routes []Route `yaml:"routes,omitempty"`
+
+	// Bounds limit what connections may hold of this listener: how many,
+	// for how long, and how much of a request is buffered.
+	Bounds Bounds `yaml:"bounds"`
 }
 
 func (p *Proxy) setDefaults() {
 	p.Listen = DefaultProxyListen
+	p.Bounds.defaults(boundsHTTP)
 }
 
 // ClientIP configures how the client's address is found; it maps onto
@@ -591,9 +605,13 @@ type Check struct {
 	// listener (DNS rebinding) cannot spend anyone's budget. Off loopback
 	// the check API needs a token.
 	AllowedHosts []string `yaml:"allowed_hosts,omitempty"`
+
+	// Bounds limit what connections may hold of this listener: how many,
+	// for how long, and how much of a request is buffered.
+	Bounds Bounds `yaml:"bounds"`
 }
 
-func (c *Check) setDefaults() { c.Listen = DefaultCheckListen }
+func (c *Check) setDefaults() { c.Listen = DefaultCheckListen; c.Bounds.defaults(boundsHTTP) }
 
 // Envoy configures the Envoy rate limit service
 // (envoy.service.ratelimit.v3.RateLimitService).
@@ -663,6 +681,10 @@ type Envoy struct {
 	// fails, so that Envoy's failure_mode_deny decides).
 	EngineErrors string `yaml:"engine_errors"`
 
+	// Bounds limit what connections may hold of this listener: how many,
+	// for how long, and how much of a request is buffered.
+	Bounds Bounds `yaml:"bounds"`
+
 	// Rules are the loaded RatelimitConfig files.
 	Rules *envoyrules.Rules `yaml:"-"`
 }
@@ -673,6 +695,7 @@ func (e *Envoy) setDefaults() {
 	e.Algorithm = defaultEnvoyAlgorithm
 	e.Descriptors = enumEnvoyDescriptors[0]
 	e.EngineErrors = enumEnvoyErrors[0]
+	e.Bounds.defaults(boundsGRPC)
 }
 
 // Postgres configures the rate-limiting PostgreSQL proxy, which limits
@@ -713,9 +736,13 @@ type Postgres struct {
 	// default: their queries are charged like any other), exempt, or
 	// refuse.
 	Replication pgproxy.ReplicationMode `yaml:"replication,omitempty"`
+
+	// Bounds limit what connections may hold of this listener: how many,
+	// for how long, and how much of a request is buffered.
+	Bounds Bounds `yaml:"bounds"`
 }
 
-func (p *Postgres) setDefaults() { p.Listen = DefaultPostgresListen }
+func (p *Postgres) setDefaults() { p.Listen = DefaultPostgresListen; p.Bounds.defaults(boundsPostgres) }
 
 // PostgresConnections are the PostgreSQL proxy's limits on new
 // connections. Their policies are named "postgres.connections.per_user"
@@ -785,9 +812,13 @@ type Admin struct {
 	// /readyz, so that a web page whose name an attacker points at this
 	// listener (DNS rebinding) cannot read or reset anything.
 	AllowedHosts []string `yaml:"allowed_hosts,omitempty"`
+
+	// Bounds limit what connections may hold of this listener: how many,
+	// for how long, and how much of a request is buffered.
+	Bounds Bounds `yaml:"bounds"`
 }
 
-func (a *Admin) setDefaults() { a.Listen = DefaultAdminListen }
+func (a *Admin) setDefaults() { a.Listen = DefaultAdminListen; a.Bounds.defaults(boundsHTTP) }
 
 // Log configures the daemon's logs.
 type Log struct {
@@ -799,3 +830,81 @@ type Log struct {
 }
 
 func (l *Log) setDefaults() { l.Format, l.Level = "text", "info" }
+
+// Bounds limit what clients may hold of one listener, so that no client,
+// by opening connections and sending nothing, or a little at a time, or
+// headers without end, can take the daemon's memory and file descriptors.
+// Every field must be positive; each has a default meant for a daemon in
+// front of the internet. What applies where: the HTTP listeners (proxy,
+// check, admin) apply every field; the Envoy listener (gRPC) all but
+// body_timeout, with max_header_bytes bounding a request message too; the
+// PostgreSQL listener max_connections, max_connections_per_client and
+// header_timeout (its startup), its messages being bounded by
+// PostgreSQL's own limits. Setting a field a listener does not apply is an
+// error.
+type Bounds struct {
+	// MaxConnections bounds the connections open at once on this listener;
+	// more are accepted and closed at once. Default 4096.
+	MaxConnections int `yaml:"max_connections,omitempty"`
+
+	// MaxConnectionsPerClient bounds the connections open at once from one
+	// client address (an IPv4 address or an IPv6 /64), counted at the
+	// peer: behind a load balancer that is the balancer, so the peers
+	// listed in proxy.client_ip.trusted_proxies (the proxy) and
+	// postgres.proxy_protocol_from (the PostgreSQL proxy) are exempt.
+	// Default 256.
+	MaxConnectionsPerClient int `yaml:"max_connections_per_client,omitempty"`
+
+	// MaxHeaderBytes bounds a request's header: the request line and
+	// header fields of HTTP/1, the header list of HTTP/2 and gRPC, and a
+	// gRPC request message. A larger header is answered 431 and its
+	// connection closed. Default 32768 (32 KiB, nginx's 4 × 8 KiB).
+	MaxHeaderBytes int `yaml:"max_header_bytes,omitempty"`
+
+	// HeaderTimeout bounds receiving a request's header from the
+	// connection's first byte or the previous request (and the TLS
+	// handshake); on the Envoy listener the connection's setup, on the
+	// PostgreSQL listener a client's startup. Default 10s.
+	HeaderTimeout Duration `yaml:"header_timeout,omitempty"`
+
+	// BodyTimeout bounds receiving a request's body, from the end of its
+	// header: a client that sends its body slowly holds an upstream
+	// connection for this long at most, then its request fails. Raise it
+	// for slow uploads. Default 1m.
+	BodyTimeout Duration `yaml:"body_timeout,omitempty"`
+
+	// IdleTimeout closes a kept-alive connection (or a gRPC connection
+	// without calls) after this long without a request. Default 2m.
+	IdleTimeout Duration `yaml:"idle_timeout,omitempty"`
+
+	// MaxConcurrentStreams bounds the requests in flight at once on one
+	// HTTP/2 or gRPC connection. Default 100.
+	MaxConcurrentStreams int `yaml:"max_concurrent_streams,omitempty"`
+}
+
+// setDefaults sets the defaults of an HTTP listener, which applies every
+// field (and which docs/config.md shows).
+func (b *Bounds) setDefaults() { b.defaults(boundsHTTP) }
+
+// defaults sets the defaults of the fields in applies (YAML names),
+// leaving the others zero, which the file then omits.
+func (b *Bounds) defaults(applies []string) {
+	for _, f := range applies {
+		switch f {
+		case "max_connections":
+			b.MaxConnections = DefaultMaxConnections
+		case "max_connections_per_client":
+			b.MaxConnectionsPerClient = DefaultMaxConnectionsPerClient
+		case "max_header_bytes":
+			b.MaxHeaderBytes = DefaultMaxHeaderBytes
+		case "header_timeout":
+			b.HeaderTimeout = Duration(DefaultHeaderTimeout)
+		case "body_timeout":
+			b.BodyTimeout = Duration(DefaultBodyTimeout)
+		case "idle_timeout":
+			b.IdleTimeout = Duration(DefaultIdleTimeout)
+		case "max_concurrent_streams":
+			b.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,6 +74,7 @@ func (k *checker) check() {
 			k.errf("check", "the check API decides with the policies under policies, and there are none")
 		}
 		k.listen("check.listen", c.Check.Listen, false)
+		k.bounds("check", &c.Check.Bounds, boundsHTTP)
 		k.secret("check", &c.Check.Token, &c.Check.TokenFile)
 		if c.Check.Token == "" && c.Check.Listen != "" && !pathnet.Loopback(c.Check.Listen) {
 			k.errf("check.listen", "%s is reachable off loopback, so the check API needs check.token (or check.token_file): anyone there could spend every client's budget; or listen on 127.0.0.1", c.Check.Listen)
@@ -527,6 +529,7 @@ func (k *checker) serverTLS(path string, t *ServerTLS) {
 func (k *checker) checkProxy() {
 	p := k.c.Proxy
 	k.listen("proxy.listen", p.Listen, false)
+	k.bounds("proxy", &p.Bounds, boundsHTTP)
 	switch {
 	case p.Upstream == "":
 		k.errf("proxy", "proxy.upstream is required: the URL of the service to protect (or demo)")
@@ -679,6 +682,7 @@ func (k *checker) checkEnvoy() {
 	k.listen("envoy.listen", e.Listen, false)
 	k.serverTLS("envoy.tls", e.TLS)
 	k.secret("envoy", &e.Token, &e.TokenFile)
+	k.bounds("envoy", &e.Bounds, boundsGRPC)
 	alg, err := floodgate.ParseAlgorithm(e.Algorithm)
 	if err != nil {
 		k.oneOf("envoy.algorithm", e.Algorithm, enumAlgorithms...)
@@ -711,6 +715,7 @@ func (k *checker) checkEnvoy() {
 func (k *checker) checkPostgres() {
 	p := k.c.Postgres
 	k.listen("postgres.listen", p.Listen, false)
+	k.bounds("postgres", &p.Bounds, boundsPostgres)
 	if p.Upstream == "" {
 		k.errf("postgres", "postgres.upstream is required: the PostgreSQL server as host:port")
 	} else {
@@ -775,9 +780,54 @@ const (
 func (k *checker) checkAdmin() {
 	a := k.c.Admin
 	k.listen("admin.listen", a.Listen, true)
+	k.bounds("admin", &a.Bounds, boundsHTTP)
 	k.secret("admin", &a.Token, &a.TokenFile)
 	if a.Token == "" && a.Listen != "" && !pathnet.Loopback(a.Listen) {
 		k.errf("admin.listen", "%s is reachable off loopback, so the admin listener needs admin.token (or admin.token_file): anyone there could read the limits, see keys and reset them; or listen on 127.0.0.1", a.Listen)
+	}
+}
+
+// The fields of Bounds each kind of listener applies.
+var (
+	boundsHTTP     = []string{"max_connections", "max_connections_per_client", "max_header_bytes", "header_timeout", "body_timeout", "idle_timeout", "max_concurrent_streams"}
+	boundsGRPC     = []string{"max_connections", "max_connections_per_client", "max_header_bytes", "header_timeout", "idle_timeout", "max_concurrent_streams"}
+	boundsPostgres = []string{"max_connections", "max_connections_per_client", "header_timeout"}
+)
+
+// bounds checks the bounds of the listener at section: every field
+// positive, and none set that the listener does not apply (a value
+// accepted and never read would mislead).
+func (k *checker) bounds(section string, b *Bounds, applies []string) {
+	path := section + ".bounds"
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"max_connections", int64(b.MaxConnections)},
+		{"max_connections_per_client", int64(b.MaxConnectionsPerClient)},
+		{"max_header_bytes", int64(b.MaxHeaderBytes)},
+		{"header_timeout", int64(b.HeaderTimeout)},
+		{"body_timeout", int64(b.BodyTimeout)},
+		{"idle_timeout", int64(b.IdleTimeout)},
+		{"max_concurrent_streams", int64(b.MaxConcurrentStreams)},
+	} {
+		fp := path + "." + f.name
+		switch {
+		case !slices.Contains(applies, f.name):
+			if k.has(fp) {
+				k.errf(fp, "the %s listener does not apply %s; remove it (docs/config.md says which bounds each listener applies)", section, f.name)
+			}
+		case f.v <= 0:
+			k.errf(fp, "must be positive; a bound cannot be turned off, only raised")
+		}
+	}
+	switch {
+	case b.MaxConnectionsPerClient > b.MaxConnections:
+		k.errf(path+".max_connections_per_client", "%d is more than max_connections %d, which then bounds every client anyway", b.MaxConnectionsPerClient, b.MaxConnections)
+	case b.MaxHeaderBytes > 0 && b.MaxHeaderBytes < 1024:
+		k.errf(path+".max_header_bytes", "%d bytes is too few for an ordinary request's header; give at least 1024 (the default is 32768)", b.MaxHeaderBytes)
+	case b.MaxConcurrentStreams > 1<<20:
+		k.errf(path+".max_concurrent_streams", "%d is beyond any client's need; keep it at a few hundred at most", b.MaxConcurrentStreams)
 	}
 }
 

@@ -36,10 +36,12 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/admin"
 	"github.com/floodgate-go/floodgate/checkapi"
+	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/envoyrls"
 	"github.com/floodgate-go/floodgate/internal/certfile"
 	"github.com/floodgate-go/floodgate/internal/denylog"
+	"github.com/floodgate-go/floodgate/internal/netguard"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/pgproxy"
@@ -71,6 +73,7 @@ type Daemon struct {
 	lastReload   prometheus.Gauge
 	shadowed     *prometheus.CounterVec
 	upstreamErrs *prometheus.CounterVec
+	connsRefused *prometheus.CounterVec
 }
 
 // Options are what the command line adds to a configuration.
@@ -125,11 +128,13 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Help: "Requests a shadow route or descriptor would have refused, by route or descriptor."}, []string{"name"})
 	d.upstreamErrs = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "proxy_upstream_errors_total",
 		Help: "Proxied requests answered 502 because the upstream failed, by route."}, []string{"route"})
+	d.connsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "connections_refused_total",
+		Help: "Connections closed as they were accepted, by listener and by the bound they were over (listener: max_connections, per_client: max_connections_per_client)."}, []string{"listener", "reason"})
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Name: "build_info",
 		Help: "The floodgate binary serving: its version, commit and Go version (always 1)."}, []string{"version", "revision", "goversion"})
 	version, revision, goversion := buildVersion()
 	buildInfo.WithLabelValues(version, revision, goversion).Set(1)
-	d.reg.MustRegister(d.reloads, d.reloadErrors, d.lastReload, d.shadowed, d.upstreamErrs, buildInfo)
+	d.reg.MustRegister(d.reloads, d.reloadErrors, d.lastReload, d.shadowed, d.upstreamErrs, d.connsRefused, buildInfo)
 
 	if d.engine, err = newEngine(cfg.Storage, o.Clock, m, d.log); err != nil {
 		return nil, errAt(cfg, "storage", err)
@@ -147,6 +152,11 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	if errs := d.newFrontEnds(g); len(errs) > 0 {
 		d.engine.close()
 		return nil, errs.Sorted()
+	}
+	for _, f := range d.run.fronts {
+		d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metrics.Namespace, Name: "connections_open",
+			Help: "Connections accepted within the listener's bounds and not yet closed.", ConstLabels: prometheus.Labels{"listener": f.name}},
+			func() float64 { return float64(d.run.open(f.name)) }))
 	}
 	d.reloads.WithLabelValues("success")
 	d.reloads.WithLabelValues("error")
@@ -275,6 +285,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 		d.admin.SetToken(cfg.Admin.Token)
 	}
 	d.engine.setCredentials(cfg.Storage.Redis)
+	d.setConnLimits(cfg)
 	d.level.Set(logLevel(cfg.Log))
 	d.run.setDelay(cfg.ShutdownDelay.D())
 	names := make([]string, 0, len(g.limiters))
@@ -283,6 +294,48 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	}
 	d.m.Retain(names)
 	return nil
+}
+
+// setConnLimits gives every listener the connection bounds of cfg (the
+// bounds and the exempt peers), which apply from the next connection on.
+func (d *Daemon) setConnLimits(cfg *config.Config) {
+	if p := cfg.Proxy; p != nil {
+		d.run.setLimits("proxy", connLimits(p.Bounds, proxyExempt(p)))
+	}
+	if c := cfg.Check; c != nil {
+		d.run.setLimits("check", connLimits(c.Bounds, nil))
+	}
+	if e := cfg.Envoy; e != nil {
+		d.run.setLimits("envoy", connLimits(e.Bounds, nil))
+	}
+	if pg := cfg.Postgres; pg != nil {
+		d.run.setLimits("postgres", connLimits(pg.Bounds, postgresExempt(pg)))
+	}
+	if a := cfg.Admin; a != nil {
+		d.run.setLimits("admin", connLimits(a.Bounds, nil))
+	}
+}
+
+// proxyExempt are the peers the proxy listener does not bound per client:
+// its trusted proxies, each of which carries many clients' connections
+// (validated with the configuration).
+func proxyExempt(p *config.Proxy) clientip.Prefixes {
+	ps, _ := clientip.ParsePrefixes(p.ClientIP.TrustedProxies)
+	return ps
+}
+
+// postgresExempt are the load balancers trusted to send a PROXY header.
+func postgresExempt(pg *config.Postgres) clientip.Prefixes {
+	ps, _ := clientip.ParsePrefixes(pg.ProxyProtocolFrom)
+	return ps
+}
+
+// envoyBounds are the Envoy listener's bounds as the service takes them:
+// header_timeout to set a connection up, idle_timeout for a connection
+// without calls.
+func envoyBounds(b config.Bounds) envoyrls.Bounds {
+	return envoyrls.Bounds{MaxHeaderBytes: b.MaxHeaderBytes, MaxConcurrentStreams: b.MaxConcurrentStreams,
+		ConnectionTimeout: b.HeaderTimeout.D(), IdleTimeout: b.IdleTimeout.D()}
 }
 
 // A generation is everything built from one configuration: the limiters
@@ -384,7 +437,9 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 	cfg := g.cfg
 	var errs config.Errors
 	fail := func(path string, err error) { errs = append(errs, errorsAt(cfg, path, err)...) }
-	d.run = &runner{log: d.log}
+	d.run = &runner{log: d.log, onRefuse: func(listener string, why netguard.Reason) {
+		d.connsRefused.WithLabelValues(listener, string(why)).Inc()
+	}}
 	d.run.setDelay(cfg.ShutdownDelay.D())
 	if p := cfg.Proxy; p != nil && g.proxy != nil {
 		// The listener serves the generation in service: a reload swaps
@@ -397,17 +452,18 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 			tc = &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: g.proxyTLS.NextProtos,
 				GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return d.cur.Load().proxyTLS, nil }}
 		}
-		d.run.fronts = append(d.run.fronts, httpFrontEnd("proxy", p.Listen, h, tc, d.log))
+		d.run.fronts = append(d.run.fronts, httpFrontEnd("proxy", p.Listen, h, tc, p.Bounds, proxyExempt(p), d.log))
 	}
 	if c := cfg.Check; c != nil {
 		d.check = checkapi.New(checkapi.Config{Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, RawKeys: rawKeys(cfg), Token: c.Token, AllowedHosts: c.AllowedHosts})
-		d.run.fronts = append(d.run.fronts, httpFrontEnd("check", c.Listen, d.check, nil, d.log))
+		d.run.fronts = append(d.run.fronts, httpFrontEnd("check", c.Listen, d.check, nil, c.Bounds, nil, d.log))
 	}
 	if e := cfg.Envoy; e != nil {
 		ec := envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg),
 			Mode: envoyMode(e), Store: d.engine.store, Token: e.Token,
 			Rules: e.Rules, Limiters: g.limiters, Logger: d.log, RawKeys: rawKeys(cfg),
-			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() }}
+			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() },
+			Bounds:   envoyBounds(e.Bounds)}
 		path, err := "envoy", error(nil)
 		if e.TLS != nil {
 			// As the PostgreSQL listener's: rotated certificate files are
@@ -427,7 +483,8 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 			fail(path, err)
 		} else {
 			d.envoy = svc
-			d.run.fronts = append(d.run.fronts, &frontEnd{name: "envoy", addr: e.Listen, serve: svc.Serve, shutdown: svc.Shutdown})
+			d.run.fronts = append(d.run.fronts, &frontEnd{name: "envoy", addr: e.Listen, serve: svc.Serve, shutdown: svc.Shutdown,
+				limits: connLimits(e.Bounds, nil)})
 		}
 	}
 	if pg := cfg.Postgres; pg != nil {
@@ -435,7 +492,7 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 			fail(path, err)
 		} else {
 			d.pg = p
-			d.run.fronts = append(d.run.fronts, &frontEnd{name: "postgres", addr: pg.Listen,
+			d.run.fronts = append(d.run.fronts, &frontEnd{name: "postgres", addr: pg.Listen, limits: connLimits(pg.Bounds, postgresExempt(pg)),
 				serve: func(ln net.Listener) error {
 					if err := p.Serve(ln); !errors.Is(err, pgproxy.ErrProxyClosed) {
 						return err
@@ -472,7 +529,7 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 		} else {
 			d.admin = adm
 			d.run.draining = func() { adm.SetDraining(true) }
-			d.run.fronts = append(d.run.fronts, httpFrontEnd("admin", a.Listen, adm, nil, d.log))
+			d.run.fronts = append(d.run.fronts, httpFrontEnd("admin", a.Listen, adm, nil, a.Bounds, nil, d.log))
 		}
 	}
 	return errs

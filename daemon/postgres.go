@@ -39,7 +39,7 @@ func postgresLimits(pg *config.Postgres, limiters map[string]floodgate.Limiter) 
 func (d *Daemon) newPostgres(g *generation) (*pgproxy.Proxy, string, error) {
 	pg := g.cfg.Postgres
 	c := pgproxy.Config{Listen: pg.Listen, Upstream: pg.Upstream, Limits: postgresLimits(pg, g.limiters), Logger: d.log,
-		ChargeEmptyQuery: pg.ChargeEmptyQuery, Replication: pg.Replication}
+		ChargeEmptyQuery: pg.ChargeEmptyQuery, Replication: pg.Replication, StartupTimeout: pg.Bounds.HeaderTimeout.D()}
 	var err error
 	if c.ProxyProtocolFrom, err = clientip.ParsePrefixes(pg.ProxyProtocolFrom); err != nil {
 		return nil, "postgres.proxy_protocol_from", err

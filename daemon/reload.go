@@ -19,7 +19,8 @@ import (
 // which new connections pick up), the listeners' addresses and which
 // listeners there are, TLS turned on or off, the Envoy service's response
 // headers, the PostgreSQL proxy's upstream and connection handling, the log
-// format and the status page's settings.
+// format, the status page's settings, and a listener's timeouts, header
+// size and stream bound (its connection bounds apply).
 var Reloadable = []string{
 	"policies",
 	"storage.redis.username", "storage.redis.password", "storage.redis.password_file",
@@ -31,6 +32,13 @@ var Reloadable = []string{
 	"admin.token", "admin.token_file",
 	"log.level",
 	"shutdown_timeout", "shutdown_delay",
+	// A listener's connection bounds apply from its next connection on;
+	// its timeouts and sizes are the server's own, set when it starts.
+	"proxy.bounds.max_connections", "proxy.bounds.max_connections_per_client",
+	"check.bounds.max_connections", "check.bounds.max_connections_per_client",
+	"envoy.bounds.max_connections", "envoy.bounds.max_connections_per_client",
+	"postgres.bounds.max_connections", "postgres.bounds.max_connections_per_client",
+	"admin.bounds.max_connections", "admin.bounds.max_connections_per_client",
 }
 
 // refusedChanges returns the paths of the fields that differ between old

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,6 +28,7 @@ import (
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 	"github.com/floodgate-go/floodgate/testkit"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -164,17 +166,19 @@ proxy:
   listen: 127.0.0.1:0
   upstream: %s
   routes: [{name: all, limits: [{policy: api, key: ip}]}]
-check: {listen: 127.0.0.1:0, token: c1}
-envoy: {listen: 127.0.0.1:0, ratelimit_config: [%q]}
+  bounds: {header_timeout: 1h}
+check: {listen: 127.0.0.1:0, token: c1, bounds: {header_timeout: 1h}}
+envoy: {listen: 127.0.0.1:0, ratelimit_config: [%q], bounds: {header_timeout: 1h}}
 postgres:
   listen: 127.0.0.1:0
   upstream: 127.0.0.1:1
+  bounds: {header_timeout: 1h}
   rate_limit:
     global: {rate: 100/min}
     per_user: {rate: 100/min}
     per_ip: {rate: 100/min}
   connections: {per_user: {rate: 100/min}, per_ip: {rate: 100/min}}
-admin: {listen: 127.0.0.1:0, token: a1}
+admin: {listen: 127.0.0.1:0, token: a1, bounds: {header_timeout: 1h}}
 log: {level: info}
 `
 
@@ -204,7 +208,45 @@ func reloadCases() []reloadCase {
 			}
 		}}
 	}
+	// A listener's connection bounds, lowered by a reload, refuse the
+	// next connection over them: 4 in all, 2 per client (the load from
+	// 127.0.0.1 during the reload keeps within them). The base's
+	// header_timeout of an hour keeps the admitted connections, which send
+	// nothing, open however slow the machine.
+	conns := func(listener string) reloadCase {
+		return reloadCase{[]string{listener + ".bounds.max_connections", listener + ".bounds.max_connections_per_client"}, func(_ *reloadEnv, c *config.Config) {
+			v, _ := fieldAt(reflect.ValueOf(c).Elem(), listener+".bounds", false)
+			b := v.Addr().Interface().(*config.Bounds)
+			b.MaxConnections, b.MaxConnectionsPerClient = 4, 2
+		}, func(e *reloadEnv) {
+			http.DefaultClient.CloseIdleConnections()
+			testkit.Eventually(e.t, 10*time.Second, "no connection open on "+listener, func() bool { return e.d.run.open(listener) == 0 })
+			refused := func(why string) float64 {
+				return testutil.ToFloat64(e.d.connsRefused.WithLabelValues(listener, why))
+			}
+			addr := e.d.run.addr(listener).String()
+			dial := func(from string) {
+				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+				c, err := d.Dial("tcp", addr)
+				if err != nil {
+					return // refused before the dial returned
+				}
+				e.t.Cleanup(func() { c.Close() })
+			}
+			dial("127.0.0.2")
+			dial("127.0.0.2")
+			testkit.Eventually(e.t, 10*time.Second, "a client's two connections admitted", func() bool { return e.d.run.open(listener) == 2 })
+			dial("127.0.0.2")
+			testkit.Eventually(e.t, 10*time.Second, "a client's third connection refused", func() bool { return refused("per_client") == 1 })
+			dial("127.0.0.3")
+			dial("127.0.0.4")
+			testkit.Eventually(e.t, 10*time.Second, "other clients admitted", func() bool { return e.d.run.open(listener) == 4 })
+			dial("127.0.0.5")
+			testkit.Eventually(e.t, 10*time.Second, "a fifth connection refused", func() bool { return refused("listener") == 1 })
+		}}
+	}
 	return []reloadCase{
+		conns("proxy"), conns("check"), conns("envoy"), conns("postgres"), conns("admin"),
 		{[]string{"policies"}, func(_ *reloadEnv, c *config.Config) {
 			p := c.Policies["api"]
 			p.Rate = config.Rate{Count: 2, Period: time.Minute}

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -95,6 +96,47 @@ type Config struct {
 	// RawKeys writes keys as they are in the denial log lines; false, the
 	// default, writes floodgate.RedactKey's stand-ins.
 	RawKeys bool
+
+	// Bounds limit what one client may hold of the grpc.Server that Serve
+	// runs; Register ignores them.
+	Bounds Bounds
+}
+
+// Bounds limit the connections and calls of Serve's grpc.Server, for a
+// listener in front of untrusted clients. A zero field is gRPC's default.
+type Bounds struct {
+	// MaxHeaderBytes bounds a call's header list and its request message
+	// (a RateLimitRequest is a few descriptors; gRPC's own bound is 4 MiB
+	// per message, times every stream).
+	MaxHeaderBytes int
+
+	// MaxConcurrentStreams bounds the calls in flight on one connection.
+	MaxConcurrentStreams int
+
+	// ConnectionTimeout bounds setting a connection up (gRPC's default is
+	// 120s).
+	ConnectionTimeout time.Duration
+
+	// IdleTimeout closes a connection without calls for this long.
+	IdleTimeout time.Duration
+}
+
+// options are b as grpc.Server options.
+func (b Bounds) options() []grpc.ServerOption {
+	var opts []grpc.ServerOption
+	if b.MaxHeaderBytes > 0 {
+		opts = append(opts, grpc.MaxHeaderListSize(uint32(b.MaxHeaderBytes)), grpc.MaxRecvMsgSize(b.MaxHeaderBytes))
+	}
+	if b.MaxConcurrentStreams > 0 {
+		opts = append(opts, grpc.MaxConcurrentStreams(uint32(b.MaxConcurrentStreams)))
+	}
+	if b.ConnectionTimeout > 0 {
+		opts = append(opts, grpc.ConnectionTimeout(b.ConnectionTimeout))
+	}
+	if b.IdleTimeout > 0 {
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: b.IdleTimeout}))
+	}
+	return opts
 }
 
 // Mode is how the service counts descriptors and what its answers carry.
@@ -176,18 +218,19 @@ type Mode struct {
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
-	timeout  time.Duration
-	mode     atomic.Pointer[Mode]
-	store    floodgate.Store
-	overMu   sync.Mutex
-	over     map[string]floodgate.Limiter // override limiters by policy
-	hdr      httplimit.Headers            // the fields response_headers selects
-	headers  bool
-	onShadow func(string, floodgate.Result)
-	rules    atomic.Pointer[ruleSet]
-	sample   *denylog.Sampler
-	errs     denylog.Errors
-	health   *health.Server
+	timeout    time.Duration
+	serverOpts []grpc.ServerOption
+	mode       atomic.Pointer[Mode]
+	store      floodgate.Store
+	overMu     sync.Mutex
+	over       map[string]floodgate.Limiter // override limiters by policy
+	hdr        httplimit.Headers            // the fields response_headers selects
+	headers    bool
+	onShadow   func(string, floodgate.Result)
+	rules      atomic.Pointer[ruleSet]
+	sample     *denylog.Sampler
+	errs       denylog.Errors
+	health     *health.Server
 
 	token atomic.Pointer[string]
 	tls   *tls.Config
@@ -212,6 +255,7 @@ func New(cfg Config) (*Service, error) {
 	s.SetMode(cfg.Mode)
 	s.SetToken(cfg.Token)
 	s.store, s.tls = cfg.Store, cfg.TLS
+	s.serverOpts = cfg.Bounds.options()
 
 	s.errs.Log = s.sample.Logger()
 	if s.timeout <= 0 {
@@ -281,7 +325,7 @@ func (s *Service) authorize(ctx context.Context, req any, info *grpc.UnaryServer
 // Serve serves the service and the health service on ln until Shutdown.
 // It returns nil after Shutdown.
 func (s *Service) Serve(ln net.Listener) error {
-	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(s.authorize)}
+	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(s.authorize)}, s.serverOpts...)
 	if s.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls)))
 	}

@@ -192,9 +192,11 @@ func JoinKeys(keys ...KeyFunc) KeyFunc {
 
 // PathPrefix matches requests whose URL path is one of prefixes or lies
 // below one: "/auth" (or "/auth/") matches "/auth" and "/auth/login", not
-// "/authors". Paths are compared clean, so a prefix cannot be dodged with
-// "//" or "..". A prefix without a leading slash gets one. It is
-// Match{PathPrefix: prefixes}.
+// "/authors". Paths are compared as Match says, so that no spelling an
+// upstream serves as the same path dodges the prefix: clean ("//", ".."),
+// without case (/AUTH), path parameters (/auth;x) or trailing dots and
+// spaces (/auth.), and with an extension as a boundary (/auth.json). A
+// prefix without a leading slash gets one. It is Match{PathPrefix: prefixes}.
 func PathPrefix(prefixes ...string) func(r *http.Request) bool {
 	ps := make([]string, len(prefixes))
 	for i, p := range prefixes {

@@ -16,9 +16,28 @@ import (
 // Matches, and PathPrefix and Methods are its parts for a Rule's Match. Every
 // condition given must hold; the zero Match selects every request.
 //
-// Paths are compared clean (dot segments and doubled slashes removed, a
-// trailing slash kept), because the upstream serves them so: a client must
-// not dodge the limits of /admin/ by asking for /public/../admin/.
+// Paths are compared as the upstreams behind a limit may serve them, so that
+// no spelling of a path escapes its limit. By default a path is compared
+//
+//   - clean: dot segments and doubled slashes removed, a trailing slash
+//     kept, a backslash read as a slash (IIS), so /public/../admin/ is
+//     /admin/;
+//   - without path parameters: everything from a ";" to the end of its
+//     segment dropped, as Tomcat, Jetty and Spring serve /login;jsessionid=1
+//     (and /login%3Bx, which is decoded first) as /login;
+//   - without the dots and spaces that end a segment, as Windows and IIS
+//     serve /login. and /login%20 as /login;
+//   - without case, as IIS and case-insensitive file systems serve /LOGIN
+//     as /login;
+//   - with a name's extension as a boundary: path_prefix /login matches
+//     /login.json and path /signin matches /signin.json (Spring's suffix
+//     patterns, Rails' formats), and path /signin matches /signin/ too.
+//
+// This errs towards limiting: a request another upstream would serve
+// apart (/login.json as a file of its own) is limited as its route's path.
+// CaseSensitive and KeepPathParams turn two of these off for an upstream
+// known to serve paths as written; RawPrefix compares path prefixes as
+// plain strings, as nginx's location does.
 type Match struct {
 	// Host is the request's host without port, exact ("api.example.com")
 	// or a wildcard for one or more labels ("*.example.com", which does
@@ -41,6 +60,26 @@ type Match struct {
 	// Methods are the methods matched, exactly (GET does not imply HEAD:
 	// list both when both should count); empty means all.
 	Methods []string `yaml:"methods,omitempty"`
+
+	// CaseSensitive compares Path and PathPrefix with the request's path
+	// as written. Default false: without case, so /LOGIN is /login. Only for
+	// an upstream that serves /LOGIN apart from /login.
+	CaseSensitive bool `yaml:"case_sensitive,omitempty"`
+
+	// KeepPathParams compares the request's path with its path parameters
+	// (";name=value" in a segment). Default false: they are dropped, so
+	// /login;x is /login. Only for an upstream that serves ";" as part of
+	// a name.
+	KeepPathParams bool `yaml:"keep_path_params,omitempty"`
+
+	// RawPrefix makes each PathPrefix match every path that starts with it
+	// as a string, as nginx's location /login matches /login, /login/x,
+	// /loginx and /login.json; a prefix with a trailing slash then matches
+	// only below it. The path is still compared clean, without case and
+	// without path parameters unless CaseSensitive or KeepPathParams say
+	// otherwise. Default false: segment by segment, so /login does not
+	// match /loginx.
+	RawPrefix bool `yaml:"raw_prefix,omitempty"`
 }
 
 // A MatchError is a Match that cannot be compiled. Field names the
@@ -65,9 +104,11 @@ func (e *MatchError) Error() string {
 type Matcher struct {
 	host     string // lower case; "*.x" kept as ".x"
 	mux      *http.ServeMux
-	pattern  string // the mux's one pattern, for Explain
+	pattern  string // Path as given: the request's Pattern, and what Explain names
 	prefixes []string
 	methods  []string
+
+	caseSensitive, keepParams, rawPrefix bool
 }
 
 // Compile checks m and returns its Matcher. Every problem is reported, each
@@ -77,7 +118,17 @@ func (m Match) Compile() (*Matcher, error) {
 	bad := func(field string, i int, format string, args ...any) {
 		errs = append(errs, &MatchError{Field: field, Index: i, Msg: fmt.Sprintf(format, args...)})
 	}
-	c := &Matcher{}
+	c := &Matcher{caseSensitive: m.CaseSensitive, keepParams: m.KeepPathParams, rawPrefix: m.RawPrefix}
+	if (m.CaseSensitive || m.KeepPathParams) && m.Path == "" && len(m.PathPrefix) == 0 {
+		field := "case_sensitive"
+		if !m.CaseSensitive {
+			field = "keep_path_params"
+		}
+		bad(field, -1, "says how path or path_prefix is compared, and neither is set")
+	}
+	if m.RawPrefix && len(m.PathPrefix) == 0 {
+		bad("raw_prefix", -1, "says how path_prefix is compared, and it is not set")
+	}
 	if m.Host != "" {
 		h := strings.ToLower(m.Host)
 		name, wild := strings.CutPrefix(h, "*.")
@@ -94,7 +145,14 @@ func (m Match) Compile() (*Matcher, error) {
 		bad("path", -1, "set path or path_prefix, not both")
 	}
 	if m.Path != "" {
-		mux, err := muxOf(m.Path)
+		pattern := m.Path
+		if !m.CaseSensitive {
+			// The request's path is compared in lower case, so the
+			// pattern is too (its wildcards' names with it, which only
+			// the pattern itself shows).
+			pattern = strings.ToLower(pattern)
+		}
+		mux, err := muxOf(pattern)
 		if err != nil {
 			bad("path", -1, "%v", err)
 		}
@@ -105,7 +163,11 @@ func (m Match) Compile() (*Matcher, error) {
 			bad("path_prefix", i, "%q must start with /", pf)
 			continue
 		}
-		c.prefixes = append(c.prefixes, prefixOf(pf))
+		if m.RawPrefix {
+			c.prefixes = append(c.prefixes, c.normPath(pf))
+		} else {
+			c.prefixes = append(c.prefixes, prefixOf(c.normPath(pf)))
+		}
 	}
 	for i, meth := range m.Methods {
 		up := strings.ToUpper(strings.TrimSpace(meth))
@@ -142,9 +204,9 @@ func (c *Matcher) Explain(r *http.Request) (ok bool, why string) {
 		}
 		return false, fmt.Sprintf("host %q is not %s", r.Host, want)
 	case missPrefix:
-		return false, fmt.Sprintf("path %s is not under %s", pathnet.CleanPath(r.URL.Path), strings.Join(c.prefixes, ", "))
+		return false, fmt.Sprintf("path %s is not under %s", c.normPath(r.URL.Path), strings.Join(c.prefixes, ", "))
 	}
-	return false, fmt.Sprintf("path %s does not match the pattern %s", pathnet.CleanPath(r.URL.Path), c.pattern)
+	return false, fmt.Sprintf("path %s does not match the pattern %s", c.normPath(r.URL.Path), c.pattern)
 }
 
 // The conditions of a Matcher, in the order miss checks them.
@@ -166,31 +228,104 @@ func (c *Matcher) miss(r *http.Request) int {
 		return missHost
 	}
 	if c.prefixes != nil {
-		p := pathnet.CleanPath(r.URL.Path)
+		p := c.normPath(r.URL.Path)
 		for _, pf := range c.prefixes {
-			if underPrefix(p, pf) {
+			if c.rawPrefix && strings.HasPrefix(p, pf) || !c.rawPrefix && (underPrefix(p, pf) || extensionOf(p, pf)) {
 				return missNone
 			}
 		}
 		return missPrefix
 	}
 	if c.mux != nil {
-		// ServeMux matches the cleaned path (it redirects to it), so a
-		// request with dot segments matches as the path it stands for.
-		req := r
-		if p := pathnet.CleanPath(r.URL.Path); p != r.URL.Path {
-			u := *r.URL
-			u.Path, u.RawPath = p, ""
-			req = r.Clone(r.Context())
-			req.URL = &u
-		}
-		_, pattern := c.mux.Handler(req)
-		if pattern == "" {
+		if !c.muxMatches(r) {
 			return missPath
 		}
-		r.Pattern = pattern
+		r.Pattern = c.pattern
 	}
 	return missNone
+}
+
+// muxMatches reports whether the pattern matches r's path as compared (see
+// Match), or that path without its trailing slash, or without the
+// extension of its last name.
+func (c *Matcher) muxMatches(r *http.Request) bool {
+	p := c.normPath(r.URL.Path)
+	try := func(p string) bool {
+		// ServeMux matches the path as given (it redirects others), so
+		// it is given the path as compared.
+		req := r
+		if p != r.URL.Path || r.URL.RawPath != "" {
+			// A shallow copy: ServeMux reads the method, host and path,
+			// and the request itself is left as it is.
+			u := *r.URL
+			u.Path, u.RawPath = p, ""
+			cp := *r
+			cp.URL = &u
+			req = &cp
+		}
+		_, pattern := c.mux.Handler(req)
+		return pattern != ""
+	}
+	if try(p) {
+		return true
+	}
+	if len(p) > 1 && strings.HasSuffix(p, "/") {
+		p = p[:len(p)-1]
+		if try(p) {
+			return true
+		}
+	}
+	last := strings.LastIndexByte(p, '/') + 1
+	if dot := strings.IndexByte(p[last:], '.'); dot > 0 {
+		return try(p[:last+dot])
+	}
+	return false
+}
+
+// normPath is the request path p as the Matcher compares it (see Match):
+// clean, a backslash read as a slash, each segment without its path
+// parameters and trailing dots and spaces, and in lower case, but for
+// what CaseSensitive and KeepPathParams keep.
+func (c *Matcher) normPath(p string) string {
+	if strings.ContainsAny(p, "\\; .") {
+		p = c.normSegments(p)
+	}
+	p = pathnet.CleanPath(p)
+	if !c.caseSensitive {
+		p = lowerASCIIFirst(p)
+	}
+	return p
+}
+
+// normSegments rewrites each segment of p: path parameters dropped (unless
+// kept) and trailing dots and spaces trimmed, but for segments of dots
+// only, which CleanPath resolves ("..;x" is "..", as Tomcat reads it).
+func (c *Matcher) normSegments(p string) string {
+	p = strings.ReplaceAll(p, "\\", "/")
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		if !c.keepParams {
+			if semi := strings.IndexByte(s, ';'); semi >= 0 {
+				s = s[:semi]
+			}
+		}
+		if strings.Trim(s, ".") != "" {
+			s = strings.TrimRight(s, ". ")
+		}
+		segs[i] = s
+	}
+	return strings.Join(segs, "/")
+}
+
+// lowerASCIIFirst lower-cases s, without allocating when it has no upper
+// case ASCII letter and is ASCII (the common case).
+func lowerASCIIFirst(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' || c >= 0x80 {
+			return strings.ToLower(s)
+		}
+	}
+	return s
 }
 
 // Empty reports whether m has no condition: it matches every request.
@@ -245,6 +380,13 @@ func underPrefix(p, prefix string) bool {
 		return true
 	}
 	return pathnet.UnderPrefix(p, prefix)
+}
+
+// extensionOf reports whether the clean path p is prefix with an extension
+// added to its last name (/login.json for /login), or lies below such a
+// path.
+func extensionOf(p, prefix string) bool {
+	return !strings.HasSuffix(prefix, "/") && len(p) > len(prefix) && p[len(prefix)] == '.' && strings.HasPrefix(p, prefix)
 }
 
 // muxOf returns a ServeMux with the one pattern, turning ServeMux's panic on

@@ -53,7 +53,7 @@ func TestMatchTable(t *testing.T) {
 		{httplimit.Match{Path: "/{$}"}, "x", "GET", "/", true},
 		{httplimit.Match{Path: "/{$}"}, "x", "GET", "/x", false},
 		{httplimit.Match{Path: "/login"}, "x", "POST", "/login", true},
-		{httplimit.Match{Path: "/login"}, "x", "POST", "/login/", false},
+		{httplimit.Match{Path: "/login"}, "x", "POST", "/login/", true}, // as frameworks serve it
 		{httplimit.Match{Path: "/login"}, "x", "POST", "/x/../login", true},
 	}
 	for _, tc := range cases {
@@ -66,6 +66,82 @@ func TestMatchTable(t *testing.T) {
 		r.URL.Path = tc.path
 		if got := c.Match(r); got != tc.want {
 			t.Errorf("%+v matches %s %s%s: %v, want %v", tc.m, tc.method, tc.host, tc.path, got, tc.want)
+		}
+	}
+}
+
+// TestPathSpellings: no spelling of a limited path that an upstream may
+// serve as that path escapes its route, for every way a path can be matched;
+// the options that keep case and path parameters, and the raw prefix, match
+// what they say.
+func TestPathSpellings(t *testing.T) {
+	prefix := httplimit.Match{PathPrefix: []string{"/login"}}
+	exact := httplimit.Match{Path: "/signin"}
+	type tc struct {
+		m    httplimit.Match
+		path string // as sent on the wire
+		want bool
+	}
+	var cases []tc
+	for _, p := range []string{"/login", "/LOGIN", "/Login", "/login;x", "/login;jsessionid=1", "/login%3Bx", "/login.", "/login%2e", "/login%20",
+		"/login.json", "/login/", "/login/x", "/login..", "/login%2E%20", "/login.;x", "/a/..;/login", `/x/..\login`, "/LOGIN;X/y", "/login%2fx"} {
+		cases = append(cases, tc{prefix, p, true})
+	}
+	for _, p := range []string{"/signin", "/signin/", "/signin%2f", "/SIGNIN", "/signin;x", "/signin.", "/signin%2e", "/signin%20", "/signin.json", "/SignIn;a=b/", "/x/../signin"} {
+		cases = append(cases, tc{exact, p, true})
+	}
+	for _, p := range []string{"/loginx", "/logi", "/log/in", "/x/login", "/signin"} {
+		cases = append(cases, tc{prefix, p, false})
+	}
+	for _, p := range []string{"/signinx", "/signin/x", "/sign", "/x/signin", "/.signin"} {
+		cases = append(cases, tc{exact, p, false})
+	}
+	// Opting out: paths as written.
+	sensitive := httplimit.Match{PathPrefix: []string{"/login"}, CaseSensitive: true}
+	cases = append(cases, tc{sensitive, "/LOGIN", false}, tc{sensitive, "/login;x", true}, tc{sensitive, "/Login", false})
+	params := httplimit.Match{PathPrefix: []string{"/login"}, KeepPathParams: true}
+	cases = append(cases, tc{params, "/login;x", false}, tc{params, "/LOGIN", true}, tc{params, "/login.", true})
+	exactSensitive := httplimit.Match{Path: "/SignIn", CaseSensitive: true}
+	cases = append(cases, tc{exactSensitive, "/SignIn", true}, tc{exactSensitive, "/signin", false}, tc{exactSensitive, "/SignIn;x", true})
+	// A raw prefix is a string prefix, as nginx's location.
+	raw := httplimit.Match{PathPrefix: []string{"/login"}, RawPrefix: true}
+	cases = append(cases, tc{raw, "/loginx", true}, tc{raw, "/login.json", true}, tc{raw, "/LOGINX", true}, tc{raw, "/login;x", true}, tc{raw, "/logi", false})
+	rawSlash := httplimit.Match{PathPrefix: []string{"/login/"}, RawPrefix: true}
+	cases = append(cases, tc{rawSlash, "/login/x", true}, tc{rawSlash, "/login", false}, tc{rawSlash, "/loginx", false})
+	// A pattern's wildcards still match per segment.
+	wild := httplimit.Match{Path: "/users/{id}/reset"}
+	cases = append(cases, tc{wild, "/USERS/7/Reset", true}, tc{wild, "/users/7;x/reset.", true}, tc{wild, "/users/7/8/reset", false})
+
+	for _, c := range cases {
+		m, err := c.m.Compile()
+		if err != nil {
+			t.Fatalf("%+v: %v", c.m, err)
+		}
+		r := httptest.NewRequest("GET", "http://x"+c.path, nil)
+		if got := m.Match(r); got != c.want {
+			t.Errorf("%+v matches %s (path %q): %v, want %v", c.m, c.path, r.URL.Path, got, c.want)
+		}
+		if c.want && c.m.Path != "" && r.Pattern != c.m.Path {
+			t.Errorf("%+v on %s: Pattern %q, want the path as configured", c.m, c.path, r.Pattern)
+		}
+	}
+}
+
+// TestMatchOptionErrors: an option that says how a path is compared needs a
+// path to compare.
+func TestMatchOptionErrors(t *testing.T) {
+	for _, tc := range []struct {
+		m     httplimit.Match
+		field string
+	}{
+		{httplimit.Match{CaseSensitive: true}, "case_sensitive"},
+		{httplimit.Match{KeepPathParams: true, Host: "x"}, "keep_path_params"},
+		{httplimit.Match{RawPrefix: true, Path: "/x"}, "raw_prefix"},
+	} {
+		_, err := tc.m.Compile()
+		var me *httplimit.MatchError
+		if !errors.As(err, &me) || me.Field != tc.field {
+			t.Errorf("%+v: error %v, want one about %s", tc.m, err, tc.field)
 		}
 	}
 }

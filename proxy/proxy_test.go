@@ -620,3 +620,59 @@ func TestDotSegmentsCannotDodgeRoutes(t *testing.T) {
 		t.Fatalf("dot segments: %d Location %q, want 308 to /admin/users?x=1", rec.Code, rec.Header().Get("Location"))
 	}
 }
+
+// TestProxyPathSpellingsAtLimit: with a route's limit spent, no spelling of
+// its path that an upstream may serve as that path (case, path parameters,
+// encoded separators, trailing dots and spaces, an extension, a trailing
+// slash) reaches the upstream; each is answered 429.
+func TestProxyPathSpellingsAtLimit(t *testing.T) {
+	up, seen := upstream(t)
+	one := func(name string) []httplimit.Rule {
+		return []httplimit.Rule{{Limiter: memLimiter(t, name, floodgate.PerMinute(1))}}
+	}
+	_, addr := start(t, Config{
+		Upstream: up.URL,
+		Routes: []Route{
+			{Name: "login", Match: httplimit.Match{PathPrefix: []string{"/login"}}, Limits: one("login")},
+			{Name: "signin", Match: httplimit.Match{Path: "/signin"}, Limits: one("signin")},
+			{Name: "rest", Match: httplimit.Match{PathPrefix: []string{"/"}}},
+		},
+	})
+	// raw sends the request line as given, byte for byte, and returns the
+	// status.
+	raw := func(path string) int {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := raw("/login"); s != 200 {
+		t.Fatalf("first /login: %d", s)
+	}
+	if s := raw("/signin"); s != 200 {
+		t.Fatalf("first /signin: %d", s)
+	}
+	for _, p := range []string{"/login", "/LOGIN", "/Login", "/login;x", "/login;jsessionid=1", "/login%3Bx", "/login.", "/login%2e", "/login%20", "/login.json", "/login/x", "/login%2fx",
+		"/signin", "/signin/", "/signin%2f", "/SIGNIN", "/signin;x", "/signin.", "/signin%2E", "/signin.json"} {
+		if s := raw(p); s != http.StatusTooManyRequests {
+			t.Errorf("GET %s at the limit: %d, want 429", p, s)
+		}
+	}
+	if hits, _ := seen.snapshot(); hits != 2 {
+		t.Errorf("the upstream saw %d requests, want the 2 within the limits", hits)
+	}
+	// Other paths are not the limited routes'.
+	for _, p := range []string{"/loginx", "/signinx", "/signin/x"} {
+		if s := raw(p); s != 200 {
+			t.Errorf("GET %s: %d, want 200 (not a limited route)", p, s)
+		}
+	}
+}
