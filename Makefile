@@ -11,7 +11,7 @@
 #   make demo    a tour: real headers and a 429, a spoofed X-Forwarded-For, Redis failing over.
 #   make install-test
 #                every module installed as a user installs it, from a throwaway
-#                release tag in a clone, offline (part of make test).
+#                release tag in a clone, floodgate's modules from its tags only (part of make test).
 
 GO          ?= go
 GOBIN       := $(shell $(GO) env GOPATH)/bin
@@ -97,7 +97,7 @@ unit:
 
 # A throwaway release in a clone of HEAD (committed work only), then every
 # module fetched from a module proxy directory made from its tags and built
-# in fresh modules, offline: see scripts/install-test.sh.
+# in fresh modules, floodgate's modules from the tags alone: see scripts/install-test.sh.
 install-test:
 	scripts/install-test.sh
 

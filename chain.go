@@ -7,10 +7,27 @@ import (
 )
 
 // A Check is one link of a chain: a limiter, the key it limits and the cost.
+// Its zero values are safe: a Check{Limiter: l, Key: k} charges one unit,
+// as one request costs; looking without charging is said with Peek.
 type Check struct {
+	// Limiter decides the check. It must be set.
 	Limiter Limiter
-	Key     string
-	Cost    int64
+
+	// Key is the key the check limits. The zero value "" is a key like any
+	// other, one bucket shared by every check that leaves it empty (the
+	// global link of a chain).
+	Key string
+
+	// Cost is the units the check charges. Zero charges 1, the cost of one
+	// request, so that a check whose Cost was never set limits; a negative
+	// Cost is an error (ErrInvalidCost). Units reports what is charged.
+	Cost int64
+
+	// Peek makes the check look without charging anything: it passes when
+	// Cost units would pass now (PeekN), so a peek at the next request is
+	// Cost 1 with Peek; with a Cost of 0 it is a plain look, which always
+	// passes. The zero value, false, charges.
+	Peek bool
 
 	// Result is set by AllowAll to the check's own Result, for every check
 	// it decided, so that a front end can describe each of them (the
@@ -34,8 +51,7 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, int, error) {
 	drove := 0
 	for i := range checks {
 		c := &checks[i]
-		res, err := c.Limiter.AllowN(ctx, c.Key, c.Cost)
-		c.Result = res
+		res, err := c.Decide(ctx)
 		if err != nil || !res.Allowed {
 			if rerr := refundChecks(ctx, checks[:i]); rerr != nil {
 				err = errors.Join(err, rerr)
@@ -56,11 +72,61 @@ func refundChecks(ctx context.Context, checks []Check) error {
 	var errs []error
 	for i := range checks {
 		c := &checks[i]
-		if err := c.Limiter.RefundN(ctx, c.Key, c.Cost); err != nil {
+		if err := c.Limiter.RefundN(ctx, c.Key, c.Units()); err != nil {
 			// The key is the client's; only its redacted form goes into an
 			// error that ends up in logs.
 			errs = append(errs, fmt.Errorf("refund %s: %w", RedactKey(c.Key), err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Units is what the check charges: 0 for a peek, 1 when Cost is 0, else
+// Cost.
+func (c *Check) Units() int64 {
+	switch {
+	case c.Peek:
+		return 0
+	case c.Cost == 0:
+		return 1
+	}
+	return c.Cost
+}
+
+// Decide decides the check alone, as AllowAll decides each link, and
+// sets its Result: AllowN with Units, or for a peek PeekN with Cost.
+func (c *Check) Decide(ctx context.Context) (Result, error) {
+	var res Result
+	var err error
+	if c.Peek {
+		res, err = PeekN(ctx, c.Limiter, c.Key, c.Cost)
+	} else {
+		res, err = c.Limiter.AllowN(ctx, c.Key, c.Units())
+	}
+	c.Result = res
+	return res, err
+}
+
+// PeekN reports whether cost units for key would pass now, charging
+// nothing: the Result is the key's state (Remaining, ResetAfter) as a
+// look (AllowN with a cost of 0) sees it, Allowed when cost fits in it,
+// and, when it does not, the RetryAfter of cost. It is what "may the next
+// request pass?" asks, where AllowN with a cost of 0 always passes. The
+// RetryAfter of a refusal comes from asking the limiter for cost itself,
+// which charges nothing when refused; should the key have refilled in
+// between, the units pass and are refunded at once.
+func PeekN(ctx context.Context, l Limiter, key string, cost int64) (Result, error) {
+	res, err := l.AllowN(ctx, key, 0)
+	if err != nil || cost == 0 || res.Source == SourceFailOpen || res.Set != nil && res.Remaining >= cost {
+		return res, err
+	}
+	res, err = l.AllowN(ctx, key, cost)
+	if err != nil || !res.Allowed {
+		return res, err
+	}
+	if err := l.RefundN(ctx, key, cost); err != nil {
+		return res, err
+	}
+	res.Remaining = min(res.Remaining+cost, res.Limit.Capacity())
+	return res, nil
 }

@@ -97,3 +97,61 @@ func ExampleAllowAll() {
 	// true check 2 ip <nil>
 	// false check 2 ip <nil>
 }
+
+// Reserve books units for the instant they fit and says when that is;
+// Cancel gives back what no later reservation relies on.
+func ExamplePolicyLimiter_ReserveN() {
+	ctx := context.Background()
+	clock := floodgatetest.NewClock(floodgatetest.Start)
+	store := memstore.New(memstore.Options{Clock: clock})
+	defer store.Close()
+	lim, err := floodgate.New(store, floodgate.Policy{Name: "upstream", Limits: []floodgate.Limit{floodgate.PerSecond(10)}})
+	if err != nil {
+		panic(err)
+	}
+	lim.AllowN(ctx, "api.example.com", 10) // the burst is used up
+	for range 3 {
+		r, _ := lim.ReserveN(ctx, "api.example.com", 1)
+		fmt.Printf("ok=%v use in %s\n", r.OK, r.Delay)
+	}
+	last, _ := lim.ReserveN(ctx, "api.example.com", 2)
+	last.Cancel(ctx) // the last in line: all of it comes back
+	next, _ := lim.ReserveN(ctx, "api.example.com", 1)
+	fmt.Printf("after the cancel: use in %s\n", next.Delay)
+
+	// A deadline bounds the wait: what would come later is not taken.
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	r, _ := lim.ReserveN(short, "api.example.com", 10)
+	fmt.Printf("10 more within 1s: ok=%v (they would wait %s)\n", r.OK, r.Delay)
+	// Output:
+	// ok=true use in 100ms
+	// ok=true use in 200ms
+	// ok=true use in 300ms
+	// after the cancel: use in 400ms
+	// 10 more within 1s: ok=false (they would wait 1.4s)
+}
+
+// Wait blocks until the units pass: a client of a rate-limited API spaces
+// its calls instead of being refused.
+func ExamplePolicyLimiter_Wait() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	lim, err := floodgate.New(store, floodgate.Policy{Name: "calls", Limits: []floodgate.Limit{floodgate.PerSecond(50).WithBurst(1)}})
+	if err != nil {
+		panic(err)
+	}
+	for i := range 3 {
+		if _, err := lim.Wait(ctx, "api.example.com"); err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println("call", i+1) // at most one call every 20ms
+	}
+	// Output:
+	// call 1
+	// call 2
+	// call 3
+}

@@ -25,12 +25,20 @@
 //     passes at now+RetryAfter, not a nanosecond later or earlier.
 //   - State that carries no information (a full bucket) is dropped.
 //   - Keys longer than MaxKeyLen bytes are replaced by their SHA-256 digest.
+//
+// A caller of someone else's limited API waits instead of being refused:
+// Wait blocks until the units pass (or returns at once, charging nothing,
+// when they cannot before the context's deadline), and ReserveN takes the
+// units now for the exact instant they fit, which a Reservation's Cancel
+// gives back. On Redis the waiting callers of every instance share one
+// budget and one line. See docs/waiting.md.
 package floodgate
 
 import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/floodgate-go/floodgate/algo"
 )
@@ -61,6 +69,21 @@ type Limiter interface {
 
 	// Reset forgets key's state: its next request meets full capacity.
 	Reset(ctx context.Context, key string) error
+
+	// ReserveN takes cost units for key now, to be used at the instant the
+	// Reservation names: the earliest at which they fit, if it comes
+	// before ctx's deadline. Otherwise nothing is charged and the
+	// Reservation is not OK. Cancel gives the units back.
+	ReserveN(ctx context.Context, key string, cost int64) (*Reservation, error)
+
+	// Wait is WaitN with a cost of 1.
+	Wait(ctx context.Context, key string) (Result, error)
+
+	// WaitN blocks until cost units for key pass, and charges them. If they
+	// cannot pass before ctx's deadline it returns at once with an error
+	// wrapping ErrWaitDeadline, having charged nothing; if ctx ends while
+	// it waits, the units are given back and ctx's error returned.
+	WaitN(ctx context.Context, key string, cost int64) (Result, error)
 }
 
 // A Store keeps the state of limits and decides on it. Engines (memstore,
@@ -78,6 +101,19 @@ type Store interface {
 
 	// Reset drops key's state under every transition of set.
 	Reset(ctx context.Context, set *algo.Set, key string) error
+
+	// Reserve charges cost units to key under every transition of set for
+	// the earliest instant at which all of them fit, if that instant is at
+	// most maxWait away (clamped by set.MaxWait): it is algo.Set.Reserve,
+	// atomic per key. The Verdict is allowed when charged, its RetryAfter
+	// the wait; the Ticket is what Cancel needs. set is Reservable: the
+	// Limiter decides window limits with Decide.
+	Reserve(ctx context.Context, set *algo.Set, key string, cost int64, maxWait time.Duration) (algo.Verdict, algo.Ticket, error)
+
+	// Cancel takes back a reservation of cost units that Reserve booked
+	// under t, as far as no later reservation relies on it
+	// (algo.Transition.Unreserve), if its instant has not come.
+	Cancel(ctx context.Context, set *algo.Set, key string, cost int64, t algo.Ticket) error
 
 	// ValidateLimit reports whether the store can keep l, e.g. an engine
 	// whose clock ticks in microseconds cannot keep a finer interval. New

@@ -209,6 +209,12 @@ var errDown = errors.New("store down")
 func (failingStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
 	return algo.Verdict{}, errDown
 }
+func (failingStore) Reserve(context.Context, *algo.Set, string, int64, time.Duration) (algo.Verdict, algo.Ticket, error) {
+	return algo.Verdict{}, algo.Ticket{}, errDown
+}
+func (failingStore) Cancel(context.Context, *algo.Set, string, int64, algo.Ticket) error {
+	return errDown
+}
 
 func (failingStore) ValidateLimit(floodgate.Limit) error { return nil }
 
@@ -325,5 +331,39 @@ func TestRefundErrorsRedactKeys(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "sk_live_") || len(err.Error()) > 200 || !strings.Contains(err.Error(), floodgate.RedactKey(secret)) {
 		t.Fatalf("error of %d bytes does not carry just the redacted key: %.200s", len(err.Error()), err)
+	}
+}
+
+// A Check whose Cost was never set charges one unit, and a peek is said
+// with Peek: it charges nothing and passes only when its cost would.
+func TestCheckZeroValues(t *testing.T) {
+	store := memstore.New(memstore.Options{Clock: floodgatetest.NewClock(floodgatetest.Start), SweepInterval: -1})
+	defer store.Close()
+	lim, err := floodgate.New(store, floodgate.Policy{Name: "zero", Limits: []floodgate.Limit{floodgate.PerMinute(2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	peek := floodgate.Check{Limiter: lim, Key: "k", Cost: 1, Peek: true}
+	if res, _, err := floodgate.AllowAll(ctx, peek); err != nil || !res.Allowed || res.Remaining != 2 {
+		t.Fatalf("peek at a fresh key: %+v, %v", res, err)
+	}
+	for i, want := range []bool{true, true, false} {
+		res, _, err := floodgate.AllowAll(ctx, floodgate.Check{Limiter: lim, Key: "k"})
+		if err != nil || res.Allowed != want {
+			t.Fatalf("check %d without a Cost: %+v, %v; want allowed %v (one unit each)", i+1, res, err, want)
+		}
+	}
+	c := peek
+	res, err := c.Decide(ctx)
+	if err != nil || res.Allowed || res.RetryAfter != 30*time.Second || c.Result != res {
+		t.Fatalf("peek at the exhausted key: %+v, %v; want refused for 30s", res, err)
+	}
+	look := floodgate.Check{Limiter: lim, Key: "k", Peek: true}
+	if res, err := look.Decide(ctx); err != nil || !res.Allowed || look.Units() != 0 {
+		t.Fatalf("a plain look (Peek, Cost 0): %+v, %v; want it to pass", res, err)
+	}
+	if got := (&floodgate.Check{Cost: 3}).Units(); got != 3 {
+		t.Errorf("Units of Cost 3: %d", got)
 	}
 }

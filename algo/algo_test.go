@@ -3,6 +3,7 @@ package algo_test
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,5 +171,22 @@ func TestCombineDescribesOneLimit(t *testing.T) {
 	}
 	if v := set.Impossible("policy"); v.Allowed || v.RetryAfter != algo.Never || v.Index != 0 {
 		t.Errorf("Impossible = %+v", v)
+	}
+}
+
+// An interval the tick cannot keep is named as it is, not truncated.
+func TestIntervalErrorUntruncated(t *testing.T) {
+	_, err := algo.Interval(algo.Spec{Kind: algo.GCRA, Rate: 600_000_000, Period: time.Second}, time.Nanosecond)
+	if err == nil || !strings.Contains(err.Error(), "interval of 1.67ns") {
+		t.Fatalf("%v; want it to name the interval of 1.67ns", err)
+	}
+	for _, c := range []struct {
+		period time.Duration
+		rate   int64
+		want   string
+	}{{time.Second, 10, "100ms"}, {time.Second, 3, "333.333333ms"}, {time.Microsecond, 3, "333ns"}, {10 * time.Nanosecond, 4, "2.5ns"}, {time.Nanosecond, 3, "0.333ns"}} {
+		if got := algo.FormatInterval(c.period, c.rate); got != c.want {
+			t.Errorf("FormatInterval(%s, %d) = %q, want %q", c.period, c.rate, got, c.want)
+		}
 	}
 }

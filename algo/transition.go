@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"strconv"
 	"time"
 )
 
@@ -135,9 +136,23 @@ func Interval(spec Spec, tick time.Duration) (int64, error) {
 	excess := lo - uint64(spec.Period)
 	if hi != 0 || excess > uint64(spec.Period)/MaxRounding {
 		return 0, fmt.Errorf("%w: %d per %s needs an interval of %s, which a clock of 1%s ticks cannot keep within 1%%; lower the rate or lengthen the period so that Period/Rate is a whole number of %s or at least %d%s",
-			ErrInvalid, spec.Rate, spec.Period, time.Duration(spec.Period)/time.Duration(spec.Rate), tickName(tick), tickName(tick), MaxRounding, tickName(tick))
+			ErrInvalid, spec.Rate, spec.Period, FormatInterval(spec.Period, spec.Rate), tickName(tick), tickName(tick), MaxRounding, tickName(tick))
 	}
 	return iv, nil
+}
+
+// FormatInterval formats period/rate, the time per unit, without
+// truncating it to whole nanoseconds: 1s/600000000 is "1.67ns", not "1ns".
+// An interval of a microsecond or more keeps nanoseconds, which is exact
+// to within one part in a thousand.
+func FormatInterval(period time.Duration, rate int64) string {
+	if rate <= 0 {
+		return "∞"
+	}
+	if int64(period)%rate == 0 || int64(period)/rate >= 1000 {
+		return (period / time.Duration(rate)).String()
+	}
+	return strconv.FormatFloat(float64(period)/float64(rate), 'g', 3, 64) + "ns"
 }
 
 func tickName(tick time.Duration) string {

@@ -45,10 +45,10 @@ if [[ ${#families[@]} -eq 0 ]]; then
 	[[ -d ../httplimit ]] && families+=(http)
 fi
 
-declare -A bench=([memory]=BenchmarkMemory [redis]=BenchmarkRedis [http]=BenchmarkHTTP)
+declare -A bench=([memory]=BenchmarkMemory [redis]=BenchmarkRedis [http]=BenchmarkHTTP [wait]=BenchmarkWait)
 # benchstat's first column is the base the others are compared with:
 # floodgate in every family.
-declare -A cols=([memory]=/impl [redis]=/impl [http]='/impl@(floodgate bare httprate httprate-chi ulule)')
+declare -A cols=([memory]=/impl [redis]=/impl [wait]=/impl [http]='/impl@(floodgate bare httprate httprate-chi ulule)')
 
 mkdir -p results
 bin=$(mktemp -d)/bench.test

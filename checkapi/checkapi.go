@@ -87,7 +87,8 @@ type Config struct {
 //
 //	{"checks": [{"policy": "global", "key": "all"}, {"policy": "api", "key": "user:42"}]}
 //
-// The cost defaults to 1; 0 peeks without charging. The answer is the
+// The cost defaults to 1; 0 peeks without charging: it answers whether the
+// next request (one unit) would pass, 429 when it would not. The answer is the
 // driving Result as JSON (see writeResult for the members) with the
 // middleware's rate-limit header fields, and status 200 when allowed, 429
 // when denied, 503 when the engine failed closed or the decision did not
@@ -291,7 +292,12 @@ func (c *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		st.charges = append(st.charges, httplimit.Charge{Limiter: lim, Key: q.Key, Cost: cost})
+		ch := httplimit.Charge{Limiter: lim, Key: q.Key, Cost: cost}
+		if cost == 0 {
+			// A peek asks whether the next request, of one unit, would pass.
+			ch.Cost, ch.Peek = 1, true
+		}
+		st.charges = append(st.charges, ch)
 	}
 
 	ctx, cancel := context.WithTimeout(r.Context(), c.timeout)
@@ -338,7 +344,7 @@ func (c *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			b = appendResult(b, &ri)
 			b = b[:len(b)-1]
 			b = append(b, `,"charged":`...)
-			b = strconv.AppendBool(b, res.Allowed && ch.Cost > 0)
+			b = strconv.AppendBool(b, res.Allowed && !ch.Peek)
 			if !decided {
 				b = append(b, `,"decided":false`...)
 			}
@@ -363,16 +369,15 @@ func (c *API) held(ctx context.Context, v *httplimit.Verdict, i, drive int, ch *
 	case v.Result().Allowed || i == drive:
 		return res, true
 	case i < drive:
-		if res.Allowed && res.Set != nil {
+		if res.Allowed && res.Set != nil && !ch.Peek {
 			res.Remaining = min(res.Remaining+ch.Cost, res.Limit.Capacity())
 		}
 		return res, true
 	}
-	peek, err := ch.Limiter.AllowN(ctx, ch.Key, 0)
+	peek, err := floodgate.PeekN(ctx, ch.Limiter, ch.Key, ch.Cost)
 	if err != nil {
 		return floodgate.Result{Policy: ch.Limiter.Name(), Source: httplimit.SourceError}, false
 	}
-	peek.Allowed = peek.Set != nil && peek.Remaining >= ch.Cost || peek.Source == floodgate.SourceFailOpen
 	return peek, false
 }
 

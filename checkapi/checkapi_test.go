@@ -83,6 +83,17 @@ func TestCheckSingle(t *testing.T) {
 	if resp, m := c.post(`{"policy":"api","key":"user:7","cost":0}`); resp.StatusCode != 200 || m["remaining"] != 2.0 {
 		t.Errorf("peek: %d %v", resp.StatusCode, m)
 	}
+	// A peek at the exhausted key says the next request would be refused,
+	// and when it would pass, charging nothing.
+	for range 2 {
+		resp, m := c.post(`{"policy":"api","key":"user:42","cost":0}`)
+		if ra, _ := m["retry_after"].(float64); resp.StatusCode != 429 || m["allowed"] != false || m["remaining"] != 0.0 || ra <= 0 || ra > 30 {
+			t.Fatalf("peek at an exhausted key: %d %v; want 429, not allowed, with retry_after", resp.StatusCode, m)
+		}
+	}
+	if _, m := c.post(`{"checks":[{"policy":"api","key":"user:7","cost":0}]}`); m["checks"].([]any)[0].(map[string]any)["charged"] != false {
+		t.Errorf("a peek in a batch says it charged: %v", m)
+	}
 	// A cost above the capacity can never pass.
 	if resp, m := c.post(`{"policy":"api","key":"user:7","cost":3}`); resp.StatusCode != 429 || m["retry_after"] != nil {
 		t.Errorf("impossible cost: %d %v", resp.StatusCode, m)

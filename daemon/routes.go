@@ -86,7 +86,9 @@ func routeRule(rl *config.RouteLimit, lim floodgate.Limiter, route string, res *
 		rule.ResponseCost = func(_ int, h http.Header) int64 {
 			n, err := strconv.ParseInt(strings.TrimSpace(h.Get(c.ResponseHeader)), 10, 64)
 			if err != nil || n < 0 {
-				return 0
+				// Unknown: the up-front unit stands. An upstream that
+				// stops reporting its costs still pays for its requests.
+				return -1
 			}
 			return n
 		}

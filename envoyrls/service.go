@@ -445,3 +445,17 @@ func (b blocked) AllowN(_ context.Context, _ string, cost int64) (floodgate.Resu
 
 func (blocked) RefundN(context.Context, string, int64) error { return nil }
 func (blocked) Reset(context.Context, string) error          { return nil }
+
+// ReserveN reserves nothing: the units can never pass.
+func (b blocked) ReserveN(ctx context.Context, key string, cost int64) (*floodgate.Reservation, error) {
+	res, err := b.AllowN(ctx, key, cost)
+	return &floodgate.Reservation{OK: res.Allowed, Delay: res.RetryAfter, Result: res}, err
+}
+
+func (b blocked) Wait(ctx context.Context, key string) (floodgate.Result, error) {
+	return b.WaitN(ctx, key, 1)
+}
+
+func (b blocked) WaitN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
+	return floodgate.WaitFor(ctx, func(ctx context.Context) (*floodgate.Reservation, error) { return b.ReserveN(ctx, key, cost) })
+}

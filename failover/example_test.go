@@ -21,6 +21,12 @@ var errRefused = errors.New("dial tcp 127.0.0.1:6379: connect: connection refuse
 func (downStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
 	return algo.Verdict{}, errRefused
 }
+func (downStore) Reserve(context.Context, *algo.Set, string, int64, time.Duration) (algo.Verdict, algo.Ticket, error) {
+	return algo.Verdict{}, algo.Ticket{}, errRefused
+}
+func (downStore) Cancel(context.Context, *algo.Set, string, int64, algo.Ticket) error {
+	return errRefused
+}
 func (downStore) Refund(context.Context, *algo.Set, string, int64) error { return errRefused }
 func (downStore) Reset(context.Context, *algo.Set, string) error         { return errRefused }
 func (downStore) ValidateLimit(floodgate.Limit) error                    { return nil }

@@ -378,8 +378,10 @@ func opIndex(op Op) int {
 	switch op {
 	case OpDecide:
 		return 0
-	case OpRefund:
+	case OpRefund, OpCancel:
 		return 1
+	case OpReserve:
+		return 0
 	}
 	return 2
 }
@@ -538,6 +540,8 @@ func (g *Guard) dispatch(ctx context.Context, op Op, set *algo.Set, key string, 
 		return g.remote.Decide(ctx, set, key, cost)
 	case OpRefund:
 		return algo.Verdict{}, g.remote.Refund(ctx, set, key, cost)
+	case OpReserve, OpCancel:
+		return dispatchReserve(ctx, g.remote, op, set, key, cost)
 	}
 	return algo.Verdict{}, g.remote.Reset(ctx, set, key)
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
@@ -132,4 +133,20 @@ func mustAllow(t *testing.T, lim floodgate.Limiter, key string) floodgate.Result
 		t.Fatalf("Allow(%q): %v", key, err)
 	}
 	return res
+}
+
+func (f *fakeRemote) Reserve(ctx context.Context, set *algo.Set, key string, cost int64, maxWait time.Duration) (algo.Verdict, algo.Ticket, error) {
+	if err := f.enter(ctx); err != nil {
+		return algo.Verdict{}, algo.Ticket{}, err
+	}
+	v, t, err := f.mem.Reserve(ctx, set, key, cost, maxWait)
+	v.Source = redisstore.Source
+	return v, t, err
+}
+
+func (f *fakeRemote) Cancel(ctx context.Context, set *algo.Set, key string, cost int64, t algo.Ticket) error {
+	if err := f.enter(ctx); err != nil {
+		return err
+	}
+	return f.mem.Cancel(ctx, set, key, cost, t)
 }

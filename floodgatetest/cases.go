@@ -22,6 +22,12 @@ func allow(remaining int64, reset time.Duration) Want {
 	return Want{Allowed: true, Remaining: remaining, ResetAfter: reset}
 }
 
+// waitFor is a reservation taken: remaining at its instant, reset from now,
+// and its wait.
+func waitFor(remaining int64, reset, wait time.Duration) Want {
+	return Want{Allowed: true, Remaining: remaining, ResetAfter: reset, RetryAfter: wait}
+}
+
 func deny(remaining int64, reset, retry time.Duration) Want {
 	return Want{Remaining: remaining, ResetAfter: reset, RetryAfter: retry}
 }
@@ -44,6 +50,69 @@ func Cases() []Case {
 	}
 
 	return []Case{
+		{
+			Name:     "reserve/waiters line up and cancels give back",
+			Policies: one("line", fg.PerSecond(10)),
+			Steps: []Step{
+				{Cost: 10, Want: allow(0, s)},
+				{Do: DoReserve, Cost: 1, Want: waitFor(0, 1100*ms, 100*ms)},
+				{Do: DoReserve, Cost: 2, Want: waitFor(0, 1300*ms, 300*ms)},
+				{Cost: 1, Want: deny(0, 1300*ms, 400*ms)},
+				{Do: DoReserve, Cost: 1, MaxWait: time.Hour, Want: waitFor(0, 1400*ms, 400*ms)},
+				{Do: DoCancel, Ref: 5},             // the last one: all back
+				{Do: DoCancel, Ref: 3},             // now the last one too
+				{Cost: 0, Want: allow(0, 1100*ms)}, // as if they never were
+				{Do: DoReserve, Cost: 1, Want: waitFor(0, 1200*ms, 200*ms)},
+				{Do: DoCancel, Ref: 2},             // step 9 waits behind it: 100ms back
+				{Cost: 0, Want: allow(0, 1100*ms)}, // step 9's reservation alone
+				{Do: DoCancel, Ref: 2},             // cancelling twice does nothing
+				{Cost: 0, Want: allow(0, 1100*ms)},
+				{Advance: 500 * ms, Do: DoCancel, Ref: 9}, // due at +200ms: nothing back
+				{Cost: 0, Want: allow(4, 600*ms)},
+				{Do: DoReserve, Cost: 11, Want: Want{RetryAfter: fg.RetryNever, Source: fg.SourcePolicy}},
+				{Advance: 600 * ms, Do: DoReserve, Cost: 3, Want: waitFor(7, 300*ms, 0)},
+			},
+		},
+		{
+			Name:     "reserve/beyond the deadline charges nothing",
+			Policies: one("deadline", fg.PerMinute(6)),
+			Steps: []Step{
+				{Cost: 6, Want: allow(0, time.Minute)},
+				{Do: DoReserve, Cost: 1, MaxWait: 5 * s, Want: Want{ResetAfter: time.Minute, RetryAfter: 10 * s}},
+				{Do: DoReserve, Cost: 1, MaxWait: 5 * s, Want: Want{ResetAfter: time.Minute, RetryAfter: 10 * s}},
+				{Do: DoReserve, Cost: 2, MaxWait: time.Hour, Want: waitFor(0, 80*s, 20*s)},
+				{Advance: 20 * s, Cost: 1, Want: deny(0, 60*s, 10*s)},
+			},
+		},
+		{
+			Name: "reserve/every limit of a policy waits",
+			Policies: []fg.Policy{
+				{Name: "multi", Limits: []fg.Limit{fg.PerMinute(20), fg.PerSecond(10)}},
+				{Name: "multi", Limits: []fg.Limit{fg.PerMinute(20)}},
+			},
+			Steps: []Step{
+				{Cost: 10, Want: Want{Allowed: true, ResetAfter: s, Limit: 1}},
+				{Do: DoReserve, Cost: 1, Want: Want{Allowed: true, ResetAfter: 1100 * ms, RetryAfter: 100 * ms, Limit: 1}},
+				// The minute's limit makes this one wait 3s; the second's
+				// limit is charged as of then.
+				{Do: DoReserve, Cost: 10, Want: waitFor(0, 63*s, 3*s)},
+				{Policy: 1, Cost: 0, Want: allow(0, 63*s)},
+				{Do: DoCancel, Ref: 2}, // a later one relies on it: nothing back
+				{Policy: 1, Cost: 0, Want: allow(0, 63*s)},
+				{Do: DoCancel, Ref: 3}, // the last: all back, on both limits
+				{Policy: 1, Cost: 0, Want: allow(9, 33*s)},
+				{Cost: 0, Want: Want{Allowed: true, ResetAfter: 1100 * ms, Limit: 1}},
+			},
+		},
+		{
+			Name:     "reserve/a window reserves only now",
+			Policies: one("window", fg.Limit{Rate: 2, Period: time.Minute, Algorithm: fg.FixedWindow}),
+			Steps: []Step{
+				{Do: DoReserve, Cost: 2, Want: waitFor(0, 60*s, 0)},
+				{Do: DoReserve, Cost: 1, MaxWait: time.Hour, Want: deny(0, 60*s, 60*s)},
+				{Advance: 60 * s, Do: DoReserve, Cost: 1, Want: waitFor(1, 60*s, 0)},
+			},
+		},
 		{
 			Name:     "gcra/exact remaining and retry",
 			Policies: one("gcra", fg.PerSecond(10)),

@@ -53,9 +53,11 @@ type Action int
 
 // The actions of a step.
 const (
-	DoAllow  Action = iota // AllowN(Key, Cost)
-	DoRefund               // RefundN(Key, Cost)
-	DoReset                // Reset(Key)
+	DoAllow   Action = iota // AllowN(Key, Cost)
+	DoRefund                // RefundN(Key, Cost)
+	DoReset                 // Reset(Key)
+	DoReserve               // ReserveN(Key, Cost) with a deadline MaxWait away (none when 0)
+	DoCancel                // Cancel the reservation of step Ref
 )
 
 // DefaultKey is the key of a step that names none.
@@ -70,9 +72,16 @@ type Step struct {
 	Do      Action
 	Cost    int64
 	Want    Want
+
+	// MaxWait is how far a DoReserve's deadline lies; 0 means none.
+	MaxWait time.Duration
+	// Ref is the step (from 1) whose reservation a DoCancel cancels.
+	Ref int
 }
 
-// Want is the expected outcome of an DoAllow step.
+// Want is the expected outcome of a DoAllow or DoReserve step. For a
+// reservation, Allowed is its OK, RetryAfter its Delay, and the rest its
+// Result's.
 type Want struct {
 	Allowed    bool
 	Remaining  int64
@@ -116,6 +125,7 @@ func RunCase(t *testing.T, h Harness, c Case) {
 		}
 		lims[i] = l
 	}
+	reservations := make(map[int]*floodgate.Reservation)
 	for i, s := range c.Steps {
 		clock.Advance(s.Advance)
 		key := s.Key
@@ -134,6 +144,37 @@ func RunCase(t *testing.T, h Harness, c Case) {
 			if err := lim.Reset(ctx, key); err != nil {
 				t.Fatalf("%s: %v", where, err)
 			}
+			continue
+		case DoCancel:
+			r := reservations[s.Ref]
+			if r == nil {
+				t.Fatalf("%s: step %d made no reservation", where, s.Ref)
+			}
+			if err := r.Cancel(ctx); err != nil {
+				t.Fatalf("%s: %v", where, err)
+			}
+			continue
+		case DoReserve:
+			rctx, cancel := ctx, context.CancelFunc(func() {})
+			if s.MaxWait > 0 {
+				rctx, cancel = context.WithTimeout(ctx, s.MaxWait)
+			}
+			r, err := lim.ReserveN(rctx, key, s.Cost)
+			cancel()
+			if s.Want.Err != nil {
+				if !errors.Is(err, s.Want.Err) {
+					t.Fatalf("%s: error = %v, want one wrapping %v", where, err, s.Want.Err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", where, err)
+			}
+			reservations[i+1] = r
+			if r.OK != r.Result.Allowed || r.Delay != r.Result.RetryAfter {
+				t.Fatalf("%s: OK %v and Delay %s disagree with the Result's %v and %s", where, r.OK, r.Delay, r.Result.Allowed, r.Result.RetryAfter)
+			}
+			checkResult(t, where, h, c.Policies[s.Policy], key, r.Result, s.Want)
 			continue
 		}
 		got, err := lim.AllowN(ctx, key, s.Cost)
@@ -156,6 +197,10 @@ func actionName(a Action) string {
 		return "refund"
 	case DoReset:
 		return "reset"
+	case DoReserve:
+		return "reserve"
+	case DoCancel:
+		return "cancel"
 	}
 	return "allow"
 }

@@ -319,3 +319,68 @@ func TestResponseCost(t *testing.T) {
 		t.Errorf("a response that cost nothing left %d of 100", got)
 	}
 }
+
+// TestResponseCostBeyondCapacity: a response that reports more than a
+// limit holds puts the key in debt for all of it, on every limit of the
+// policy, instead of charging nothing; a negative (unknown) cost leaves
+// the up-front charge standing.
+func TestResponseCostBeyondCapacity(t *testing.T) {
+	used := "5000"
+	llm := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Tokens-Used", used)
+		io.WriteString(w, "completion")
+	})
+	tokens := func(status int, h http.Header) int64 {
+		n, err := strconv.ParseInt(h.Get("X-Tokens-Used"), 10, 64)
+		if err != nil {
+			return -1
+		}
+		return n
+	}
+	const key = "203.0.113.7"
+	next := func(t *testing.T, lim floodgate.Limiter) floodgate.Result {
+		t.Helper()
+		res, err := lim.AllowN(t.Context(), key, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	t.Run("one limit", func(t *testing.T) {
+		e := newEnv(t)
+		budget := e.limiter("hour", floodgate.PerHour(1000))
+		h := mustNew(t, httplimit.Config{Rules: []httplimit.Rule{{Limiter: budget, ResponseCost: tokens}}}).Handler(llm)
+		if rec := get(h, "/", client); rec.Code != 200 {
+			t.Fatalf("%d", rec.Code)
+		}
+		// 5000 units at 3.6s each: the bucket is full again in 5h, and the
+		// next unit passes once 4h0m3.6s have passed.
+		if res := next(t, budget); res.Allowed || res.RetryAfter != 4*time.Hour+3600*time.Millisecond || res.ResetAfter != 5*time.Hour {
+			t.Fatalf("after a response of 5000: %+v; want denied for 4h0m3.6s, full in 5h", res)
+		}
+	})
+	t.Run("several limits", func(t *testing.T) {
+		e := newEnv(t)
+		budget := e.limiter("pair", floodgate.PerHour(1000), floodgate.PerMinute(100))
+		hour := e.limiter("pair", floodgate.PerHour(1000)) // the same state, the hour alone
+		used = "150"
+		h := mustNew(t, httplimit.Config{Rules: []httplimit.Rule{{Limiter: budget, ResponseCost: tokens}}}).Handler(llm)
+		get(h, "/", client)
+		if res, _ := hour.AllowN(t.Context(), key, 0); res.Remaining != 850 {
+			t.Fatalf("the hour holds %d, want 850", res.Remaining)
+		}
+		if res := next(t, budget); res.Allowed || res.Index != 1 || res.RetryAfter != 30600*time.Millisecond {
+			t.Fatalf("%+v; want the minute to refuse for 30.6s (50 units of debt, then one)", res)
+		}
+	})
+	t.Run("unknown cost", func(t *testing.T) {
+		e := newEnv(t)
+		budget := e.limiter("unknown", floodgate.PerHour(1000))
+		used = "garbage"
+		h := mustNew(t, httplimit.Config{Rules: []httplimit.Rule{{Limiter: budget, ResponseCost: tokens}}}).Handler(llm)
+		get(h, "/", client)
+		if res, _ := budget.AllowN(t.Context(), key, 0); res.Remaining != 999 {
+			t.Fatalf("%d left; want the up-front unit to stand", res.Remaining)
+		}
+	})
+}

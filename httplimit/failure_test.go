@@ -21,6 +21,12 @@ var errRedisDown = errors.New("connection refused")
 func (downStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
 	return algo.Verdict{}, errRedisDown
 }
+func (downStore) Reserve(context.Context, *algo.Set, string, int64, time.Duration) (algo.Verdict, algo.Ticket, error) {
+	return algo.Verdict{}, algo.Ticket{}, errRedisDown
+}
+func (downStore) Cancel(context.Context, *algo.Set, string, int64, algo.Ticket) error {
+	return errRedisDown
+}
 func (downStore) Refund(context.Context, *algo.Set, string, int64) error {
 	return errRedisDown
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/floodgate-go/floodgate"
 )
@@ -144,11 +145,24 @@ type verdict struct {
 	d     *desc // description of res.Set, or nil
 }
 
-// block is what a request under a count rule allocates for its writer and
-// the usual number of header values, in one allocation.
-type block struct {
-	sw   statusWriter
+// valBlock holds a response's header values: the slice every field's value
+// is a part of, and the bytes of the numbers they are made of. One
+// allocation carries both, sized for the usual response (one limit set, all
+// header families) so that it stays small; a response with more fields or
+// longer numbers takes two allocations instead.
+type valBlock struct {
 	vals [7]string
+	buf  [48]byte
+}
+
+// numBuf is the stack buffer the numbers of one response are written to.
+const numBuf = 160
+
+// block is what a request under a count rule allocates for its writer and
+// its header values, in one allocation.
+type block struct {
+	sw statusWriter
+	valBlock
 }
 
 // maxFields bounds the header fields of one response: a RateLimit-Policy
@@ -170,10 +184,12 @@ func (f *fields) add(name, val string) {
 }
 
 // fields lists the rate-limit header fields of a decided response, and with
-// contentType the Content-Type of the default 429 body. All values share
-// one string, so a response costs one allocation for them whatever the
-// number of fields.
-func (v *Verdict) fields(f *fields, contentType bool) {
+// contentType the Content-Type of the default 429 body. The numbers are
+// written to buf and all values share one string made of them: a copy, or,
+// when they fit, the bytes of a valBlock that lives as long as the values
+// and is never written again: vb, or with alloc a new one. It returns the
+// block the string lives in, or nil.
+func (v *Verdict) fields(f *fields, contentType bool, buf []byte, vb *valBlock, alloc bool) *valBlock {
 	d := v.d
 	cs := &v.cs
 	hd := &d.hdr
@@ -207,7 +223,6 @@ func (v *Verdict) fields(f *fields, contentType bool) {
 
 	// Numbers go into one buffer that becomes one string; off records where
 	// each value ends.
-	var buf [160]byte
 	b := buf[:0]
 	var off [4]int
 	limit := ""
@@ -252,7 +267,29 @@ func (v *Verdict) fields(f *fields, contentType bool) {
 	if retry {
 		b = strconv.AppendInt(b, retrySecs, 10)
 	}
-	s := string(b)
+	nf := 0 // the fields added below
+	if legacy {
+		nf += 3
+	}
+	if draft {
+		nf += 1 + nl
+	}
+	for _, on := range [...]bool{retry, hd.Source, body} {
+		if on {
+			nf++
+		}
+	}
+	var s string
+	if len(b) <= len(valBlock{}.buf) && (vb != nil || alloc && nf <= len(valBlock{}.vals)) {
+		if vb == nil {
+			vb = new(valBlock)
+		}
+		n := copy(vb.buf[:], b)
+		s = unsafe.String(&vb.buf[0], n)
+	} else {
+		s = string(b)
+		vb = nil
+	}
 
 	start := 0
 	if legacy {
@@ -285,6 +322,7 @@ func (v *Verdict) fields(f *fields, contentType bool) {
 			f.add(headerType, "application/problem+json")
 		}
 	}
+	return vb
 }
 
 // writeHeaders sets the rate-limit header fields of a decided response, and
@@ -292,30 +330,36 @@ func (v *Verdict) fields(f *fields, contentType bool) {
 // withWriter is set it returns a statusWriter allocated together with the
 // header values.
 //
-// The values share one backing array (and one string, see fields), so a
-// response costs two allocations whatever the number of fields; under a
-// count rule the writer shares the array's allocation (up to seven
-// fields). Each value slice is capped at its own length, so a handler that
-// adds to one of the fields appends to a copy rather than overwriting its
-// neighbour.
+// The values share one backing array and one string of their numbers (see
+// fields), both in one valBlock, so a usual response costs one allocation;
+// under a count rule the writer shares it too. Each value slice is capped
+// at its own length, so a handler that adds to one of the fields appends to
+// a copy rather than overwriting its neighbour.
 func (v *Verdict) writeHeaders(w http.ResponseWriter, withWriter, contentType bool) *statusWriter {
 	if hd := &v.d.hdr; !withWriter && v.v.res.Allowed && hd.DisableXRateLimit && hd.DisableRateLimit && !hd.Source {
 		return nil // no field to write: skip building the list
 	}
-	var f fields
-	v.fields(&f, contentType)
-	nv := f.n
-	var vals []string
+	var vb *valBlock
 	var sw *statusWriter
-	switch {
-	case withWriter && nv <= len(block{}.vals):
-		blk := new(block)
-		sw, vals = &blk.sw, blk.vals[:nv]
-	case withWriter:
-		sw, vals = new(statusWriter), make([]string, nv)
-	case nv == 0:
-		return nil
-	default:
+	var blk *block
+	if withWriter {
+		blk = new(block)
+		sw, vb = &blk.sw, &blk.valBlock
+	}
+	var f fields
+	var buf [numBuf]byte
+	vb = v.fields(&f, contentType, buf[:], vb, true)
+	nv := f.n
+	if nv == 0 {
+		return sw
+	}
+	if vb == nil && blk != nil {
+		vb = &blk.valBlock // the numbers did not fit, the values may
+	}
+	var vals []string
+	if vb != nil && nv <= len(vb.vals) {
+		vals = vb.vals[:nv]
+	} else {
 		vals = make([]string, nv)
 	}
 	copy(vals, f.val[:nv])

@@ -140,5 +140,14 @@ func (failing) AllowN(ctx context.Context, key string, cost int64) (floodgate.Re
 }
 func (failing) RefundN(ctx context.Context, key string, cost int64) error { return errDown }
 func (failing) Reset(ctx context.Context, key string) error               { return errDown }
+func (failing) ReserveN(context.Context, string, int64) (*floodgate.Reservation, error) {
+	return nil, errDown
+}
+func (failing) Wait(context.Context, string) (floodgate.Result, error) {
+	return floodgate.Result{}, errDown
+}
+func (failing) WaitN(context.Context, string, int64) (floodgate.Result, error) {
+	return floodgate.Result{}, errDown
+}
 
 func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }

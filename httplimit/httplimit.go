@@ -104,9 +104,16 @@ type Rule struct {
 	// or trailer, say. The request is charged Cost (1 when nil) before the
 	// handler runs, so it passes while budget remains; when the handler
 	// returns, the difference to ResponseCost's answer is charged or
-	// refunded. A charge that no longer fits empties the key's budget
-	// instead (there is no debt below zero), so a request can overrun the
-	// budget by its own overage once; the next ones wait for the refill.
+	// refunded. A charge larger than what is left puts the key in debt for
+	// all of it, also beyond a limit's capacity (a reply of 5000 tokens
+	// under PerHour(1000) keeps the key refused for four hours and more):
+	// the rest is booked ahead with Limiter.ReserveN, up to a limit's span
+	// plus algo.MaxReserveAhead; a policy with a window limit, which holds
+	// no debt, is emptied instead. A negative answer means the cost is
+	// unknown (a missing or unparsable header): the up-front charge stands.
+	// The rate-limit headers are written before the handler runs, so
+	// X-RateLimit-Remaining and RateLimit show the budget after the
+	// up-front charge, not after settlement; the next response shows it.
 	// It runs after the handler, with the status and the final header map
 	// (trailers included), and only for responses the rule counts. Nil
 	// means a request costs what Cost said, whatever its response.
@@ -357,7 +364,7 @@ func (m *Middleware) Decide(r *http.Request, v *Verdict) {
 		default:
 			continue
 		}
-		v.add(i, lim, key, cost, m.rules[i].Count, m.rules[i].ResponseCost)
+		v.add(i, lim, key, cost, false, m.rules[i].Count, m.rules[i].ResponseCost)
 	}
 	m.core.decide(v)
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -752,5 +753,44 @@ func TestOverridesSeeTheKeyAsWritten(t *testing.T) {
 	get(h, "/", client, "X-Test-User", "dave")
 	if rec := get(h, "/", client, "X-Test-User", "dave"); rec.Code != 429 {
 		t.Fatalf("dave's second request: %d, want the default limit of 1", rec.Code)
+	}
+}
+
+// Header values whose numbers outgrow the response's value block are still
+// whole and stay apart: three policies with long names, in RateLimit and
+// RateLimit-Policy, next to X-RateLimit-* and Retry-After, over two
+// responses that must not share bytes.
+func TestHeaderValuesPastTheBlock(t *testing.T) {
+	e := newEnv(t)
+	long := strings.Repeat("p", 60)
+	var rules []httplimit.Rule
+	for i := range 3 {
+		rules = append(rules, httplimit.Rule{Limiter: e.limiter(long+strconv.Itoa(i), floodgate.PerHour(2)), Key: httplimit.KeyConst("k")})
+	}
+	h := mustNew(t, httplimit.Config{Rules: rules}).Handler(bare)
+	var got []http.Header
+	for range 3 {
+		w := &nopWriter{h: make(http.Header)}
+		req, _ := http.NewRequest("GET", "http://example.com/", nil)
+		req.RemoteAddr = "203.0.113.7:4711"
+		h.ServeHTTP(w, req)
+		got = append(got, w.h)
+	}
+	for i, want := range []string{"1", "0"} {
+		if v := got[i].Get("X-Ratelimit-Remaining"); v != want {
+			t.Errorf("response %d: X-RateLimit-Remaining %q, want %q", i+1, v, want)
+		}
+		rl := got[i].Get("Ratelimit")
+		for j := range 3 {
+			if item := `"` + long + strconv.Itoa(j) + `";r=` + want + ";t="; !strings.Contains(rl, item) {
+				t.Errorf("response %d: RateLimit %q lacks %q", i+1, rl, item)
+			}
+		}
+		if n := len(got[i].Values("Ratelimit-Policy")); n != 3 {
+			t.Errorf("response %d: %d RateLimit-Policy lines, want 3", i+1, n)
+		}
+	}
+	if v := got[2].Get("Retry-After"); v == "" || got[2].Get("X-Ratelimit-Remaining") != "0" {
+		t.Errorf("denied response: Retry-After %q, X-RateLimit-Remaining %q", v, got[2].Get("X-Ratelimit-Remaining"))
 	}
 }

@@ -89,9 +89,14 @@ type Charge struct {
 	// Key is the key charged; "" is a valid key, shared by every request
 	// that gets it.
 	Key string
-	// Cost is the units the request costs; 0 peeks. A negative cost makes
-	// the Verdict answer 500 (see Rule.Cost).
+	// Cost is the units the request costs; 0 lets it pass without
+	// charging it (a plain look). A negative cost makes the Verdict answer
+	// 500 (see Rule.Cost).
 	Cost int64
+	// Peek makes the charge a look: nothing is charged, and the request
+	// passes when Cost units would (floodgate.PeekN), so a look at whether
+	// the next request would pass is Cost 1 with Peek. False charges.
+	Peek bool
 	// Count and ResponseCost mean what Rule's fields of the same names
 	// mean, zero values included (all responses count; the cost stands);
 	// they take effect in Verdict.Settle.
@@ -118,7 +123,7 @@ func (d *Decider) Decide(ctx context.Context, v *Verdict, charges ...Charge) {
 			v.refuseCost(c.Limiter, c.Cost)
 			return
 		}
-		v.add(i, c.Limiter, c.Key, c.Cost, c.Count, c.ResponseCost)
+		v.add(i, c.Limiter, c.Key, c.Cost, c.Peek, c.Count, c.ResponseCost)
 	}
 	d.decide(v)
 }
@@ -196,12 +201,14 @@ func (v *Verdict) begin(d *Decider, ctx context.Context) {
 	v.d, v.ctx, v.cs.n, v.err, v.out, v.counting = d, ctx, 0, nil, outNone, false
 }
 
-func (v *Verdict) add(slot int, lim floodgate.Limiter, key string, cost int64, count Count, rc func(int, http.Header) int64) {
+func (v *Verdict) add(slot int, lim floodgate.Limiter, key string, cost int64, peek bool, count Count, rc func(int, http.Header) int64) {
 	n := v.cs.n
 	// Field by field: the check's Result is written by the decision, and
 	// copying a whole Check here would write it twice.
 	c := &v.cs.c[n]
-	c.Limiter, c.Key, c.Cost = lim, key, cost
+	// A cost of 0 passes without charging: a plain look (floodgate's Check
+	// would charge 1 for it).
+	c.Limiter, c.Key, c.Cost, c.Peek = lim, key, cost, peek || cost == 0
 	v.cs.slot[n], v.cs.count[n], v.cs.respCost[n] = uint8(slot), count, rc
 	v.cs.n++
 	v.counting = v.counting || count != CountAll || rc != nil
@@ -227,7 +234,7 @@ func (d *Decider) Decided(ctx context.Context, v *Verdict, drive int, checks ...
 	}
 	for i := range checks {
 		c := &checks[i]
-		v.add(i, c.Limiter, c.Key, c.Cost, CountAll, nil)
+		v.add(i, c.Limiter, c.Key, c.Cost, c.Peek, CountAll, nil)
 		v.cs.c[i].Result = c.Result
 	}
 	v.v.res, v.v.drive = checks[drive].Result, drive
@@ -244,7 +251,7 @@ func (d *Decider) decide(v *Verdict) {
 	if cs.n == 1 {
 		// One check: its Result is the verdict's (ResultOf reads it there).
 		v.v.drive = 0
-		v.v.res, err = cs.c[0].Limiter.AllowN(v.ctx, cs.c[0].Key, cs.c[0].Cost)
+		v.v.res, err = cs.c[0].Decide(v.ctx)
 	} else {
 		v.v.res, v.v.drive, err = floodgate.AllowAll(v.ctx, cs.c[:cs.n]...)
 	}
@@ -352,7 +359,8 @@ func (v *Verdict) Headers(set func(name, value string)) {
 	switch v.out {
 	case outDecided:
 		var f fields
-		v.fields(&f, false)
+		var buf [numBuf]byte
+		v.fields(&f, false, buf[:], nil, false)
 		for i := range f.n {
 			set(f.name[i], f.val[i])
 		}
@@ -476,8 +484,8 @@ func (v *Verdict) settle(status int, h http.Header) {
 		var err error
 		switch {
 		case !counts:
-			if c.Cost > 0 {
-				err = c.Limiter.RefundN(ctx, c.Key, c.Cost)
+			if c.Units() > 0 {
+				err = c.Limiter.RefundN(ctx, c.Key, c.Units())
 			}
 		case cs.respCost[i] != nil:
 			err = chargeActual(ctx, c, cs.respCost[i](status, h))
@@ -488,26 +496,60 @@ func (v *Verdict) settle(status int, h http.Header) {
 	}
 }
 
-// chargeActual settles a check that was charged c.Cost up front at the
-// cost the response reported: the difference is refunded or charged. A
-// charge that no longer fits drains the key to zero instead: the limiter
-// has no debt below zero to carry the rest, so the request's overage
-// beyond the remaining budget is lost, and the next request waits for a
-// refill. A negative reported cost counts as zero.
+// chargeActual settles a check that was charged c.Units() up front at the
+// cost the response reported: the difference is refunded or charged, and
+// a negative reported cost leaves the up-front charge as it is (the cost
+// is unknown). An extra charge that does not fit now is charged into
+// debt: the budget is emptied and the rest books the units ahead
+// (Limiter.ReserveN, in pieces of at most a limit's capacity), so a
+// response that reports more than a limit holds (an LLM reply bigger than
+// the hour's token budget) keeps the key refused until the limit has
+// refilled for all of it. A limit keeps at most its span plus
+// algo.MaxReserveAhead of debt; a policy with a window limit, which
+// cannot carry debt, is emptied instead.
 func chargeActual(ctx context.Context, c *floodgate.Check, actual int64) error {
-	extra := max(actual, 0) - c.Cost
+	if actual < 0 {
+		return nil
+	}
+	extra := actual - c.Units()
 	switch {
 	case extra < 0:
 		return c.Limiter.RefundN(ctx, c.Key, -extra)
 	case extra == 0:
 		return nil
 	}
-	res, err := c.Limiter.AllowN(ctx, c.Key, extra)
-	if err != nil || res.Allowed || res.Remaining <= 0 {
-		return err
+	set := c.Result.Set
+	if set == nil {
+		// A check decided alone keeps its Result in the verdict: ask.
+		res, err := c.Limiter.AllowN(ctx, c.Key, 0)
+		if err != nil {
+			return err
+		}
+		set = res.Set
 	}
-	_, err = c.Limiter.AllowN(ctx, c.Key, res.Remaining)
-	return err
+	piece := extra
+	if set != nil {
+		piece = min(piece, set.Capacity())
+	}
+	for extra > 0 {
+		// Without a deadline: debt is booked as far ahead as a limit holds.
+		r, err := c.Limiter.ReserveN(context.WithoutCancel(ctx), c.Key, min(piece, extra))
+		if err != nil {
+			return err
+		}
+		if !r.OK {
+			// No more debt can be booked (a window limit, or the most a
+			// limit carries): empty what is left.
+			res, err := c.Limiter.AllowN(ctx, c.Key, 0)
+			if err != nil || res.Remaining <= 0 {
+				return err
+			}
+			_, err = c.Limiter.AllowN(ctx, c.Key, min(res.Remaining, extra))
+			return err
+		}
+		extra -= min(piece, extra)
+	}
+	return nil
 }
 
 // writeSource sets the fields of a fail-open admission: X-RateLimit-Source

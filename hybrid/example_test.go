@@ -99,6 +99,13 @@ func (f *flaky) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 	return f.Store.Decide(ctx, set, key, cost)
 }
 
+func (f *flaky) Reserve(ctx context.Context, set *algo.Set, key string, cost int64, maxWait time.Duration) (algo.Verdict, algo.Ticket, error) {
+	if f.down {
+		return algo.Verdict{}, algo.Ticket{}, fmt.Errorf("connection refused")
+	}
+	return f.Store.Reserve(ctx, set, key, cost, maxWait)
+}
+
 func ExampleFractionFor() {
 	fmt.Println(hybrid.FractionFor(10, 2))  // 10 replicas, headroom 2
 	fmt.Println(hybrid.FractionFor(3, 1.5)) // 3 replicas, headroom 1.5

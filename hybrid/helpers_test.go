@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
@@ -58,6 +59,14 @@ func (c *countingStore) Decide(ctx context.Context, set *algo.Set, key string, c
 		return algo.Verdict{}, err
 	}
 	return c.Store.Decide(ctx, set, key, cost)
+}
+
+func (c *countingStore) Reserve(ctx context.Context, set *algo.Set, key string, cost int64, maxWait time.Duration) (algo.Verdict, algo.Ticket, error) {
+	c.decides.Add(1)
+	if err := c.enter(); err != nil {
+		return algo.Verdict{}, algo.Ticket{}, err
+	}
+	return c.Store.Reserve(ctx, set, key, cost, maxWait)
 }
 
 func (c *countingStore) Refund(ctx context.Context, set *algo.Set, key string, cost int64) error {

@@ -453,6 +453,12 @@ type closedStore struct{ floodgate.Store }
 func (closedStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
 	return algo.Verdict{}, fmt.Errorf("redisstore: %w", floodgate.ErrClosed)
 }
+func (closedStore) Reserve(context.Context, *algo.Set, string, int64, time.Duration) (algo.Verdict, algo.Ticket, error) {
+	return algo.Verdict{}, algo.Ticket{}, fmt.Errorf("redisstore: %w", floodgate.ErrClosed)
+}
+func (closedStore) Cancel(context.Context, *algo.Set, string, int64, algo.Ticket) error {
+	return fmt.Errorf("redisstore: %w", floodgate.ErrClosed)
+}
 
 // TestClosedGlobalStoreIsAnError: a closed global store is a programming
 // error, not an outage: the hybrid store reports it instead of deciding on

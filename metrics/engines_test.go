@@ -271,6 +271,12 @@ type downStore struct{ floodgate.Store }
 func (downStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
 	return algo.Verdict{}, errors.New("connection refused")
 }
+func (downStore) Reserve(context.Context, *algo.Set, string, int64, time.Duration) (algo.Verdict, algo.Ticket, error) {
+	return algo.Verdict{}, algo.Ticket{}, errors.New("connection refused")
+}
+func (downStore) Cancel(context.Context, *algo.Set, string, int64, algo.Ticket) error {
+	return errors.New("connection refused")
+}
 
 // TestGuardOptionsKeepsHooks: the hook GuardOptions installs counts and
 // then calls the one the options had; other options pass through.

@@ -60,6 +60,30 @@ func (l *limiter) AllowN(ctx context.Context, key string, cost int64) (floodgate
 	return res, err
 }
 
+// ReserveN calls the wrapped ReserveN and counts its answer as a decision:
+// allowed when the units were taken, whatever their wait.
+func (l *limiter) ReserveN(ctx context.Context, key string, cost int64) (*floodgate.Reservation, error) {
+	start := monotonic()
+	r, err := l.Limiter.ReserveN(ctx, key, cost)
+	var res floodgate.Result
+	if r != nil {
+		res = r.Result
+	}
+	l.pm.observe(start, res, err, cost == 0)
+	return r, err
+}
+
+// Wait is WaitN with a cost of 1.
+func (l *limiter) Wait(ctx context.Context, key string) (floodgate.Result, error) {
+	return l.WaitN(ctx, key, 1)
+}
+
+// WaitN waits on the wrapper's ReserveN, so every reservation it makes is
+// counted.
+func (l *limiter) WaitN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
+	return floodgate.WaitFor(ctx, func(ctx context.Context) (*floodgate.Reservation, error) { return l.ReserveN(ctx, key, cost) })
+}
+
 // policyMetrics are one policy label's resolved children.
 type policyMetrics struct {
 	m       *Metrics

@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
@@ -87,11 +88,15 @@ type Config struct {
 // NewTransport is the transport a proxy uses when Config.Transport is nil:
 // http.DefaultTransport's settings with enough idle connections for a
 // proxy's concurrency (the default keeps 2 per host, so a proxy under load
-// would open and close a connection per request).
+// would open and close a connection per request), and without transparent
+// compression: the upstream sees the client's own Accept-Encoding and the
+// client gets the upstream's encoding, where the default would ask for gzip
+// on a client's behalf and spend the proxy's CPU decompressing it.
 func NewTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 1024
 	t.MaxIdleConns = 1024
+	t.DisableCompression = true
 	return t
 }
 
@@ -200,9 +205,14 @@ func (p *Proxy) reverseProxy(u *url.URL, name string) *httputil.ReverseProxy {
 			p.forwarded(pr)
 		},
 		Transport: p.transport,
-		// Every write is flushed at once: server-sent events and streamed
-		// answers reach the client as the upstream sends them.
-		FlushInterval: -1,
+		// Server-sent events and answers of unknown length (streamed,
+		// chunked) are flushed at every write by ReverseProxy itself. An
+		// answer of known length is flushed when it ends, or flushInterval
+		// after a write, so one that trickles still reaches the client.
+		// Flushing those at every write (-1) would also flush the header
+		// alone from a timer goroutine: a second write system call and a
+		// goroutine per response.
+		FlushInterval: flushInterval,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			p.upstreamError(w, r, name, err)
 		},
@@ -210,6 +220,10 @@ func (p *Proxy) reverseProxy(u *url.URL, name string) *httputil.ReverseProxy {
 		BufferPool: copyBuffers,
 	}
 }
+
+// flushInterval bounds how long part of an answer of known length waits in
+// the proxy's buffers.
+const flushInterval = 50 * time.Millisecond
 
 // copyBuffers lends the reverse proxies their body copy buffers; without a
 // pool, ReverseProxy allocates 32 KiB for every response it copies.

@@ -304,8 +304,8 @@ func TestProxyBadGatewayCountsAsFailure(t *testing.T) {
 func TestProxyStreams(t *testing.T) {
 	release := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Not text/event-stream, which ReverseProxy flushes anyway: this
-		// proves FlushInterval.
+		// Not text/event-stream, which ReverseProxy flushes anyway, and of
+		// unknown length (chunked).
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		io.WriteString(w, "data: one\n\n")
 		w.(http.Flusher).Flush()
@@ -340,6 +340,78 @@ func TestProxyStreams(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the first event did not arrive while the upstream held the response open: the proxy buffers")
+	}
+}
+
+// An answer of known length that trickles reaches the client before it
+// ends: the proxy does not hold it until the upstream finishes.
+func TestProxyFlushesKnownLength(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.Header().Set("Content-Length", "22")
+		io.WriteString(w, "data: one\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-time.After(30 * time.Second):
+		}
+		io.WriteString(w, "data: two\n\n")
+	}))
+	defer up.Close()
+	defer close(release)
+	_, addr := start(t, Config{Upstream: up.URL})
+	// The header and the first line must both arrive while the upstream
+	// holds the response open.
+	line := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + addr + "/download")
+		if err != nil {
+			line <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		if resp.ContentLength != 22 {
+			line <- fmt.Sprintf("Content-Length %d, want the upstream's 22", resp.ContentLength)
+			return
+		}
+		s, _ := bufio.NewReader(resp.Body).ReadString('\n')
+		line <- s
+	}()
+	select {
+	case s := <-line:
+		if s != "data: one\n" {
+			t.Errorf("first line %q", s)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first line did not arrive while the upstream held the response open: the proxy buffers")
+	}
+}
+
+// The upstream sees the client's Accept-Encoding, not one the proxy added,
+// and the client gets the upstream's encoding untouched.
+func TestProxyKeepsEncoding(t *testing.T) {
+	var got atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Values("Accept-Encoding"))
+		w.Header().Set("Content-Encoding", "identity")
+		io.WriteString(w, "plain")
+	}))
+	defer up.Close()
+	_, addr := start(t, Config{Upstream: up.URL})
+	// A transport that asks for no encoding itself.
+	c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	resp, err := c.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if v, _ := got.Load().([]string); len(v) != 0 {
+		t.Errorf("upstream saw Accept-Encoding %q from a client that sent none", v)
+	}
+	if string(body) != "plain" || resp.Header.Get("Content-Encoding") != "identity" {
+		t.Errorf("client got %q with Content-Encoding %q", body, resp.Header.Get("Content-Encoding"))
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -519,16 +517,7 @@ func at(vals []any, i int) any {
 // corrupt turns the script's answer "<rule index> <problem>" for r into a
 // *CorruptStateError.
 func (s *Store) corrupt(r *request, msg string) error {
-	idx, problem, _ := strings.Cut(msg, " ")
-	i, err := strconv.Atoi(idx)
-	if err != nil || i < 0 || i >= r.set.Len() || problem == "" {
-		return fmt.Errorf("%w (%q)", errBadReply, msg)
-	}
-	return &CorruptStateError{
-		Key:      Key(s.prefix, r.set, r.key, i),
-		Problem:  problem,
-		redacted: string(appendKey(nil, s.prefix, r.set, "…", i)),
-	}
+	return s.corruptKey(r.set, r.key, msg)
 }
 
 func toInt(v any) int64 {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/testkit"
 )
 
@@ -25,6 +26,10 @@ func TestCluster(t *testing.T) {
 	t.Run("Atomic", func(t *testing.T) { concurrentDecisionsAreAtomic(t, client) })
 	t.Run("ScriptFlushUnderLoad", func(t *testing.T) { scriptFlushUnderLoad(t, client) })
 	t.Run("ManyKeys", func(t *testing.T) { clusterManyKeys(t, client) })
+	t.Run("Reservations", func(t *testing.T) {
+		lims := raceInstances(t, client, "race:", floodgate.PerSecond(100).WithBurst(10))
+		floodgatetest.RaceReservations(t, 10, 10*time.Millisecond, 4, 40, lims...)
+	})
 	// Last: it kills a master.
 	t.Run("Failover", func(t *testing.T) { clusterFailover(t, cl, client) })
 }

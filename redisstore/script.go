@@ -45,6 +45,13 @@ var (
 	leanScript  = joinScript(leanParts)
 )
 
+// reserveParts are the files of the reservation script: the batch's
+// prologue and GCRA, and a driver of its own.
+var reserveParts = []string{"prologue.lua", "lib.lua", "gcra.lua", "reserve.lua"}
+
+// reserveScript reserves and cancels (see scripts/reserve.lua).
+var reserveScript = joinScript(reserveParts)
+
 type script struct{ src, sha string }
 
 // scriptOf returns the script whose SHA-1 is sha.

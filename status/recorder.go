@@ -113,3 +113,25 @@ func (l *limiter) AllowN(ctx context.Context, key string, cost int64) (floodgate
 	}
 	return res, err
 }
+
+// ReserveN calls the wrapped ReserveN and records its answer: taken units
+// count as admitted, whatever their wait.
+func (l *limiter) ReserveN(ctx context.Context, key string, cost int64) (*floodgate.Reservation, error) {
+	r, err := l.Limiter.ReserveN(ctx, key, cost)
+	var res floodgate.Result
+	if r != nil {
+		res = r.Result
+	}
+	l.p.record(key, cost, res.Allowed, res.Source, err)
+	return r, err
+}
+
+// Wait is WaitN with a cost of 1.
+func (l *limiter) Wait(ctx context.Context, key string) (floodgate.Result, error) {
+	return l.WaitN(ctx, key, 1)
+}
+
+// WaitN waits on the wrapper's ReserveN, so every reservation is recorded.
+func (l *limiter) WaitN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
+	return floodgate.WaitFor(ctx, func(ctx context.Context) (*floodgate.Reservation, error) { return l.ReserveN(ctx, key, cost) })
+}

@@ -53,7 +53,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: daemonbench upstream|proxy|load|rls [flags]")
+		fmt.Fprintln(os.Stderr, "usage: daemonbench upstream|proxy|bareproxy|proxyvs|load|rls [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -62,6 +62,10 @@ func main() {
 		err = runUpstream(os.Args[2:])
 	case "proxy":
 		err = runProxy(os.Args[2:])
+	case "bareproxy":
+		err = runBareProxy(os.Args[2:])
+	case "proxyvs":
+		err = runProxyVS(os.Args[2:])
 	case "rls":
 		err = runRLS(os.Args[2:])
 	case "load":
@@ -91,10 +95,15 @@ func runUpstream(args []string) error {
 	fs := flag.NewFlagSet("upstream", flag.ExitOnError)
 	listen := fs.String("listen", "127.0.0.1:9001", "address")
 	max := fs.Duration("max", 10*time.Minute, "stop after")
+	b64 := fs.Bool("body64", false, "answer the 64 bytes the nginx upstream of proxyvs answers")
 	fs.Parse(args)
+	body := hello
+	if *b64 {
+		body = []byte(body64)
+	}
 	return serveFor(*listen, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header()["Content-Type"] = []string{"text/plain"}
-		w.Write(hello)
+		w.Write(body)
 	}), *max)
 }
 

@@ -11,11 +11,16 @@
 #   ./run.sh            # everything
 #   ./run.sh proxy      # (a) only
 #   ./run.sh decisions  # (b) and (c) only
+#   ./run.sh proxyvs    # (e): floodgate serve's proxy against nginx limit_req,
+#                       #     allowed and denied, with a bare httputil.ReverseProxy
+#                       #     and a bare net/http server as floors (proxyvs.go);
+#                       #     requests/s and CPU per request of every target
 #   ./run.sh rls        # (d): floodgate serve's Envoy listener against
 #                       #     envoyproxy/ratelimit built from source (rls.go)
 #
 # Environment: ROUNDS (default 5), WRK_D (wrk duration, default 5s), WRK_C
-# (connections, default 64), LOAD_D (load generator duration, default 5s).
+# (connections, default 64), LOAD_D (load generator duration, default 5s),
+# BASELINE (proxyvs: an older floodgate binary to run beside this tree's).
 # Everything listens on 127.0.0.1 and stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -24,7 +29,7 @@ WRK_D=${WRK_D:-5s}
 WRK_C=${WRK_C:-64}
 LOAD_D=${LOAD_D:-5s}
 parts=("$@")
-[[ ${#parts[@]} -eq 0 ]] && parts=(proxy decisions rls)
+[[ ${#parts[@]} -eq 0 ]] && parts=(proxy proxyvs decisions rls)
 
 tmp=$(mktemp -d)
 pids=()
@@ -126,6 +131,12 @@ if [[ " ${parts[*]} " == *" decisions "* ]]; then
 			done
 		done
 	done
+fi
+
+if [[ " ${parts[*]} " == *" proxyvs "* ]]; then
+	# BASELINE=/path/to/an/older/floodgate adds fg-on@base and
+	# fg-deny@base, run beside this tree's in the same rounds.
+	"$bin" proxyvs -rounds "$ROUNDS" -d "$WRK_D" -c "$WRK_C" ${BASELINE:+-baseline "$BASELINE"}
 fi
 
 if [[ " ${parts[*]} " == *" rls "* ]]; then

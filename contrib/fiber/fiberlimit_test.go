@@ -191,6 +191,12 @@ var errDown = errors.New("engine down")
 func (down) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
 	return algo.Verdict{}, errDown
 }
+func (down) Reserve(context.Context, *algo.Set, string, int64, time.Duration) (algo.Verdict, algo.Ticket, error) {
+	return algo.Verdict{}, algo.Ticket{}, errDown
+}
+func (down) Cancel(context.Context, *algo.Set, string, int64, algo.Ticket) error {
+	return errDown
+}
 
 // A limiter that fails is served by default, answered by OnError when it
 // says so, and logged with the key redacted unless DisableValueRedaction.

@@ -375,6 +375,12 @@ type downStore struct{ floodgate.Store }
 func (downStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
 	return algo.Verdict{}, errors.New("connection refused")
 }
+func (downStore) Reserve(context.Context, *algo.Set, string, int64, time.Duration) (algo.Verdict, algo.Ticket, error) {
+	return algo.Verdict{}, algo.Ticket{}, errors.New("connection refused")
+}
+func (downStore) Cancel(context.Context, *algo.Set, string, int64, algo.Ticket) error {
+	return errors.New("connection refused")
+}
 
 // OnLimited shapes every refusal: a limit's and a failed-closed
 // limiter's, each with the Result that says which.

@@ -1,0 +1,165 @@
+package algo
+
+import "time"
+
+// Reservations. A reservation of cost units at now is an admission at a
+// later instant, at = now + wait: the state becomes exactly what it would be
+// had the request arrived at at and passed, and the caller uses the units
+// from at on. Only GCRA can hold such a charge, since its state is an
+// instant; a window's state counts what passed in it, and a charge into a
+// window that has not begun has nowhere to go. Engines reserve on a Set only
+// when Reservable reports true; a composition's Reserve decides the rest now.
+//
+// Everything is integer nanoseconds (microseconds in Redis), like Step: the
+// wait is the exact instant the charge fits, and a reservation that does not
+// fit in maxWait charges nothing.
+
+// MaxReserveAhead is how far beyond its span a reservation may put a limit
+// in debt: the longest wait a reservation can get on a limit is its Span
+// plus this. The bound keeps every stored instant within what engines accept
+// as state they wrote (Redis's check allows two spans and a day).
+const MaxReserveAhead = 12 * time.Hour
+
+// A Ticket is what an engine needs to take a reservation back: the engine's
+// instant at which the units may be used, and every transition's state
+// right after the charge. Compositions (failover, hybrid) say in Path which
+// of their stores took it and keep the ticket of a second store in Inner.
+type Ticket struct {
+	// At is the instant (Unix ns, the engine's clock) from which the units
+	// may be used.
+	At int64
+	// Next holds, per transition, the state the charge left (GCRA's TAT),
+	// and Prev the state it found.
+	Next, Prev [MaxTransitions]int64
+	// Path is a composition's note of which store took the reservation.
+	Path uint8
+	// Inner is a composition's ticket of a second store (hybrid: the local
+	// share's), or nil.
+	Inner *Ticket
+}
+
+// Reservable reports whether every transition of s can hold a charge for a
+// later instant (GCRA).
+func (s *Set) Reservable() bool {
+	for i := range s.ts {
+		if s.ts[i].kind != GCRA {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxWait clamps maxWait (ns) to the longest wait s can hold: its shortest
+// span plus MaxReserveAhead. A negative maxWait is 0.
+func (s *Set) MaxWait(maxWait int64) int64 {
+	bound := int64(MaxReserveAhead)
+	for i := range s.ts {
+		if i == 0 || s.ts[i].span+int64(MaxReserveAhead) < bound {
+			bound = s.ts[i].span + int64(MaxReserveAhead)
+		}
+	}
+	return min(max(maxWait, 0), bound)
+}
+
+// Wait returns how long after now cost units fit under r, a GCRA
+// transition in state s: 0 when they fit now, Never when they never can.
+func (r *Transition) Wait(s State, now, cost int64) int64 {
+	if r.kind != GCRA || !r.valid() || cost < 0 || cost > r.capacity {
+		return int64(Never)
+	}
+	return max(max(s.A, now)+cost*r.interval-now-r.span, 0)
+}
+
+// ReserveAt charges cost units to r in state s as an admission at the
+// instant at (at ≥ now, at ≥ now+Wait): it returns the next state and the
+// decision as seen at now, whose RetryAfter is the wait at − now, Remaining
+// what is left at at after the charge, ResetAfter the time from now until
+// full.
+func (r *Transition) ReserveAt(s State, now, at, cost int64) (State, Decision) {
+	next := max(s.A, at) + cost*r.interval
+	return State{A: next}, Decision{
+		Allowed:    true,
+		Remaining:  r.gcraRemaining(next, at),
+		ResetAfter: dur(next - now),
+		RetryAfter: dur(at - now),
+	}
+}
+
+// Unreserve takes back a reservation of cost units whose charge moved r's
+// state from prev to next and whose units were due at at, from state s at
+// now. It gives back only what no later admission relies on, so a
+// cancellation never lets the limit over-admit:
+//
+//   - at or after at the units were due, and nothing is given back;
+//   - a state below next has been refunded or reset since, and is kept;
+//   - a state still at next (nothing charged since) goes back to prev, as
+//     if the reservation had not been made;
+//   - a state above next carries later reservations, scheduled after this
+//     one. When r is the set's only transition (alone), every such
+//     reservation was decided by r and waits for it, and the units the
+//     later ones do not cover are given back: min(cost×T, span − later).
+//     In a set of several limits a later reservation may have been decided
+//     by another limit, and nothing is given back.
+func (r *Transition) Unreserve(s State, now, at, prev, next, cost int64, alone bool) State {
+	if now >= at || r.kind != GCRA || !r.valid() || cost <= 0 || s.A < next {
+		return s
+	}
+	tat := prev
+	if later := s.A - next; later > 0 {
+		if !alone {
+			return s
+		}
+		cost = min(cost, r.capacity)
+		tat = s.A - min(cost*r.interval, max(r.span-later, 0))
+	}
+	if tat <= now {
+		return State{}
+	}
+	return State{A: tat}
+}
+
+// Reserve decides a reservation of cost units at now on the states of s's
+// transitions (s must be Reservable), waiting at most maxWait (clamped by
+// MaxWait). When every transition fits within the wait, all are charged for
+// the instant now+wait, next receives their states and the Verdict is
+// allowed with RetryAfter the wait; else nothing is charged, next is a copy
+// of states, and the Verdict is denied with RetryAfter the wait it would
+// need (Never when the cost exceeds a capacity). The Verdict is driven by
+// the transition with the longest wait.
+func (s *Set) Reserve(states, next []State, now, cost, maxWait int64, source string) Verdict {
+	var ds [MaxTransitions]Decision
+	var waits [MaxTransitions]int64
+	wait := int64(0)
+	for i := range s.ts {
+		waits[i] = s.ts[i].Wait(states[i], now, cost)
+		wait = max(wait, waits[i])
+	}
+	copy(next, states[:len(s.ts)])
+	if wait > s.MaxWait(maxWait) {
+		for i := range s.ts {
+			_, ds[i] = s.ts[i].Step(states[i], now, 0)
+			ds[i].Allowed = false
+			ds[i].RetryAfter = dur(waits[i])
+		}
+		return s.CombineReserve(ds[:len(s.ts)], source)
+	}
+	for i := range s.ts {
+		next[i], ds[i] = s.ts[i].ReserveAt(states[i], now, now+wait, cost)
+	}
+	return s.CombineReserve(ds[:len(s.ts)], source)
+}
+
+// CombineReserve folds the decisions of a reservation, one per transition,
+// into a Verdict: the transition with the longest wait drives it (the
+// fewest remaining among equal waits). The decisions are all allowed or all
+// denied. Engines that compute the decisions themselves (Redis's script)
+// fold them here.
+func (s *Set) CombineReserve(ds []Decision, source string) Verdict {
+	drive := 0
+	for i, d := range ds {
+		if d.RetryAfter > ds[drive].RetryAfter || (d.RetryAfter == ds[drive].RetryAfter && d.Remaining < ds[drive].Remaining) {
+			drive = i
+		}
+	}
+	return Verdict{Decision: ds[drive], Index: drive, Source: source}
+}

@@ -1,0 +1,335 @@
+// Package adaptive holds concurrency.Controllers: limits that find
+// themselves from the latency and outcome of the work they admit, so that a
+// slowing resource sheds the excess instead of queueing it.
+//
+// Gradient compares the latency of recent work with the resource's latency
+// when nothing queues (measured now and then at a low limit) and moves the
+// limit by their ratio, as Envoy's adaptive concurrency filter and
+// Netflix's concurrency-limits do. AIMD grows the limit by one per limit's
+// worth of successes and cuts it by a factor on a drop (a timeout, a 503),
+// as TCP does.
+//
+//	ctl, _ := adaptive.NewGradient(adaptive.GradientOptions{})
+//	lim, _ := concurrency.New(concurrency.NewLocal(), concurrency.Options{Controller: ctl})
+//
+// A Controller belongs to one Limiter and measures one resource: give each
+// upstream its own.
+package adaptive
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/concurrency"
+)
+
+// ErrInvalid reports invalid options.
+var ErrInvalid = errors.New("adaptive: invalid options")
+
+// Defaults for GradientOptions' zero values.
+const (
+	DefaultInitial       = 20
+	DefaultMin           = 3
+	DefaultMax           = 1000
+	DefaultTolerance     = 1.1
+	DefaultSmoothing     = 0.2
+	DefaultWindow        = 100 * time.Millisecond
+	DefaultMinSamples    = 10
+	DefaultProbeInterval = 30 * time.Second
+	DefaultProbeSamples  = 25
+)
+
+// GradientOptions configures a Gradient. The zero value gives the defaults.
+type GradientOptions struct {
+	// Initial is the limit until the first window is measured; 0 means
+	// DefaultInitial.
+	Initial int
+
+	// Min and Max bound the limit; 0 means DefaultMin and DefaultMax. Min
+	// is also the limit while the baseline latency is measured.
+	Min, Max int
+
+	// Tolerance is how far above the baseline the latency of a window may
+	// be before the limit falls: 1.1 lets work take 10% longer than it
+	// does when nothing queues. 0 means DefaultTolerance; it must be at
+	// least 1.
+	Tolerance float64
+
+	// Smoothing weighs a rise of the limit against the limit before it
+	// (0 < Smoothing <= 1; 0 means DefaultSmoothing). Falls take effect at
+	// once: shedding late is what the limit is for.
+	Smoothing float64
+
+	// Window is how often the limit is recomputed, from the samples of the
+	// window; a window of fewer than MinSamples samples is extended. 0
+	// means DefaultWindow and DefaultMinSamples.
+	Window     time.Duration
+	MinSamples int
+
+	// ProbeInterval is how often the baseline is measured again: for
+	// ProbeSamples samples the limit is Min, so that nothing queues and the
+	// latency measured is the resource's own. The first measurement starts
+	// at once. A resource that is slower for good (a bigger database) is
+	// learnt at the next probe; until then its work counts as queueing. 0
+	// means DefaultProbeInterval and DefaultProbeSamples.
+	ProbeInterval time.Duration
+	ProbeSamples  int
+
+	// Clock times the windows; nil means floodgate.SystemClock.
+	Clock floodgate.Clock
+}
+
+// Gradient is a concurrency.Controller whose limit follows the ratio of the
+// baseline latency to the latency measured in each window:
+//
+//	gradient = clamp(Tolerance × baseline / latency, 0.5, 1)
+//	limit    = limit × gradient + √limit
+//
+// The square root is headroom, so that the limit keeps probing upwards
+// while latency stays at the baseline. A window in which fewer than half
+// the slots were used does not raise the limit: the work was not limited
+// by it, and its latency says nothing about more.
+type Gradient struct {
+	o GradientOptions
+
+	mu        sync.Mutex
+	limit     float64
+	baseline  float64 // ns; 0 until measured
+	probing   int     // samples left in the current probe; > 0 while probing
+	probeSum  float64
+	probeN    int
+	nextProbe int64
+
+	winStart int64
+	winSum   float64
+	winN     int
+	winMaxIn int
+	winDrops int
+	intLimit int
+}
+
+var _ concurrency.Controller = (*Gradient)(nil)
+
+// NewGradient returns a Gradient.
+func NewGradient(o GradientOptions) (*Gradient, error) {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.Initial, DefaultInitial)
+	def(&o.Min, DefaultMin)
+	def(&o.Max, DefaultMax)
+	def(&o.MinSamples, DefaultMinSamples)
+	def(&o.ProbeSamples, DefaultProbeSamples)
+	if o.Tolerance == 0 {
+		o.Tolerance = DefaultTolerance
+	}
+	if o.Smoothing == 0 {
+		o.Smoothing = DefaultSmoothing
+	}
+	if o.Window == 0 {
+		o.Window = DefaultWindow
+	}
+	if o.ProbeInterval == 0 {
+		o.ProbeInterval = DefaultProbeInterval
+	}
+	if o.Clock == nil {
+		o.Clock = floodgate.SystemClock
+	}
+	switch {
+	case o.Min < 1 || o.Max < o.Min || o.Initial < o.Min || o.Initial > o.Max:
+		return nil, fmt.Errorf("%w: limits must satisfy 1 <= Min <= Initial <= Max; got Min %d, Initial %d, Max %d", ErrInvalid, o.Min, o.Initial, o.Max)
+	case !(o.Tolerance >= 1) || math.IsInf(o.Tolerance, 0):
+		return nil, fmt.Errorf("%w: Tolerance %v must be a number of at least 1", ErrInvalid, o.Tolerance)
+	case !(o.Smoothing > 0 && o.Smoothing <= 1):
+		return nil, fmt.Errorf("%w: Smoothing %v must be in (0, 1]", ErrInvalid, o.Smoothing)
+	case o.Window < 0 || o.ProbeInterval < 0 || o.MinSamples < 0 || o.ProbeSamples < 0:
+		return nil, fmt.Errorf("%w: Window, ProbeInterval, MinSamples and ProbeSamples must not be negative", ErrInvalid)
+	}
+	g := &Gradient{o: o, limit: float64(o.Initial)}
+	g.startProbe()
+	g.winStart = o.Clock.UnixNano()
+	return g, nil
+}
+
+// Limit implements concurrency.Controller.
+func (g *Gradient) Limit() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.intLimit
+}
+
+// Baseline returns the latency measured at the last probe, 0 before the
+// first one ends.
+func (g *Gradient) Baseline() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return time.Duration(g.baseline)
+}
+
+func (g *Gradient) startProbe() {
+	g.probing, g.probeSum, g.probeN = g.o.ProbeSamples, 0, 0
+	g.intLimit = g.o.Min
+}
+
+// Observe implements concurrency.Controller.
+func (g *Gradient) Observe(s concurrency.Sample) {
+	now := g.o.Clock.UnixNano()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.probing > 0 {
+		// Only samples of work started at the probe's limit measure the
+		// resource alone; the rest may have queued.
+		if s.Outcome == concurrency.Success && s.InFlight <= g.o.Min {
+			g.probeSum += float64(s.RTT)
+			g.probeN++
+			g.probing--
+		}
+		if g.probing == 0 {
+			g.baseline = g.probeSum / float64(g.probeN)
+			g.nextProbe = now + int64(g.o.ProbeInterval)
+			g.intLimit = int(g.limit)
+			g.resetWindow(now)
+		}
+		return
+	}
+	g.winSum += float64(s.RTT)
+	g.winN++
+	g.winMaxIn = max(g.winMaxIn, s.InFlight)
+	if s.Outcome == concurrency.Dropped {
+		g.winDrops++
+	}
+	if now-g.winStart < int64(g.o.Window) || g.winN < g.o.MinSamples {
+		return
+	}
+	latency := g.winSum / float64(g.winN)
+	grad := min(1, max(0.5, g.o.Tolerance*g.baseline/latency))
+	next := g.limit*grad + math.Sqrt(g.limit)
+	if g.winDrops > 0 {
+		// Drops are overload whatever the latency says.
+		next = min(next, 0.9*g.limit)
+	}
+	switch {
+	case next < g.limit:
+	case 2*g.winMaxIn < int(g.limit):
+		next = g.limit
+	default:
+		next = g.limit*(1-g.o.Smoothing) + next*g.o.Smoothing
+	}
+	g.limit = min(float64(g.o.Max), max(float64(g.o.Min), next))
+	g.intLimit = int(g.limit)
+	g.resetWindow(now)
+	if now >= g.nextProbe {
+		g.startProbe()
+	}
+}
+
+func (g *Gradient) resetWindow(now int64) {
+	g.winStart, g.winSum, g.winN, g.winMaxIn, g.winDrops = now, 0, 0, 0, 0
+}
+
+// Defaults for AIMDOptions' zero values.
+const (
+	DefaultBackoff = 0.9
+)
+
+// AIMDOptions configures an AIMD. The zero value gives the defaults.
+type AIMDOptions struct {
+	// Initial, Min and Max are as in GradientOptions (0 means
+	// DefaultInitial, DefaultMin, DefaultMax).
+	Initial, Min, Max int
+
+	// Backoff multiplies the limit on a drop (0 < Backoff < 1; 0 means
+	// DefaultBackoff).
+	Backoff float64
+
+	// Timeout, when positive, counts a success that took longer as a drop:
+	// the latency above which the work is queueing. Without it only
+	// Dropped outcomes cut the limit.
+	Timeout time.Duration
+
+	// Clock spaces the cuts; nil means floodgate.SystemClock.
+	Clock floodgate.Clock
+}
+
+// AIMD is a concurrency.Controller that adds one to the limit per limit's
+// worth of successes (one per round of the slots, as TCP's congestion
+// avoidance does) and multiplies it by Backoff on a drop. Drops closer
+// together than the latency of the work cut once: they are one overload
+// seen by several holders. Successes of work that used fewer than half the
+// slots do not raise the limit.
+type AIMD struct {
+	o AIMDOptions
+
+	mu      sync.Mutex
+	limit   int
+	acc     int
+	lastCut int64
+	cut     bool // lastCut is set
+}
+
+var _ concurrency.Controller = (*AIMD)(nil)
+
+// NewAIMD returns an AIMD.
+func NewAIMD(o AIMDOptions) (*AIMD, error) {
+	if o.Initial == 0 {
+		o.Initial = DefaultInitial
+	}
+	if o.Min == 0 {
+		o.Min = DefaultMin
+	}
+	if o.Max == 0 {
+		o.Max = DefaultMax
+	}
+	if o.Backoff == 0 {
+		o.Backoff = DefaultBackoff
+	}
+	if o.Clock == nil {
+		o.Clock = floodgate.SystemClock
+	}
+	switch {
+	case o.Min < 1 || o.Max < o.Min || o.Initial < o.Min || o.Initial > o.Max:
+		return nil, fmt.Errorf("%w: limits must satisfy 1 <= Min <= Initial <= Max; got Min %d, Initial %d, Max %d", ErrInvalid, o.Min, o.Initial, o.Max)
+	case !(o.Backoff > 0 && o.Backoff < 1):
+		return nil, fmt.Errorf("%w: Backoff %v must be in (0, 1)", ErrInvalid, o.Backoff)
+	case o.Timeout < 0:
+		return nil, fmt.Errorf("%w: Timeout %s is negative; use 0 for none", ErrInvalid, o.Timeout)
+	}
+	return &AIMD{o: o, limit: o.Initial}, nil
+}
+
+// Limit implements concurrency.Controller.
+func (a *AIMD) Limit() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.limit
+}
+
+// Observe implements concurrency.Controller.
+func (a *AIMD) Observe(s concurrency.Sample) {
+	now := a.o.Clock.UnixNano()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	drop := s.Outcome == concurrency.Dropped || (a.o.Timeout > 0 && s.RTT > a.o.Timeout)
+	if drop {
+		if a.cut && now-a.lastCut < int64(s.RTT) {
+			return
+		}
+		a.lastCut, a.cut = now, true
+		a.limit = max(a.o.Min, int(float64(a.limit)*a.o.Backoff))
+		a.acc = 0
+		return
+	}
+	if 2*s.InFlight < a.limit {
+		return
+	}
+	if a.acc++; a.acc >= a.limit {
+		a.acc = 0
+		a.limit = min(a.o.Max, a.limit+1)
+	}
+}

@@ -1,0 +1,196 @@
+package adaptive_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/concurrency"
+	"github.com/floodgate-go/floodgate/concurrency/adaptive"
+)
+
+type fakeClock struct{ now int64 }
+
+func (c *fakeClock) UnixNano() int64     { return c.now }
+func (c *fakeClock) add(d time.Duration) { c.now += int64(d) }
+func ok(rtt time.Duration, in int) concurrency.Sample {
+	return concurrency.Sample{RTT: rtt, InFlight: in, Outcome: concurrency.Success}
+}
+
+func newGradient(t *testing.T, clock floodgate.Clock) *adaptive.Gradient {
+	t.Helper()
+	g, err := adaptive.NewGradient(adaptive.GradientOptions{Initial: 10, Clock: clock, ProbeSamples: 5, MinSamples: 5, Window: time.Second, ProbeInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// window feeds one window of n samples of latency rtt at in flight.
+func window(g *adaptive.Gradient, c *fakeClock, rtt time.Duration, in, n int) {
+	for range n {
+		g.Observe(ok(rtt, in))
+	}
+	c.add(time.Second)
+	g.Observe(ok(rtt, in))
+}
+
+func TestGradientProbesThenGrows(t *testing.T) {
+	c := &fakeClock{now: 1}
+	g := newGradient(t, c)
+	if g.Limit() != adaptive.DefaultMin {
+		t.Fatalf("limit while probing = %d, want Min", g.Limit())
+	}
+	for range 5 {
+		g.Observe(ok(10*time.Millisecond, 2))
+	}
+	if g.Baseline() != 10*time.Millisecond || g.Limit() != 10 {
+		t.Fatalf("after the probe: baseline %s limit %d", g.Baseline(), g.Limit())
+	}
+	prev := g.Limit()
+	for range 5 {
+		window(g, c, 10*time.Millisecond, g.Limit(), 10)
+	}
+	if g.Limit() <= prev {
+		t.Fatalf("limit %d did not grow at the baseline latency from %d", g.Limit(), prev)
+	}
+}
+
+func TestGradientShedsOnLatency(t *testing.T) {
+	c := &fakeClock{now: 1}
+	g := newGradient(t, c)
+	for range 5 {
+		g.Observe(ok(10*time.Millisecond, 1))
+	}
+	window(g, c, 40*time.Millisecond, 10, 10)
+	// gradient 1.1×10/40 is below 0.5: the limit halves, plus √10.
+	if got := g.Limit(); got != 8 {
+		t.Fatalf("limit = %d, want 8 (10×0.5+√10)", got)
+	}
+}
+
+func TestGradientAppLimitedDoesNotGrow(t *testing.T) {
+	c := &fakeClock{now: 1}
+	g := newGradient(t, c)
+	for range 5 {
+		g.Observe(ok(10*time.Millisecond, 1))
+	}
+	for range 20 {
+		window(g, c, 10*time.Millisecond, 2, 10)
+	}
+	if g.Limit() != 10 {
+		t.Fatalf("limit = %d grew without use", g.Limit())
+	}
+}
+
+// TestGradientFindsCapacity runs the Gradient against a model of a server
+// that serves n at a time and queues the rest, under more demand than it
+// can serve: the limit must settle above n (the server stays busy) and
+// well below 2n (little queueing).
+func TestGradientFindsCapacity(t *testing.T) {
+	const n, service = 16, 20 * time.Millisecond
+	c := &fakeClock{now: 1}
+	g, err := adaptive.NewGradient(adaptive.GradientOptions{Clock: c, ProbeInterval: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []int
+	for step := range 3000 {
+		l := g.Limit()
+		rtt := service
+		if l > n {
+			rtt = service * time.Duration(l) / n
+		}
+		// One sample per holder per round trip, spread over the round.
+		for range l {
+			c.add(rtt / time.Duration(l))
+			g.Observe(ok(rtt, l))
+		}
+		if step > 1000 {
+			seen = append(seen, g.Limit())
+		}
+	}
+	var sum int
+	for _, l := range seen {
+		sum += l
+	}
+	if avg := float64(sum) / float64(len(seen)); avg < n || avg > 1.6*n {
+		t.Fatalf("average limit %.1f, want within [%d, %.0f]", avg, n, 1.6*n)
+	}
+}
+
+func TestAIMD(t *testing.T) {
+	c := &fakeClock{now: 1}
+	a, err := adaptive.NewAIMD(adaptive.AIMDOptions{Initial: 10, Timeout: 50 * time.Millisecond, Clock: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		a.Observe(ok(time.Millisecond, 10))
+	}
+	if a.Limit() != 11 {
+		t.Fatalf("after a round of successes: %d, want 11", a.Limit())
+	}
+	for range 100 {
+		a.Observe(ok(time.Millisecond, 1)) // barely used: no growth
+	}
+	if a.Limit() != 11 {
+		t.Fatalf("grew without use: %d", a.Limit())
+	}
+	a.Observe(concurrency.Sample{RTT: time.Millisecond, InFlight: 11, Outcome: concurrency.Dropped})
+	a.Observe(ok(60*time.Millisecond, 11)) // slow, but within the same overload
+	if a.Limit() != 9 {
+		t.Fatalf("after one drop: %d, want 9", a.Limit())
+	}
+	c.add(time.Second)
+	a.Observe(ok(60*time.Millisecond, 9))
+	if a.Limit() != 8 {
+		t.Fatalf("after a slow success: %d, want 8", a.Limit())
+	}
+	for range 100 {
+		c.add(time.Second)
+		a.Observe(concurrency.Sample{RTT: time.Millisecond, Outcome: concurrency.Dropped})
+	}
+	if a.Limit() != adaptive.DefaultMin {
+		t.Fatalf("floor: %d", a.Limit())
+	}
+}
+
+func TestInvalidOptions(t *testing.T) {
+	for name, o := range map[string]adaptive.GradientOptions{
+		"min above max":  {Min: 5, Max: 4, Initial: 5},
+		"tolerance":      {Tolerance: 0.5},
+		"smoothing":      {Smoothing: 2},
+		"negative probe": {ProbeInterval: -1},
+	} {
+		if _, err := adaptive.NewGradient(o); !errors.Is(err, adaptive.ErrInvalid) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for name, o := range map[string]adaptive.AIMDOptions{
+		"backoff": {Backoff: 1},
+		"timeout": {Timeout: -1},
+		"initial": {Initial: 2000},
+	} {
+		if _, err := adaptive.NewAIMD(o); !errors.Is(err, adaptive.ErrInvalid) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestGradientFallsOnDrops(t *testing.T) {
+	c := &fakeClock{now: 1}
+	g := newGradient(t, c)
+	for range 5 {
+		g.Observe(ok(10*time.Millisecond, 1))
+	}
+	for range 10 {
+		g.Observe(concurrency.Sample{RTT: 10 * time.Millisecond, InFlight: 10, Outcome: concurrency.Dropped})
+	}
+	c.add(time.Second)
+	g.Observe(ok(10*time.Millisecond, 10))
+	if got := g.Limit(); got != 9 {
+		t.Fatalf("limit after a window of drops at the baseline latency = %d, want 9", got)
+	}
+}

@@ -1,0 +1,337 @@
+// Package redislease is a concurrency.Store in Redis: the slots of a
+// concurrency limit shared by every instance, held as leases that run out
+// when their holder dies.
+//
+// Each key of a limit is one sorted set, its members the holders' tokens
+// scored by the Redis time at which their lease runs out; one Lua script
+// acquires, renews and releases, so that two instances never both take the
+// last slot. A concurrency.Permit renews its lease every third of it while
+// it is held (the heartbeat), so a slow holder keeps its slot as long as its
+// process lives, and a process killed without a word (SIGKILL, a lost
+// machine) frees its slots within one lease.
+//
+// The key of limit name and client key is
+//
+//	<prefix>{<name>:concurrency:<key>}:lease
+//
+// escaped as package redisstore escapes its own keys: the braces make the
+// whole key its Redis Cluster hash tag, so every script call touches one
+// slot, and distinct keys stay distinct.
+//
+// Every call to Redis goes through a failover.Guard (a per-call timeout
+// and a circuit breaker), and a failure is decided by Options.Mode, as for
+// the rate engines: FailOpen admits without a slot, FailClosed refuses
+// (concurrency.ReasonFailClosed, a 503), LocalFallback holds the slot in a
+// concurrency.Local of this process, so each instance enforces the whole
+// limit on its own until Redis is back. To let one breaker judge one Redis
+// for rate limits and concurrency alike, build the Guard over Remote and
+// give it to both (see Remote).
+package redislease
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/concurrency"
+	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+// Source is the Source of the decisions Redis made.
+const Source floodgate.Source = "redis"
+
+// DefaultLease is how long a hold lasts without renewal: long enough that
+// a holder whose renewals meet a Redis hiccup (two in a row fail, at the
+// Guard's timeout each) keeps its slot, short enough that a dead holder's
+// slots come back soon.
+const DefaultLease = 10 * time.Second
+
+//go:embed scripts/lease.lua
+var leaseSource string
+
+var leaseScript = redis.NewScript(leaseSource)
+
+// Options configures a Store.
+type Options struct {
+	// Prefix starts every key; empty means redisstore.DefaultPrefix. It
+	// follows redisstore's rules (no braces), which New checks with
+	// redisstore itself.
+	Prefix string
+
+	// Lease is how long a hold lasts unless renewed. 0 means
+	// DefaultLease. It must be at least three times the Guard's timeout,
+	// so that a renewal that times out leaves time for another.
+	Lease time.Duration
+
+	// Mode decides what Acquire answers when Redis fails. It must be set.
+	Mode failover.Mode
+
+	// Local is the store LocalFallback holds slots in; nil means a
+	// concurrency.Local of the Store's own. Only LocalFallback uses it.
+	Local concurrency.Store
+
+	// Guard is a Guard built over Remote, shared with other stores over
+	// the same Redis (failover.New and hybrid.New take it as their remote
+	// store) so that one breaker judges that Redis. Nil means a Guard of
+	// the Store's own, made with GuardOptions.
+	Guard *failover.Guard
+
+	// GuardOptions configures the Store's own Guard when Guard is nil.
+	GuardOptions failover.GuardOptions
+}
+
+// Store is a concurrency.Store in Redis. It is safe for concurrent use.
+type Store struct {
+	client redis.UniversalClient
+	prefix string
+	lease  time.Duration
+	mode   failover.Mode
+	local  concurrency.Store
+	guard  *failover.Guard
+}
+
+var _ concurrency.Store = (*Store)(nil)
+
+// New returns a Store over client. The Store does not own client.
+func New(client redis.UniversalClient, o Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redislease: no client given; pass a redis.UniversalClient")
+	}
+	switch o.Mode {
+	case failover.FailOpen, failover.FailClosed, failover.LocalFallback:
+	default:
+		return nil, fmt.Errorf("redislease: choose a failure mode (failover.FailOpen, FailClosed or LocalFallback); got %s", o.Mode)
+	}
+	if o.Local != nil && o.Mode != failover.LocalFallback {
+		return nil, fmt.Errorf("redislease: Local is used only by LocalFallback, not by %s", o.Mode)
+	}
+	// The prefix follows redisstore's rules: ask redisstore.
+	rs, err := redisstore.New(client, redisstore.Options{Prefix: o.Prefix})
+	if err != nil {
+		return nil, fmt.Errorf("redislease: %w", err)
+	}
+	rs.Close()
+	s := &Store{client: client, prefix: o.Prefix, lease: o.Lease, mode: o.Mode, local: o.Local, guard: o.Guard}
+	if s.prefix == "" {
+		s.prefix = redisstore.DefaultPrefix
+	}
+	if s.lease == 0 {
+		s.lease = DefaultLease
+	}
+	if s.guard == nil {
+		if s.guard, err = failover.NewGuard(Remote(nil), o.GuardOptions); err != nil {
+			return nil, fmt.Errorf("redislease: %w", err)
+		}
+	} else if !errors.Is(s.guard.ValidateLimit(probeLimit), errLeaseRemote) {
+		return nil, errors.New("redislease: Options.Guard must be built over redislease.Remote(engine), or it cannot carry lease calls")
+	}
+	if s.lease < 3*s.guard.Timeout() {
+		return nil, fmt.Errorf("redislease: lease %s is below three times the Guard's timeout (%s): a renewal that times out would leave no time for another", s.lease, s.guard.Timeout())
+	}
+	if s.mode == failover.LocalFallback && s.local == nil {
+		s.local = concurrency.NewLocal()
+	}
+	return s, nil
+}
+
+// Guard returns the Guard that calls Redis, for its State and Stats.
+func (s *Store) Guard() *failover.Guard { return s.guard }
+
+// Lease returns the lease in force.
+func (s *Store) Lease() time.Duration { return s.lease }
+
+// Key returns the Redis key of limit name's key, in the layout the package
+// documentation describes.
+func (s *Store) Key(name, key string) string { return leaseKey(s.prefix, name, key) }
+
+func leaseKey(prefix, name, key string) string {
+	k := redisstore.Key(prefix, keySet(name), floodgate.NormalizeKey(key), 0)
+	// redisstore's key ends in the limit's index and kind ("0g"); a lease
+	// set is neither.
+	return k[:len(k)-2] + "lease"
+}
+
+// keySet names a limit's keys through redisstore.Key: the variant
+// "concurrency" is one no policy list has, so that no rate limit's key is
+// ever a lease set's.
+func keySet(name string) *algo.Set {
+	t, err := algo.New(algo.Spec{Kind: algo.GCRA, Rate: 1, Period: time.Second})
+	if err == nil {
+		var set *algo.Set
+		if set, err = algo.NewSet(name, "concurrency", []algo.Transition{t}); err == nil {
+			return set
+		}
+	}
+	panic("redislease: " + err.Error())
+}
+
+// Acquire implements concurrency.Store.
+func (s *Store) Acquire(ctx context.Context, name, key, token string, limit int, ttl time.Duration) (concurrency.Grant, error) {
+	if ttl <= 0 {
+		ttl = s.lease
+	}
+	held, n, err := s.run(ctx, name, key, "acquire", token, ttl, limit)
+	if err == nil {
+		g := concurrency.Grant{Acquired: held, InFlight: n, Source: Source}
+		if held {
+			g.Lease = ttl
+		}
+		return g, nil
+	}
+	if failover.Refusal(err) || ctx.Err() != nil {
+		return concurrency.Grant{InFlight: -1}, err
+	}
+	switch s.mode {
+	case failover.FailOpen:
+		return concurrency.Grant{Acquired: true, InFlight: -1, Source: floodgate.SourceFailOpen}, nil
+	case failover.FailClosed:
+		return concurrency.Grant{InFlight: -1, Source: floodgate.SourceFailClosed, RetryAfter: s.guard.RetryIn()}, nil
+	}
+	g, err := s.local.Acquire(ctx, name, key, token, limit, 0)
+	g.Source, g.Lease = failover.SourceLocalFallback, 0
+	return g, err
+}
+
+// Renew implements concurrency.Store.
+func (s *Store) Renew(ctx context.Context, name, key, token string, ttl time.Duration) (bool, error) {
+	if ttl <= 0 {
+		ttl = s.lease
+	}
+	held, _, err := s.run(ctx, name, key, "renew", token, ttl, 0)
+	return held, err
+}
+
+// Release implements concurrency.Store. A release that fails leaves the
+// slot to expire with its lease.
+func (s *Store) Release(ctx context.Context, name, key, token string) error {
+	if s.local != nil {
+		s.local.Release(ctx, name, key, token)
+	}
+	_, _, err := s.run(ctx, name, key, "release", token, 0, 0)
+	return err
+}
+
+// InFlight returns the number of live holders of limit name's key, for
+// tests and status pages.
+func (s *Store) InFlight(ctx context.Context, name, key string) (int, error) {
+	_, n, err := s.run(ctx, name, key, "count", "", 0, 0)
+	return n, err
+}
+
+// run calls the script through the Guard.
+func (s *Store) run(ctx context.Context, name, key, op, token string, ttl time.Duration, limit int) (bool, int, error) {
+	k := leaseKey(s.prefix, name, key)
+	c := &call{}
+	c.fn = func(ctx context.Context) error {
+		v, err := leaseScript.Run(ctx, s.client, []string{k}, op, token, ttl.Milliseconds(), limit).Int64Slice()
+		switch {
+		case err != nil && strings.HasPrefix(err.Error(), "FLOODGATE_CORRUPT"):
+			return fmt.Errorf("%w: redis key %s: %s; delete it, and give floodgate a prefix no other program writes under",
+				floodgate.ErrCorruptState, floodgate.RedactKey(k), strings.TrimPrefix(err.Error(), "FLOODGATE_CORRUPT "))
+		case err != nil:
+			return err
+		case len(v) != 2:
+			return fmt.Errorf("redislease: script answered %d values, want 2", len(v))
+		}
+		c.held, c.n = v[0] == 1, int(v[1])
+		return nil
+	}
+	_, err := s.guard.Decide(context.WithValue(ctx, callKey{}, c), leaseSet, k, 1)
+	if err != nil {
+		return false, 0, err
+	}
+	// Decide returned after the call did, so c is complete.
+	return c.held, c.n, nil
+}
+
+// A call is one lease operation carried to Remote's Decide in the context.
+type call struct {
+	fn   func(context.Context) error
+	held bool
+	n    int
+}
+
+type callKey struct{}
+
+// leaseSet is the Set lease calls pass to Guard.Decide: the Guard names
+// its policy in errors.
+var leaseSet = keySet("redislease")
+
+var (
+	// probeLimit is what New asks a given Guard to validate, to learn that
+	// its remote is Remote: no engine accepts it, and Remote answers it with
+	// errLeaseRemote.
+	probeLimit     = floodgate.Limit{Rate: -1, Period: -1}
+	errLeaseRemote = errors.New("redislease: remote carries lease calls")
+)
+
+// Remote returns a floodgate.Store for failover.NewGuard that carries this
+// package's lease calls to Redis and every other call to engine (a
+// redisstore.Store over the same Redis, or nil for leases only). A Guard
+// over it, given to failover.New or hybrid.New as their remote store and
+// to redislease.New as Options.Guard, judges that Redis once for rate
+// limits and concurrency limits alike:
+//
+//	guard, _ := failover.NewGuard(redislease.Remote(rs), failover.GuardOptions{})
+//	rates, _ := failover.New(guard, failover.Options{Mode: failover.FailOpen})
+//	leases, _ := redislease.New(client, redislease.Options{Mode: failover.FailClosed, Guard: guard})
+func Remote(engine floodgate.Store) floodgate.Store { return remote{engine} }
+
+type remote struct{ engine floodgate.Store }
+
+var errNoEngine = errors.New("redislease: this Guard's remote store carries lease calls only; build it over redislease.Remote(engine) to decide rate limits on it")
+
+func (r remote) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
+	if c, ok := ctx.Value(callKey{}).(*call); ok {
+		return algo.Verdict{}, c.fn(ctx)
+	}
+	if r.engine == nil {
+		return algo.Verdict{}, errNoEngine
+	}
+	return r.engine.Decide(ctx, set, key, cost)
+}
+
+func (r remote) Refund(ctx context.Context, set *algo.Set, key string, cost int64) error {
+	if r.engine == nil {
+		return errNoEngine
+	}
+	return r.engine.Refund(ctx, set, key, cost)
+}
+
+func (r remote) Reserve(ctx context.Context, set *algo.Set, key string, cost int64, maxWait time.Duration) (algo.Verdict, algo.Ticket, error) {
+	if r.engine == nil {
+		return algo.Verdict{}, algo.Ticket{}, errNoEngine
+	}
+	return r.engine.Reserve(ctx, set, key, cost, maxWait)
+}
+
+func (r remote) Cancel(ctx context.Context, set *algo.Set, key string, cost int64, t algo.Ticket) error {
+	if r.engine == nil {
+		return errNoEngine
+	}
+	return r.engine.Cancel(ctx, set, key, cost, t)
+}
+
+func (r remote) Reset(ctx context.Context, set *algo.Set, key string) error {
+	if r.engine == nil {
+		return errNoEngine
+	}
+	return r.engine.Reset(ctx, set, key)
+}
+
+func (r remote) ValidateLimit(l floodgate.Limit) error {
+	if l == probeLimit {
+		return errLeaseRemote
+	}
+	if r.engine == nil {
+		return errNoEngine
+	}
+	return r.engine.ValidateLimit(l)
+}

@@ -1,0 +1,240 @@
+package floodgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/floodgate-go/floodgate/algo"
+)
+
+// ErrWaitDeadline reports a WaitN (or a ReserveN) whose units cannot pass
+// before the context's deadline. Nothing was charged; the wrapping error
+// says how long the units would have needed.
+var ErrWaitDeadline = errors.New("floodgate: the units cannot pass before the context's deadline")
+
+// A Reservation is units taken now for a later instant. When OK, the units
+// are charged and may be used from Time on (Delay after the engine decided);
+// using them is the caller's part: WaitN sleeps until then. Cancel before
+// Time gives them back.
+//
+// The instant is exact in the engine's arithmetic (integer nanoseconds in
+// memory, microseconds in Redis), like a Result's RetryAfter: the engine
+// books the units as an admission at that instant, so reservations of many
+// callers (of many instances, on Redis) never add up to more than the
+// limits, whatever their number and however they race.
+//
+// Only token-bucket limits (GCRA and TokenBucket) can be charged for a
+// later instant. A policy with a window limit (fixed, sliding, log) among
+// its limits reserves only what passes now: its Reservation is OK with a
+// Delay of 0 or not OK with Delay the wait before the units could pass,
+// charging nothing; WaitN then sleeps that long and asks again.
+type Reservation struct {
+	// OK reports whether the units were taken.
+	OK bool
+
+	// Delay is, when OK, how long after the engine's decision the units may
+	// be used: 0 when at once. When not OK, it is how long the units would
+	// have had to wait (RetryNever when they can never pass, their cost
+	// being above a limit's capacity).
+	Delay time.Duration
+
+	// Time is when the units may be used, on this process's clock: the
+	// moment the engine's answer arrived plus Delay, never earlier than the
+	// engine's instant. It is zero when not OK.
+	Time time.Time
+
+	// Result describes the limit that drove the answer (the one the units
+	// wait longest for): Allowed is OK, RetryAfter is Delay, Remaining is
+	// what that limit holds at Time after the charge, ResetAfter the time
+	// from the decision until it is full.
+	Result Result
+
+	l      *PolicyLimiter
+	set    *LimitSet
+	key    string
+	cost   int64
+	ticket algo.Ticket
+	booked bool // the engine holds a charge to take back
+}
+
+// Cancel gives the units back, when called before Time: as much as no
+// later reservation relies on (all of it when none was made after this
+// one). After Time, or for a Reservation that is not OK, it does nothing.
+// Cancel is idempotent.
+func (r *Reservation) Cancel(ctx context.Context) error {
+	if r == nil || !r.OK || !r.booked {
+		return nil
+	}
+	r.booked = false
+	if !time.Now().Before(r.Time) {
+		return nil
+	}
+	if err := r.l.store.Cancel(ctx, r.set.set, NormalizeKey(r.key), r.cost, r.ticket); err != nil {
+		return fmt.Errorf("floodgate: policy %s: cancel: %w", r.l.p.name, err)
+	}
+	return nil
+}
+
+// maxWaitOf is how long ctx lets a caller wait: until its deadline, or
+// without bound.
+func maxWaitOf(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), 0)
+	}
+	return time.Duration(math.MaxInt64)
+}
+
+// Wait is WaitN with a cost of 1.
+func (l *PolicyLimiter) Wait(ctx context.Context, key string) (Result, error) {
+	return l.WaitN(ctx, key, 1)
+}
+
+// ReserveN implements Limiter: it takes cost units for key to be used at
+// the earliest instant they fit, if that instant comes before ctx's
+// deadline (without a deadline, within the longest a limit can hold:
+// algo.MaxReserveAhead beyond its span). A reservation that does not fit
+// is not taken: OK is false and nothing is charged. The error is non-nil
+// only when the limiter could not decide, as for AllowN.
+func (l *PolicyLimiter) ReserveN(ctx context.Context, key string, cost int64) (*Reservation, error) {
+	r := new(Reservation)
+	if err := l.reserve(ctx, key, cost, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// reserve makes a reservation into r, which the caller provides so that
+// WaitN keeps it on its stack.
+func (l *PolicyLimiter) reserve(ctx context.Context, key string, cost int64, r *Reservation) error {
+	if cost < 0 {
+		return fmt.Errorf("%w: policy %s: cost %d is negative", ErrInvalidCost, l.p.name, cost)
+	}
+	set := l.p.setFor(key)
+	*r = Reservation{l: l, set: set, key: key, cost: cost}
+	if cost > set.set.Capacity() {
+		r.Result = set.result(set.set.Impossible(string(SourcePolicy)))
+		r.Delay = RetryNever
+		return nil
+	}
+	if !set.set.Reservable() {
+		res, err := l.AllowN(ctx, key, cost)
+		if err != nil {
+			return err
+		}
+		r.Result, r.OK = res, res.Allowed
+		if res.Allowed {
+			r.Time = time.Now()
+		} else {
+			r.Delay = res.RetryAfter
+		}
+		return nil
+	}
+	v, t, err := l.store.Reserve(ctx, set.set, NormalizeKey(key), cost, maxWaitOf(ctx))
+	if err != nil {
+		return fmt.Errorf("floodgate: policy %s: reserve: %w", l.p.name, err)
+	}
+	if v.Source == string(SourceFailOpen) {
+		r.Result = Result{Allowed: v.Allowed, Source: SourceFailOpen, Policy: l.p.name}
+	} else {
+		r.Result = set.result(v)
+	}
+	r.OK, r.Delay = v.Allowed, v.RetryAfter
+	if r.OK {
+		r.Time = time.Now().Add(r.Delay)
+		r.ticket, r.booked = t, cost > 0 && r.Result.Source != SourceFailOpen
+	}
+	return nil
+}
+
+// WaitN implements Limiter: it blocks until cost units for key pass and
+// returns the Result of the decision that admitted them. When they cannot
+// pass before ctx's deadline it returns at once with an error wrapping
+// ErrWaitDeadline, having charged nothing; when ctx ends while it waits,
+// it gives the units back (Reservation.Cancel) and returns ctx's error. A
+// cost above a limit's capacity is an error wrapping ErrInvalidCost.
+//
+// On token-bucket limits the units are reserved with one engine call and
+// callers are served in the order they reserved. A policy with a window
+// limit has no future to book into: WaitN sleeps until the units would
+// pass and asks again, so it never over-admits, but a caller may lose its
+// turn to one that asks at the right moment.
+func (l *PolicyLimiter) WaitN(ctx context.Context, key string, cost int64) (Result, error) {
+	for {
+		var r Reservation
+		if err := l.reserve(ctx, key, cost, &r); err != nil {
+			return Result{}, err
+		}
+		if res, done, err := r.settle(ctx); done {
+			return res, err
+		}
+	}
+}
+
+// WaitFor waits on the reservations reserve makes: it is WaitN for any
+// Limiter that implements ReserveN. A wrapper that decorates ReserveN
+// (metrics, logging) implements its WaitN with it, so waits pass through
+// the decoration.
+func WaitFor(ctx context.Context, reserve func(context.Context) (*Reservation, error)) (Result, error) {
+	for {
+		r, err := reserve(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		if res, done, err := r.settle(ctx); done {
+			return res, err
+		}
+	}
+}
+
+// settle waits for r's units: until r.Time when they were taken (giving
+// them back if ctx ends first), or, when they could not be taken, for as
+// long as they need before asking again. It reports done when the wait is
+// over, with its Result and error; false when the caller asks again.
+func (r *Reservation) settle(ctx context.Context) (Result, bool, error) {
+	if r.OK {
+		if err := sleepUntil(ctx, r.Time); err != nil {
+			if cerr := r.Cancel(context.WithoutCancel(ctx)); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+			return r.Result, true, err
+		}
+		return r.Result, true, nil
+	}
+	if r.Delay == RetryNever {
+		return r.Result, true, fmt.Errorf("%w: policy %s: the cost can never pass %s, whose capacity is %d; lower the cost",
+			ErrInvalidCost, r.Result.Policy, r.Result.Limit, r.Result.Limit.Capacity())
+	}
+	deadline := fmt.Errorf("%w: policy %s: the units would wait %s", ErrWaitDeadline, r.Result.Policy, r.Delay)
+	if r.set != nil && r.set.set.Reservable() && r.Result.Source != SourceFailClosed {
+		// The engine found no instant before the deadline.
+		return r.Result, true, deadline
+	}
+	// A window limit, or an engine that failed closed: wait until the
+	// units could pass, if that comes before the deadline, and ask again.
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < r.Delay {
+		return r.Result, true, deadline
+	}
+	if err := sleepUntil(ctx, time.Now().Add(max(r.Delay, time.Microsecond))); err != nil {
+		return r.Result, true, err
+	}
+	return Result{}, false, nil
+}
+
+// sleepUntil returns at t, or with ctx's error if it ends first.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
