@@ -79,6 +79,13 @@ func (callStore) Refund(context.Context, *algo.Set, string, int64) error { retur
 func (callStore) Reset(context.Context, *algo.Set, string) error         { return nil }
 func (callStore) ValidateLimit(floodgate.Limit) error                    { return nil }
 
+// Reserve and Cancel are never called: a guarded call is always a Decide.
+func (callStore) Reserve(context.Context, *algo.Set, string, int64, time.Duration) (algo.Verdict, algo.Ticket, error) {
+	return algo.Verdict{}, algo.Ticket{}, errors.New("outbound: a guarded call does not reserve")
+}
+
+func (callStore) Cancel(context.Context, *algo.Set, string, int64, algo.Ticket) error { return nil }
+
 // callSet is the limit set a guarded call names in the Guard's errors: the
 // Guard asks a set for its policy name, nothing else.
 func callSet(name string) (*algo.Set, error) {

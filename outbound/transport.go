@@ -390,42 +390,32 @@ func (t *Transport) waitPause(ctx context.Context, up string) error {
 }
 
 // waitBudget takes one unit of the budget, waiting for it as long as the
-// context allows, and reports whether it slept.
-//
-// It waits with AllowN and the Result's RetryAfter: a denial charges
-// nothing, so a wait that cannot fit fails without having taken a unit,
-// and a caller that loses the unit to a racing one waits again.
+// context allows (floodgate.Limiter.WaitN: a wait that cannot fit fails at
+// once and charges nothing), and reports whether it slept.
 func (t *Transport) waitBudget(ctx context.Context, up string) (slept bool, err error) {
 	if t.limiter == nil {
 		return false, nil
 	}
-	var waited time.Duration
-	defer func() {
-		if waited > 0 {
-			t.obs.Waited(up, WaitBudget, waited)
+	start := time.Now()
+	res, err := t.limiter.WaitN(ctx, up, 1)
+	if err != nil {
+		if errors.Is(err, floodgate.ErrWaitDeadline) {
+			return false, fmt.Errorf("outbound: %s: budget: %w: %w", up, ErrDeadline, err)
 		}
-	}()
-	for {
-		res, err := t.limiter.AllowN(ctx, up, 1)
-		if err != nil {
-			return waited > 0, fmt.Errorf("outbound: %s: budget: %w", up, err)
-		}
-		if res.Allowed {
-			return waited > 0, nil
-		}
-		if res.RetryAfter == floodgate.RetryNever {
-			return waited > 0, fmt.Errorf("outbound: %s: budget %s can never admit a request; give the limiter a capacity of at least 1", up, res.Limit)
-		}
-		d := max(res.RetryAfter, time.Microsecond)
-		if !fits(ctx, d) {
-			return waited > 0, fmt.Errorf("outbound: %s: budget %s has no unit for %s: %w", up, res.Limit, d.Round(time.Millisecond), ErrDeadline)
-		}
-		if err := sleep(ctx, d); err != nil {
-			return waited > 0, fmt.Errorf("outbound: %s: waiting for budget: %w", up, err)
-		}
-		waited += d
+		return false, fmt.Errorf("outbound: %s: budget: %w", up, err)
 	}
+	// A reservation says how long it waited; a window limit, which WaitN
+	// waits on by asking again, says nothing, so the clock does.
+	if d := time.Since(start); res.RetryAfter > 0 || d >= minObservedWait {
+		t.obs.Waited(up, WaitBudget, max(res.RetryAfter, d))
+		return true, nil
+	}
+	return false, nil
 }
+
+// minObservedWait is the shortest time in WaitN taken for a wait rather
+// than for the engine's answer.
+const minObservedWait = 10 * time.Millisecond
 
 // send makes one round trip under up's breaker.
 func (t *Transport) send(ctx context.Context, up string, r *http.Request) (*http.Response, error) {

@@ -381,7 +381,7 @@ func TestOptionErrors(t *testing.T) {
 	}
 }
 
-// pausingLimiter is a budget during whose first denial another caller's
+// pausingLimiter is a budget during whose first wait another caller's
 // 429 pauses the upstream, as happens when a pause starts while a request
 // waits for budget.
 type pausingLimiter struct {
@@ -392,13 +392,15 @@ type pausingLimiter struct {
 	done     bool
 }
 
-func (l *pausingLimiter) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
-	res, err := l.Limiter.AllowN(ctx, key, cost)
-	if err == nil && !res.Allowed && !l.done {
-		l.done = true
-		l.pauses.Pause(ctx, l.upstream, l.until)
+func (l *pausingLimiter) WaitN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
+	if !l.done {
+		if res, err := l.Limiter.AllowN(ctx, key, 0); err == nil && res.Remaining == 0 {
+			// The request is about to wait: another caller's 429 comes.
+			l.done = true
+			l.pauses.Pause(ctx, l.upstream, l.until)
+		}
 	}
-	return res, err
+	return l.Limiter.WaitN(ctx, key, cost)
 }
 
 // A pause that starts while a request waits for budget is waited out too:
