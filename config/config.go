@@ -368,7 +368,8 @@ type Breaker struct {
 	FailureRate float64 `yaml:"failure_rate"`
 
 	// MinCalls is how many calls window must hold before its failure rate
-	// counts, so that a few errors after a quiet spell do not open it.
+	// counts, so that a few errors after a quiet spell do not open it; as
+	// many failures in a row that are not timeouts open it too.
 	// Default 20; -1 disables the breaker. A daemon that makes fewer calls
 	// per window never opens it: lower min_calls for a quiet one.
 	MinCalls int `yaml:"min_calls"`

@@ -64,9 +64,12 @@ type slot struct {
 
 // breaker is a failure-rate circuit breaker: it opens when, over the last
 // window, at least minCalls calls were made and at least a rate of them
-// failed. A burst of errors in a busy service is then a small rate and
-// keeps it closed; a dead remote store, whose every call fails, opens it
-// after minCalls calls.
+// failed, or when minCalls calls in a row failed within the window with an
+// error other than a timeout. A burst of errors in a busy service is then a
+// small rate and keeps it closed, and so is a starved machine, whose calls
+// time out together; a dead remote store, which refuses every call, opens
+// it after minCalls calls, however many successes of the seconds before
+// still fill the window.
 //
 // The closed state, which is where every healthy decision runs, costs a
 // clock read and an atomic add per call; the slot's counters are reset by
@@ -79,6 +82,8 @@ type breaker struct {
 	opened atomic.Uint64
 	probes atomic.Uint64
 	slots  [windowSlots]slot
+	streak atomic.Int64 // failures since the last answered call, within one window
+	since  atomic.Int64 // clock time of the streak's first failure
 
 	mu      sync.Mutex
 	backoff time.Duration // the current back-off; under mu
@@ -106,6 +111,7 @@ func (b *breaker) clear() {
 	for i := range b.slots {
 		b.slots[i].epoch.Store(math.MinInt64)
 	}
+	b.streak.Store(0)
 }
 
 // slotAt returns the slot counting the instant now, started over if it
@@ -173,11 +179,14 @@ func (b *breaker) success(probe bool) {
 	// close it.
 	if b.minCalls > 0 && BreakerState(b.state.Load()) == Closed {
 		b.slotAt(b.clock.UnixNano()).calls.Add(1)
+		if b.streak.Load() != 0 {
+			b.streak.Store(0)
+		}
 	}
 }
 
 // failure records a call that failed or timed out with err.
-func (b *breaker) failure(probe bool, err error) {
+func (b *breaker) failure(probe bool, err error, timedOut bool) {
 	if b.minCalls <= 0 {
 		return
 	}
@@ -198,8 +207,22 @@ func (b *breaker) failure(probe bool, err error) {
 	s := b.slotAt(now)
 	s.calls.Add(1)
 	s.fails.Add(1)
+	var row int64
+	if timedOut {
+		// A stall, which a starved machine makes of many calls at once:
+		// the rate decides. It does not break a streak either.
+		row = b.streak.Load()
+	} else if row = b.streak.Add(1); row == 1 {
+		b.since.Store(now)
+	} else if now-b.since.Load() >= int64(b.window) {
+		// The streak began before the window: start it over here.
+		b.streak.Store(1)
+		b.since.Store(now)
+		row = 1
+	}
 	calls, fails := b.tally(now)
-	if calls < b.minCalls || float64(fails) < b.rate*float64(calls) {
+	byRate := calls >= b.minCalls && float64(fails) >= b.rate*float64(calls)
+	if !byRate && row < b.minCalls {
 		return
 	}
 	b.mu.Lock()
@@ -215,8 +238,11 @@ func (b *breaker) failure(probe bool, err error) {
 	}
 	b.mu.Unlock()
 	if opened {
-		b.changed(Closed, Open, fmt.Sprintf("%d of %d calls failed within %s (%.0f%% >= %.0f%%), the last with: %v; first probe in %s",
-			fails, calls, b.window, 100*float64(fails)/float64(calls), 100*b.rate, err, wait.Round(time.Millisecond)))
+		why := fmt.Sprintf("%d of %d calls failed within %s (%.0f%% >= %.0f%%)", fails, calls, b.window, 100*float64(fails)/float64(calls), 100*b.rate)
+		if !byRate {
+			why = fmt.Sprintf("%d calls in a row failed", row)
+		}
+		b.changed(Closed, Open, fmt.Sprintf("%s, the last with: %v; first probe in %s", why, err, wait.Round(time.Millisecond)))
 	}
 }
 

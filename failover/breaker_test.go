@@ -43,6 +43,34 @@ func TestBreakerWindowForgets(t *testing.T) {
 	}
 }
 
+// A dead remote store opens the breaker after MinCalls failures in a row,
+// however many answered calls of the window before still count: the rate
+// alone would wait for them to leave the window.
+func TestBreakerOpensOnAStreak(t *testing.T) {
+	clock := newClock()
+	remote := newFakeRemote(t, clock)
+	g, err := failover.NewGuard(remote, failover.GuardOptions{Clock: clock, MinCalls: 20, FailureRate: 0.5, Window: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := mustSet(t, floodgate.PerSecond(1e6))
+	remote.set(healthy)
+	for range 1000 {
+		_, _ = g.Decide(context.Background(), set, "k", 1)
+	}
+	remote.set(failing)
+	for i := range 19 {
+		_, _ = g.Decide(context.Background(), set, "k", 1)
+		if g.State() != failover.Closed {
+			t.Fatalf("open after %d failures in a row, want closed until 20", i+1)
+		}
+	}
+	_, _ = g.Decide(context.Background(), set, "k", 1)
+	if g.State() != failover.Open {
+		t.Fatalf("state %s after 20 failures in a row behind 1000 answered calls, want open", g.State())
+	}
+}
+
 // A failure rate below FailureRate keeps the breaker closed however many
 // calls fail: one call in four failing is a stall, not an outage.
 func TestBreakerRateBelowThreshold(t *testing.T) {

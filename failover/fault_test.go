@@ -36,7 +36,7 @@ import (
 //     at most 2 s; a hang detector bounds the wait).
 const (
 	callSlack     = 2 * time.Second
-	openWithin    = 10 * time.Second
+	openWithin    = 30 * time.Second
 	recoverWithin = 10 * time.Second
 	faultLimit    = 100_000 // per second: every decision is allowed while Redis is up
 )

@@ -79,7 +79,8 @@ type GuardOptions struct {
 	FailureRate float64
 
 	// MinCalls is how many calls the last Window must hold before its
-	// failure rate opens the breaker. 0 means DefaultMinCalls; a negative
+	// failure rate opens the breaker; as many failures in a row that are
+	// not timeouts (refused connections, a closed server) open it too. 0 means DefaultMinCalls; a negative
 	// value disables the breaker, so every call is tried and a long outage
 	// costs a timeout per call. A service that makes fewer than MinCalls
 	// calls per Window never opens it: lower MinCalls (or lengthen Window)
@@ -425,10 +426,11 @@ func (g *Guard) call(ctx context.Context, op Op, set *algo.Set, key string, cost
 		return algo.Verdict{}, canceled, cerr
 	}
 	g.failures[opIndex(op)].Add(1)
-	if err == g.errTimeout {
+	timedOut := err == g.errTimeout
+	if timedOut {
 		g.timeouts.Add(1)
 	}
-	g.br.failure(probe, err)
+	g.br.failure(probe, err, timedOut)
 	if g.onError != nil {
 		g.onError(&Error{Op: op, Policy: set.Policy(), Err: err})
 	}
@@ -444,7 +446,7 @@ func (g *Guard) invokeProbe(ctx context.Context, op Op, set *algo.Set, key strin
 	defer func() {
 		if !returned {
 			g.failures[opIndex(op)].Add(1)
-			g.br.failure(true, errors.New("the remote store panicked"))
+			g.br.failure(true, errors.New("the remote store panicked"), false)
 		}
 	}()
 	res, err := g.invoke(ctx, op, set, key, cost)
