@@ -11,9 +11,9 @@ import (
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
-	"maps"
 	"net/url"
 	"path/filepath"
 	"regexp"

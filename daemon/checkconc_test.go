@@ -221,3 +221,25 @@ func TestCheckConcurrencyBadRequests(t *testing.T) {
 	// Nothing above took the only slot.
 	tokenOf(t, acquire(t, d, `{"name":"reports","key":"k"}`))
 }
+
+// TestCheckConcurrencyStoreDown: with storage redis failing closed, an
+// acquire while Redis is down is a 503, not a slot and not a 429; once
+// Redis is back, slots are granted again.
+func TestCheckConcurrencyStoreDown(t *testing.T) {
+	srv := testkit.Redis(t)
+	d := startDaemon(t, checkConcConf(fmt.Sprintf("storage: {engine: redis, redis: {addrs: [%s]}, failure: {mode: fail_closed}}\n", srv.Addr)))
+	tok := tokenOf(t, acquire(t, d, `{"name":"reports","key":"k"}`))
+	srv.Stop()
+	if r := acquire(t, d, `{"name":"reports","key":"k"}`); r.status != 503 || r.body["error"] == nil {
+		t.Errorf("acquire with Redis down: %d %s, want 503 with an error", r.status, r.raw)
+	}
+	if r := lease(t, d, "/v1/concurrency/renew", "s3cret", fmt.Sprintf(`{"name":"reports","key":"k","token":%q}`, tok)); r.status != 503 {
+		t.Errorf("renew with Redis down: %d %s, want 503 (the lease may still hold; the store cannot say)", r.status, r.raw)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, "a slot granted once Redis is back", func() bool {
+		return acquire(t, d, `{"name":"reports","key":"k2"}`).status == 200
+	})
+}
