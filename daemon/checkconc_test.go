@@ -197,6 +197,20 @@ func TestCheckConcurrencyBadRequests(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
+	if resp, err := hangClient.Get("http://" + d.Addrs().Check.String() + "/v1/concurrency/acquire"); err != nil || resp.StatusCode != 405 {
+		t.Errorf("GET acquire: %v %v, want 405", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	req, _ = http.NewRequest("POST", "http://"+d.Addrs().Check.String()+"/v1/concurrency/acquire", strings.NewReader(`{"name":"reports","key":"k"}`))
+	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Content-Type", "application/json")
+	req.Host = "rebound.example"
+	if resp, err := hangClient.Do(req); err != nil || resp.StatusCode != 403 {
+		t.Errorf("acquire with a foreign Host: %v %v, want 403", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	for _, c := range []struct{ path, body string }{
 		{"/v1/concurrency/acquire", `{"name":"nope","key":"k"}`},
 		{"/v1/concurrency/acquire", `{"name":"reports"}`},
