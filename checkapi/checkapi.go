@@ -76,6 +76,11 @@ type Config struct {
 	// a web page whose name an attacker points at this address (DNS
 	// rebinding) cannot spend anyone's budget.
 	AllowedHosts []string
+
+	// Concurrency are the concurrency limits clients hold leases of, by
+	// name, with POST AcquirePath, RenewPath and ReleasePath (see
+	// API.serveLease). SetConcurrency replaces them.
+	Concurrency map[string]ConcurrencyLimit
 }
 
 // API is the HTTP decision API: POST /v1/check with
@@ -113,6 +118,7 @@ type API struct {
 	maxBody  int64
 	hdr      httplimit.Headers
 	policies atomic.Pointer[policySet]
+	conc     atomic.Pointer[map[string]ConcurrencyLimit]
 	sample   *denylog.Sampler
 	errs     denylog.Errors
 }
@@ -143,6 +149,7 @@ func New(cfg Config) *API {
 	c.hosts = cfg.AllowedHosts
 	c.SetToken(cfg.Token)
 	c.SetPolicies(cfg.Policies)
+	c.SetConcurrency(cfg.Concurrency)
 	return c
 }
 
@@ -192,37 +199,58 @@ type checkState struct {
 var checkPool = sync.Pool{New: func() any { return new(checkState) }}
 
 func (c *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != Path {
-		writeError(w, http.StatusNotFound, "not found; the check API answers POST "+Path)
+	switch r.URL.Path {
+	case Path:
+	case AcquirePath, RenewPath, ReleasePath:
+		if c.guard(w, r) {
+			c.serveLease(w, r)
+		}
+		return
+	default:
+		writeError(w, http.StatusNotFound, "not found; the check API answers POST "+Path+", "+AcquirePath+", "+RenewPath+" and "+ReleasePath)
 		return
 	}
+	if !c.guard(w, r) {
+		return
+	}
+	c.serveCheck(w, r)
+}
+
+// guard answers a request that may not be decided (wrong method, Host,
+// Origin, content type or token) and reports whether r may go on.
+func (c *API) guard(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeError(w, http.StatusMethodNotAllowed, "use POST with a JSON body")
-		return
+		return false
 	}
 	if !webguard.HostAllowed(r, c.hosts) {
 		writeError(w, http.StatusForbidden, "Host "+strconv.Quote(r.Host)+" is not a name of this listener; list it in check.allowed_hosts")
-		return
+		return false
 	}
 	if !webguard.SameOrigin(r) {
 		writeError(w, http.StatusForbidden, "a cross-site request may not spend a key's budget")
-		return
+		return false
 	}
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
 		// A page elsewhere can make a browser POST text/plain or a form
 		// without asking; only a JSON body (which needs a preflight the
 		// API never grants) is a decision request.
 		writeError(w, http.StatusUnsupportedMediaType, "send the body as Content-Type: application/json")
-		return
+		return false
 	}
 	if token := *c.token.Load(); len(token) > 0 {
 		if !webguard.Bearer(r, string(token)) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate check"`)
 			writeError(w, http.StatusUnauthorized, "send the check API's token as Authorization: Bearer <token>")
-			return
+			return false
 		}
 	}
+	return true
+}
+
+// serveCheck answers POST /v1/check.
+func (c *API) serveCheck(w http.ResponseWriter, r *http.Request) {
 	st := checkPool.Get().(*checkState)
 	defer func() {
 		if st.body.Cap() > 1<<16 {

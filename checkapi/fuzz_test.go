@@ -1,13 +1,16 @@
 package checkapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/memstore"
 )
 
@@ -47,6 +50,63 @@ func FuzzCheckBody(f *testing.F) {
 		case http.StatusOK, http.StatusTooManyRequests, http.StatusBadRequest, http.StatusRequestEntityTooLarge:
 		default:
 			t.Fatalf("status %d for %q: %s", rec.Code, body, rec.Body)
+		}
+		if !json.Valid(rec.Body.Bytes()) {
+			t.Fatalf("answer is not JSON for %q: %q", body, rec.Body)
+		}
+	})
+}
+
+// FuzzLeaseBody feeds the lease endpoints arbitrary bodies: every answer
+// is one of their documented statuses, with a JSON body unless it is a
+// 204, never a panic; and whatever the bodies did, a release of every
+// token handed out leaves the key's slots free.
+func FuzzLeaseBody(f *testing.F) {
+	for _, s := range []string{
+		`{"name":"reports","key":"k"}`,
+		`{"name":"reports","key":"k","ttl":"1s"}`,
+		`{"name":"reports","key":"k","ttl":"0s"}`,
+		`{"name":"reports","key":"k","ttl":"9999999999h"}`,
+		`{"name":"reports","key":"k","token":"0123456789abcdef0123456789abcdef"}`,
+		`{"name":"reports","key":"k","token":"x"}`,
+		`{"name":"nope","key":"k"}`, `{"name":"reports"}`, `{"name":"reports","key":"k","limit":3}`,
+		`[]`, `null`, `""`, `{`, ``, `{"name":"reports","key":"k"}{}`,
+	} {
+		f.Add(s, uint8(0))
+	}
+	store := concurrency.NewLocal()
+	lim, err := concurrency.New(store, concurrency.Options{Name: "check:reports", Limit: 2})
+	if err != nil {
+		f.Fatal(err)
+	}
+	c := New(Config{Concurrency: map[string]ConcurrencyLimit{"reports": {Limiter: lim, Lease: time.Minute}}, MaxBody: 4096})
+	paths := [...]string{AcquirePath, RenewPath, ReleasePath}
+	f.Fuzz(func(t *testing.T, body string, which uint8) {
+		path := paths[int(which)%len(paths)]
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", "http://127.0.0.1"+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		c.ServeHTTP(rec, req)
+		switch rec.Code {
+		case http.StatusNoContent:
+			if rec.Body.Len() != 0 {
+				t.Fatalf("204 with a body for %q: %q", body, rec.Body)
+			}
+			return
+		case http.StatusOK:
+			var out struct{ Token, Key string }
+			json.Unmarshal(rec.Body.Bytes(), &out)
+			var q leaseRequest
+			json.Unmarshal([]byte(body), &q)
+			if err := lim.ReleaseLease(context.Background(), concurrency.Lease{Key: q.Key, Token: out.Token}); err != nil {
+				t.Fatal(err)
+			}
+			if n := store.InFlight("check:reports", q.Key); n != 0 {
+				t.Fatalf("%d holders of %q after releasing the only lease", n, q.Key)
+			}
+		case http.StatusTooManyRequests, http.StatusGone, http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		default:
+			t.Fatalf("status %d for %s %q: %s", rec.Code, path, body, rec.Body)
 		}
 		if !json.Valid(rec.Body.Bytes()) {
 			t.Fatalf("answer is not JSON for %q: %q", body, rec.Body)

@@ -676,7 +676,27 @@ type Check struct {
 	// Bounds limit what connections may hold of this listener: how many,
 	// for how long, and how much of a request is buffered.
 	Bounds Bounds `yaml:"bounds"`
+
+	// Concurrency are the concurrency limits a client holds slots of with
+	// POST /v1/concurrency/acquire, by name. The slots live in the store of
+	// the proxy routes' concurrency limits: this process's with memory,
+	// leases in Redis shared by every instance with redis or hybrid.
+	Concurrency map[string]CheckConcurrency `yaml:"concurrency,omitempty"`
 }
+
+// CheckConcurrency is one concurrency limit of the check API.
+type CheckConcurrency struct {
+	// Limit is the number of slots per key held at once.
+	Limit int `yaml:"limit"`
+
+	// Lease is how long a slot is held after an acquire or a renewal,
+	// unless the request gives a shorter ttl; a client that stops renewing
+	// loses its slot when it runs out. Default 30s.
+	Lease Duration `yaml:"lease,omitempty"`
+}
+
+// DefaultCheckLease is CheckConcurrency.Lease's default.
+const DefaultCheckLease = 30 * time.Second
 
 func (c *Check) setDefaults() { c.Listen = DefaultCheckListen; c.Bounds.defaults(boundsHTTP) }
 

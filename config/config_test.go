@@ -163,6 +163,8 @@ func TestErrors(t *testing.T) {
 		{"concurrency limit and adaptive", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{concurrency: {limit: 2, adaptive: {algorithm: aimd}}}]}\n", []string{"proxy.routes[0].concurrency.limit", "keep one"}},
 		{"concurrency algorithm", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{concurrency: {adaptive: {algorithm: vegas}}}]}\n", []string{"proxy.routes[0].concurrency.adaptive.algorithm", "gradient"}},
 		{"concurrency max_wait without queue", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{concurrency: {limit: 2, max_wait: 1s}}]}\n", []string{"proxy.routes[0].concurrency.max_wait", "set a queue"}},
+		{"check concurrency without limit", "policies: {api: {rate: 1/s}}\ncheck: {concurrency: {reports: {lease: 5s}}}\n", []string{"check.concurrency.reports.limit", "positive limit"}},
+		{"check concurrency negative lease", "policies: {api: {rate: 1/s}}\ncheck: {concurrency: {reports: {limit: 2, lease: -1s}}}\n", []string{"check.concurrency.reports.lease", "negative"}},
 		{"concurrency negative queue", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{concurrency: {limit: 2, queue: -1}}]}\n", []string{"proxy.routes[0].concurrency.queue"}},
 		{"concurrency shadow", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{shadow: true, concurrency: {limit: 2}}]}\n", []string{"proxy.routes[0].concurrency", "shadow"}},
 		{"concurrency user key untrusted", "policies: {api: {rate: 1/s}}\nproxy: {upstream: demo, routes: [{concurrency: {limit: 2, key: user:X-User}}]}\n", []string{"proxy.routes[0].concurrency.key", "user_trusted_from"}},

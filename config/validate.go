@@ -11,6 +11,7 @@ import (
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"net/url"
@@ -76,6 +77,18 @@ func (k *checker) check() {
 		k.listen("check.listen", c.Check.Listen, false)
 		k.bounds("check", &c.Check.Bounds, boundsHTTP)
 		k.secret("check", &c.Check.Token, &c.Check.TokenFile)
+		for _, name := range slices.Sorted(maps.Keys(c.Check.Concurrency)) {
+			cc, path := c.Check.Concurrency[name], "check.concurrency."+name
+			if name == "" {
+				k.errf("check.concurrency", "a limit needs a name, the one clients give as \"name\"")
+			}
+			if cc.Limit <= 0 {
+				k.errf(path+".limit", "give a positive limit (slots per key held at once)")
+			}
+			if cc.Lease < 0 {
+				k.errf(path+".lease", "must not be negative; leave it out for the default 30s")
+			}
+		}
 		if c.Check.Token == "" && c.Check.Listen != "" && !pathnet.Loopback(c.Check.Listen) {
 			k.errf("check.listen", "%s is reachable off loopback, so the check API needs check.token (or check.token_file): anyone there could spend every client's budget; or listen on 127.0.0.1", c.Check.Listen)
 		}

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"sync"
 
+	"github.com/floodgate-go/floodgate/checkapi"
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/concurrency/adaptive"
 	"github.com/floodgate-go/floodgate/concurrency/redislease"
@@ -120,4 +121,25 @@ func (c *concLimits) throttler(route string, rc *config.RouteConcurrency, key ht
 		return nil, err
 	}
 	return httplimit.NewThrottle(httplimit.ThrottleConfig{Limiter: lim, Key: key, Body: body})
+}
+
+// checkLimits builds the check API's concurrency limits in the store of
+// the routes' limits, named apart from them ("check:NAME"), so that the
+// check API's clients and the proxy share one store, its failure mode and
+// its breaker. A reload cannot change them (check.concurrency is not
+// Reloadable): a lease outlives a configuration.
+func (c *concLimits) checkLimits(m map[string]config.CheckConcurrency) (map[string]checkapi.ConcurrencyLimit, error) {
+	out := make(map[string]checkapi.ConcurrencyLimit, len(m))
+	for name, cc := range m {
+		lim, err := concurrency.New(c.store, concurrency.Options{Name: "check:" + name, Limit: cc.Limit})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		lease := cc.Lease.D()
+		if lease <= 0 {
+			lease = config.DefaultCheckLease
+		}
+		out[name] = checkapi.ConcurrencyLimit{Limiter: lim, Lease: lease}
+	}
+	return out, nil
 }

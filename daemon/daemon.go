@@ -463,7 +463,11 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 		d.run.fronts = append(d.run.fronts, httpFrontEnd("proxy", p.Listen, h, tc, p.Bounds, proxyExempt(p), d.log))
 	}
 	if c := cfg.Check; c != nil {
-		d.check = checkapi.New(checkapi.Config{Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, RawKeys: rawKeys(cfg), Token: c.Token, AllowedHosts: c.AllowedHosts})
+		cc, err := d.conc.checkLimits(c.Concurrency)
+		if err != nil {
+			fail("check.concurrency", err)
+		}
+		d.check = checkapi.New(checkapi.Config{Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, RawKeys: rawKeys(cfg), Token: c.Token, AllowedHosts: c.AllowedHosts, Concurrency: cc})
 		d.run.fronts = append(d.run.fronts, httpFrontEnd("check", c.Listen, d.check, nil, c.Bounds, nil, d.log))
 	}
 	if e := cfg.Envoy; e != nil {

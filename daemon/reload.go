@@ -19,8 +19,9 @@ import (
 // which new connections pick up), the listeners' addresses and which
 // listeners there are, TLS turned on or off, the Envoy service's response
 // headers, the PostgreSQL proxy's upstream and connection handling, the log
-// format, the status page's settings, and a listener's timeouts, header
-// size and stream bound (its connection bounds apply).
+// format, the status page's settings, a listener's timeouts, header size
+// and stream bound (its connection bounds apply), and the check API's
+// concurrency limits (a client's lease outlives a configuration).
 var Reloadable = []string{
 	"policies",
 	"storage.redis.username", "storage.redis.password", "storage.redis.password_file",

@@ -633,6 +633,14 @@ func setDifferent(c *config.Config, path string) bool {
 		v.SetFloat(v.Float() + 0.5)
 	case reflect.Slice:
 		v.Set(reflect.Append(v, reflect.Zero(v.Type().Elem())))
+	case reflect.Map:
+		if v.Len() > 0 {
+			v.SetZero()
+		} else {
+			m := reflect.MakeMap(v.Type())
+			m.SetMapIndex(reflect.ValueOf("x").Convert(v.Type().Key()), reflect.Zero(v.Type().Elem()))
+			v.Set(m)
+		}
 	case reflect.Struct:
 		if v.Type() == reflect.TypeFor[config.Rate]() {
 			v.Set(reflect.ValueOf(config.Rate{Count: 3, Period: time.Second}))
