@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/pgproxy"
 	"github.com/floodgate-go/floodgate/testkit"
@@ -141,4 +142,35 @@ func TestConcurrentQueries(t *testing.T) {
 			t.Fatalf("the waiting query after the holders were killed: %v", err)
 		}
 	})
+}
+
+// TestConcurrentQueriesRateDenied checks that a query the rate limit
+// refuses gives back the slot it took: with one slot, another connection's
+// query after a 53400 passes once the rate allows it, in both protocols.
+func TestConcurrentQueriesRateDenied(t *testing.T) {
+	pg := testkit.Postgres(t)
+	ctx := ctxT(t)
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
+		t.Run(mode.String(), func(t *testing.T) {
+			rate, clock := memLimiter(t, floodgate.Policy{Name: "u", Limits: []floodgate.Limit{burst(1)}})
+			conc, err := concurrency.New(concurrency.NewLocal(), concurrency.Options{Limit: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tp := startProxy(t, pg, pgproxy.Config{Limits: pgproxy.Limits{PerUser: pgproxy.Scope{Limiter: rate}, ConcurrentQueries: conc}})
+			c := tp.connect(t, testkit.PostgresTrustUser, "")
+			if v, err := query(ctx, c, "SELECT $1::int", mode, 1); err != nil || v != "1" {
+				t.Fatalf("first query: %q, %v", v, err)
+			}
+			if _, err := query(ctx, c, "SELECT $1::int", mode, 2); pgCode(err) != "53400" {
+				t.Fatalf("second query: %v, want 53400", err)
+			}
+			clock.Advance(time.Hour)
+			// Another connection: the slot is the user's, not this one's.
+			c2 := tp.connect(t, testkit.PostgresTrustUser, "")
+			if v, err := query(ctx, c2, "SELECT $1::int", mode, 3); err != nil || v != "3" {
+				t.Fatalf("the query after a rate denial: %q, %v; want 3 (the denied query's slot back)", v, err)
+			}
+		})
+	}
 }

@@ -303,6 +303,9 @@ func (p *Proxy) SetLimits(l Limits) error {
 	return nil
 }
 
+// Limits returns the limits in force.
+func (p *Proxy) Limits() Limits { return *p.limits.Load() }
+
 // ListenAndServe listens on Config.Listen and serves until Close.
 func (p *Proxy) ListenAndServe() error {
 	if p.cfg.Listen == "" {
