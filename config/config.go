@@ -830,7 +830,7 @@ type PostgresConcurrency struct {
 
 	// Queue is the most queries of one user that may wait at once; a query
 	// beyond it is refused at once. Used only with max_wait. Default
-	// DefaultPostgresConcurrencyQueue.
+	// 1024 (DefaultPostgresConcurrencyQueue).
 	Queue int `yaml:"queue,omitempty"`
 }
 

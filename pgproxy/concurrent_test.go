@@ -121,6 +121,30 @@ func TestConcurrentQueries(t *testing.T) {
 			sessions = append(sessions, s)
 		}
 		testkit.Eventually(t, 20*time.Second, "the queries to hold their slots", func() bool { return blocked() == n })
+
+		// A waiting client that disconnects leaves the queue.
+		gone := rawConnect(t, tp.Addr, testkit.PostgresTrustUser)
+		gone.write(msg('Q', "SELECT 1\x00"))
+		testkit.Eventually(t, 20*time.Second, "the query to wait for a slot", func() bool { return lim.Waiting() == 1 })
+		gone.nc.Close()
+		testkit.Eventually(t, 20*time.Second, "the disconnected client to leave the queue", func() bool { return lim.Waiting() == 0 })
+
+		// A CancelRequest (pgx sends one when the context ends) answers a
+		// waiting query 57014, and its session goes on.
+		canceled := tp.connect(t, testkit.PostgresTrustUser, "")
+		qctx, qcancel := context.WithCancel(ctx)
+		cerr := make(chan error, 1)
+		go func() {
+			_, err := canceled.Exec(qctx, "SELECT 1", pgx.QueryExecModeSimpleProtocol)
+			cerr <- err
+		}()
+		testkit.Eventually(t, 20*time.Second, "the query to wait for a slot", func() bool { return lim.Waiting() == 1 })
+		qcancel()
+		if err := <-cerr; err == nil {
+			t.Fatal("a canceled waiting query passed")
+		}
+		testkit.Eventually(t, 20*time.Second, "the canceled query to leave the queue", func() bool { return lim.Waiting() == 0 })
+
 		waiter := tp.connect(t, testkit.PostgresTrustUser, "")
 		done := make(chan error, 1)
 		go func() {

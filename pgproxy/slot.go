@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
@@ -79,23 +81,44 @@ var errCanceled = errors.New("canceled by the client")
 
 // acquire waits for a slot of the connection's user, ending the wait when
 // the client sends a CancelRequest (canceled) or disconnects (an error).
+// The client is watched only once the wait has lasted slotWatchDelay: a
+// slot that is free costs no goroutine and no deadline calls.
 func (c *conn) acquire(lim *concurrency.Limiter) (concurrency.Result, *concurrency.Permit, bool, error) {
 	ctx, cancel := context.WithCancelCause(c.ctx)
 	defer cancel(nil)
-	watch := c.watchClient()
+	var (
+		mu      sync.Mutex
+		watch   *watcher
+		stopped bool
+	)
 	done := make(chan struct{})
-	go func() {
-		select {
-		case <-watch.gone:
-			cancel(errClientGone)
-		case <-c.cancelWait:
-			cancel(errCanceled)
-		case <-done:
+	t := time.AfterFunc(slotWatchDelay, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
 		}
-	}()
+		watch = c.watchClient()
+		go func() {
+			select {
+			case <-watch.gone:
+				cancel(errClientGone)
+			case <-c.cancelWait:
+				cancel(errCanceled)
+			case <-done:
+			}
+		}()
+	})
 	res, p := lim.Acquire(ctx, c.params.User)
+	t.Stop()
+	mu.Lock()
+	stopped = true
+	w := watch
+	mu.Unlock()
 	close(done)
-	watch.stop()
+	if w != nil {
+		w.stop()
+	}
 	cause := context.Cause(ctx)
 	switch {
 	case res.Allowed:
@@ -109,6 +132,10 @@ func (c *conn) acquire(lim *concurrency.Limiter) (concurrency.Result, *concurren
 	}
 	return res, nil, false, nil
 }
+
+// slotWatchDelay is how long a slot wait lasts before the client is
+// watched for a disconnect or a CancelRequest.
+const slotWatchDelay = time.Millisecond
 
 // slotRejection is the ErrorResponse of a query refused a slot.
 func slotRejection(user string, res concurrency.Result) pgwire.ErrorResponse {
