@@ -809,6 +809,10 @@ type Postgres struct {
 	// before authentication.
 	Connections PostgresConnections `yaml:"connections"`
 
+	// Concurrency bounds the queries of each database user in flight at
+	// once, beside the rate limits. Absent: no bound.
+	Concurrency *PostgresConcurrency `yaml:"concurrency,omitempty"`
+
 	// ProxyProtocolFrom lists the load balancers (CIDRs or addresses)
 	// trusted to send a PROXY protocol header (v1 or v2) naming the real
 	// client. From any other peer no header is read.
@@ -830,6 +834,31 @@ type Postgres struct {
 }
 
 func (p *Postgres) setDefaults() { p.Listen = DefaultPostgresListen; p.Bounds.defaults(boundsPostgres) }
+
+// PostgresConcurrency bounds the queries of each database user in flight
+// at once (pgproxy.Limits.ConcurrentQueries): a query is in flight from the
+// client's Query or Sync until the server's ReadyForQuery. With storage
+// memory the slots are this process's; with redis or hybrid they are
+// leases in Redis shared by every instance, like a route's concurrency.
+type PostgresConcurrency struct {
+	// PerUser is the number of queries of one user in flight at once.
+	PerUser int `yaml:"per_user"`
+
+	// MaxWait is the longest a query that finds its user's slots taken
+	// waits for one, in arrival order, before it is refused with ERROR
+	// 53300. Default 0: refused at once.
+	MaxWait Duration `yaml:"max_wait,omitempty"`
+
+	// Queue is the most queries of one user that may wait at once; a query
+	// beyond it is refused at once. Used only with max_wait. Default
+	// 1024 (DefaultPostgresConcurrencyQueue).
+	Queue int `yaml:"queue,omitempty"`
+}
+
+// DefaultPostgresConcurrencyQueue is postgres.concurrency.queue when
+// max_wait is set and queue is not: every waiting query is a client
+// connection, which the listener's connection bounds already limit.
+const DefaultPostgresConcurrencyQueue = 1024
 
 // PostgresConnections are the PostgreSQL proxy's limits on new
 // connections. Their policies are named "postgres.connections.per_user"

@@ -792,6 +792,19 @@ func (k *checker) checkPostgres() {
 			k.buildPolicy("postgres.connections."+cl.field, cl.policy, cl.limit, nil, nil, nil)
 		}
 	}
+	if c := p.Concurrency; c != nil {
+		if c.PerUser <= 0 {
+			k.errf("postgres.concurrency.per_user", "give a positive number of queries in flight at once per user")
+		}
+		if c.MaxWait < 0 {
+			k.errf("postgres.concurrency.max_wait", "must not be negative")
+		}
+		if c.Queue < 0 {
+			k.errf("postgres.concurrency.queue", "must be 0 (the default) or more")
+		} else if c.Queue > 0 && c.MaxWait == 0 {
+			k.errf("postgres.concurrency.queue", "is how many queries may wait, and max_wait is 0 (no waiting); set a max_wait")
+		}
+	}
 	k.prefixes("postgres.proxy_protocol_from", p.ProxyProtocolFrom)
 }
 

@@ -64,14 +64,33 @@ func newConcLimits(e *engine, st config.Storage) (*concLimits, error) {
 // limiter returns the Limiter of route's concurrency section, reusing
 // what a previous configuration built for the same route.
 func (c *concLimits) limiter(route string, rc *config.RouteConcurrency) (*concurrency.Limiter, error) {
+	return c.byName("route:"+route, rc)
+}
+
+// postgres returns the Limiter of the PostgreSQL proxy's concurrency
+// section, kept across reloads like a route's.
+func (c *concLimits) postgres(pc *config.PostgresConcurrency) (*concurrency.Limiter, error) {
+	rc := config.RouteConcurrency{Limit: pc.PerUser, MaxWait: pc.MaxWait}
+	if pc.MaxWait > 0 {
+		rc.Queue = pc.Queue
+		if rc.Queue == 0 {
+			rc.Queue = config.DefaultPostgresConcurrencyQueue
+		}
+	}
+	return c.byName("postgres:per_user", &rc)
+}
+
+// byName returns the Limiter of a concurrency section whose slots are
+// named name, reusing what a previous configuration built under it.
+func (c *concLimits) byName(name string, rc *config.RouteConcurrency) (*concurrency.Limiter, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := c.named[route]
+	old := c.named[name]
 	if old != nil && reflect.DeepEqual(old.cfg, *rc) {
-		c.pending[route] = old
+		c.pending[name] = old
 		return old.lim, nil
 	}
-	o := concurrency.Options{Name: "route:" + route, Limit: rc.Limit, MaxWaiting: rc.Queue, MaxWait: rc.MaxWait.D()}
+	o := concurrency.Options{Name: name, Limit: rc.Limit, MaxWaiting: rc.Queue, MaxWait: rc.MaxWait.D()}
 	var ctl concurrency.Controller
 	if a := rc.Adaptive; a != nil {
 		if old != nil && old.cfg.Adaptive != nil && reflect.DeepEqual(*old.cfg.Adaptive, *a) {
@@ -88,7 +107,7 @@ func (c *concLimits) limiter(route string, rc *config.RouteConcurrency) (*concur
 	if err != nil {
 		return nil, err
 	}
-	c.pending[route] = &concLimit{cfg: *rc, lim: lim, ctl: ctl}
+	c.pending[name] = &concLimit{cfg: *rc, lim: lim, ctl: ctl}
 	return lim, nil
 }
 

@@ -263,7 +263,7 @@ func TestProxyConcurrencyRedisShared(t *testing.T) {
 // built; one that changes the section builds another.
 func TestProxyConcurrencyReloadKeepsLimiter(t *testing.T) {
 	d := startDaemon(t, concConf("demo", "{limit: 2, queue: 3}"))
-	inService := func() any { return d.conc.named["slow"].lim }
+	inService := func() any { return d.conc.named["route:slow"].lim }
 	first := inService()
 	bad := strings.Replace(concConf("demo", "{limit: 5}"), "    - name: slow", `    - name: broken
       match: {path: /broken}

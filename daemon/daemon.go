@@ -37,6 +37,7 @@ import (
 	"github.com/floodgate-go/floodgate/admin"
 	"github.com/floodgate-go/floodgate/checkapi"
 	"github.com/floodgate-go/floodgate/clientip"
+	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/envoyrls"
 	"github.com/floodgate-go/floodgate/internal/certfile"
@@ -271,7 +272,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 		return err
 	}
 	if d.pg != nil {
-		if err := d.pg.SetLimits(postgresLimits(cfg.Postgres, g.limiters)); err != nil {
+		if err := d.pg.SetLimits(postgresLimits(cfg.Postgres, g)); err != nil {
 			return errAt(cfg, "postgres", err)
 		}
 	}
@@ -351,8 +352,9 @@ func envoyBounds(b config.Bounds) envoyrls.Bounds {
 type generation struct {
 	cfg      *config.Config
 	limiters map[string]floodgate.Limiter
-	proxy    *proxy.Proxy // nil without a proxy section
-	proxyTLS *tls.Config  // the proxy's certificates, nil for plain HTTP
+	proxy    *proxy.Proxy         // nil without a proxy section
+	proxyTLS *tls.Config          // the proxy's certificates, nil for plain HTTP
+	pgConc   *concurrency.Limiter // the PostgreSQL proxy's concurrent queries, nil without
 }
 
 // build makes the limiters, routes and Envoy rules of cfg on the daemon's
@@ -387,6 +389,11 @@ func (d *Daemon) build(cfg *config.Config) (*generation, error) {
 	}
 	if len(errs) > 0 {
 		return nil, errs.Sorted()
+	}
+	if cfg.Postgres != nil && cfg.Postgres.Concurrency != nil {
+		if g.pgConc, err = d.conc.postgres(cfg.Postgres.Concurrency); err != nil {
+			return nil, errAt(cfg, "postgres.concurrency", err)
+		}
 	}
 	if cfg.Proxy != nil {
 		if err := d.buildProxy(g); err != nil {

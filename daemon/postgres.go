@@ -3,7 +3,6 @@ package daemon
 import (
 	"fmt"
 
-	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/internal/certfile"
@@ -12,7 +11,8 @@ import (
 )
 
 // postgresLimits maps the configured levels onto the proxy's scopes.
-func postgresLimits(pg *config.Postgres, limiters map[string]floodgate.Limiter) pgproxy.Limits {
+func postgresLimits(pg *config.Postgres, g *generation) pgproxy.Limits {
+	limiters := g.limiters
 	scope := func(l *config.PostgresLimit, policy string) pgproxy.Scope {
 		if l == nil {
 			return pgproxy.Scope{}
@@ -31,6 +31,7 @@ func postgresLimits(pg *config.Postgres, limiters map[string]floodgate.Limiter) 
 	if pg.Connections.PerIP != nil {
 		l.Connections.PerIP = limiters[config.PolicyPostgresConnPerIP]
 	}
+	l.ConcurrentQueries = g.pgConc
 	return l
 }
 
@@ -38,7 +39,7 @@ func postgresLimits(pg *config.Postgres, limiters map[string]floodgate.Limiter) 
 // comes with the path of the field it is about.
 func (d *Daemon) newPostgres(g *generation) (*pgproxy.Proxy, string, error) {
 	pg := g.cfg.Postgres
-	c := pgproxy.Config{Listen: pg.Listen, Upstream: pg.Upstream, Limits: postgresLimits(pg, g.limiters), Logger: d.log,
+	c := pgproxy.Config{Listen: pg.Listen, Upstream: pg.Upstream, Limits: postgresLimits(pg, g), Logger: d.log,
 		ChargeEmptyQuery: pg.ChargeEmptyQuery, Replication: pg.Replication, StartupTimeout: pg.Bounds.HeaderTimeout.D()}
 	var err error
 	if c.ProxyProtocolFrom, err = clientip.ParsePrefixes(pg.ProxyProtocolFrom); err != nil {

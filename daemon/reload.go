@@ -29,7 +29,7 @@ var Reloadable = []string{
 	"proxy.tls.cert", "proxy.tls.key", "proxy.tls.client_ca",
 	"check.token", "check.token_file",
 	"envoy.ratelimit_config", "envoy.algorithm", "envoy.token", "envoy.token_file",
-	"postgres.rate_limit", "postgres.connections",
+	"postgres.rate_limit", "postgres.connections", "postgres.concurrency",
 	"admin.token", "admin.token_file",
 	"log.level",
 	"shutdown_timeout", "shutdown_delay",

@@ -431,6 +431,13 @@ func reloadCases() []reloadCase {
 		limits("postgres.connections.per_ip", config.PolicyPostgresConnPerIP, func(c *config.Config, l config.LimitsSpec) {
 			*c.Postgres.Connections.PerIP = l
 		}),
+		{[]string{"postgres.concurrency"}, func(_ *reloadEnv, c *config.Config) {
+			c.Postgres.Concurrency = &config.PostgresConcurrency{PerUser: 2, MaxWait: config.Duration(time.Second)}
+		}, func(e *reloadEnv) {
+			if lim := e.d.pg.Limits().ConcurrentQueries; lim == nil || lim.Limit() != 2 {
+				e.t.Errorf("the PostgreSQL proxy's concurrent-query limit after the reload: %v, want 2 per user", lim)
+			}
+		}},
 		{[]string{"log.level"}, func(_ *reloadEnv, c *config.Config) { c.Log.Level = "debug" }, func(e *reloadEnv) {
 			if !e.d.log.Enabled(context.Background(), slog.LevelDebug) {
 				e.t.Error("debug lines are still off after the reload")

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 )
 
@@ -92,6 +93,13 @@ type conn struct {
 	checkScope   [numScopes]scopeID // the scope of each check passed to AllowAll
 	out          []byte             // scratch for replies
 
+	// The connection's concurrent-query slot (slot.go).
+	slotMu     sync.Mutex
+	permit     *concurrency.Permit // the slot held, or nil (slotMu)
+	slotOpen   bool                // a query that holds the slot is not yet forwarded whole (slotMu)
+	slotClosed bool                // the connection ended: a slot acquired now is given back at once (slotMu)
+	holding    atomic.Bool         // permit != nil, read without slotMu by the server-to-client relay
+
 	closeOnce sync.Once
 }
 
@@ -134,6 +142,7 @@ func (c *conn) serve() {
 	defer func() {
 		m.clientConns.Add(-1)
 		c.close()
+		c.dropSlot()
 		c.p.cancels.remove(c)
 		c.p.untrack(c)
 	}()

@@ -67,8 +67,9 @@ type metrics struct {
 	cancels        [numCancelResults]atomic.Uint64
 	toServer       atomic.Uint64
 	toClient       atomic.Uint64
+	slotRefused    atomic.Uint64
 
-	dQueries, dUncharged, dWaits, dWaitSeconds, dWaiting, dConnDenied, dConns, dUpErrors, dMalformed, dCancels, dBytes *prometheus.Desc
+	dSlotRefused, dQueries, dUncharged, dWaits, dWaitSeconds, dWaiting, dConnDenied, dConns, dUpErrors, dMalformed, dCancels, dBytes *prometheus.Desc
 }
 
 func (m *metrics) init() {
@@ -96,6 +97,8 @@ func (m *metrics) init() {
 		"Client connections closed for breaking the protocol (malformed or oversized messages).", nil, nil)
 	m.dCancels = prometheus.NewDesc("floodgate_pg_cancel_requests_total",
 		"CancelRequests received, by result.", []string{"result"}, nil)
+	m.dSlotRefused = prometheus.NewDesc("floodgate_pg_concurrent_queries_refused_total",
+		"Queries refused because their user had ConcurrentQueries in flight (after any wait).", nil, nil)
 	m.dBytes = prometheus.NewDesc("floodgate_pg_bytes_total",
 		"Bytes relayed, by direction.", []string{"direction"}, nil)
 }
@@ -104,7 +107,7 @@ func (m *metrics) init() {
 // caller's registry to export its metrics.
 func (p *Proxy) Describe(ch chan<- *prometheus.Desc) {
 	m := &p.metrics
-	for _, d := range []*prometheus.Desc{m.dQueries, m.dUncharged, m.dWaits, m.dWaitSeconds, m.dWaiting, m.dConnDenied, m.dConns, m.dUpErrors, m.dMalformed, m.dCancels, m.dBytes} {
+	for _, d := range []*prometheus.Desc{m.dQueries, m.dUncharged, m.dWaits, m.dWaitSeconds, m.dWaiting, m.dConnDenied, m.dConns, m.dUpErrors, m.dMalformed, m.dCancels, m.dBytes, m.dSlotRefused} {
 		ch <- d
 	}
 }
@@ -134,6 +137,7 @@ func (p *Proxy) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.dConns, prometheus.GaugeValue, float64(m.clientConns.Load()))
 	counter(m.dUpErrors, m.upstreamErrors.Load())
 	counter(m.dMalformed, m.malformed.Load())
+	counter(m.dSlotRefused, m.slotRefused.Load())
 	for r := range numCancelResults {
 		counter(m.dCancels, m.cancels[r].Load(), cancelNames[r])
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/pgproxy"
 	"github.com/floodgate-go/floodgate/testkit"
@@ -89,7 +90,13 @@ func BenchmarkPgbench(b *testing.B) {
 		return pgproxy.Scope{Limiter: lim}
 	}
 	limits := pgproxy.Limits{Global: high("bench-global"), PerUser: high("bench-user"), PerIP: high("bench-ip")}
-	proxyTo := func(upstream string) string {
+	conc, err := concurrency.New(concurrency.NewLocal(), concurrency.Options{Name: "bench", Limit: 10_000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	withConc := limits
+	withConc.ConcurrentQueries = conc
+	proxyWith := func(upstream string, limits pgproxy.Limits) string {
 		p, err := pgproxy.New(pgproxy.Config{Upstream: upstream, Limits: limits})
 		if err != nil {
 			b.Fatal(err)
@@ -102,6 +109,7 @@ func BenchmarkPgbench(b *testing.B) {
 		b.Cleanup(func() { p.Close() })
 		return ln.Addr().String()
 	}
+	proxyTo := func(upstream string) string { return proxyWith(upstream, limits) }
 	self := os.Getpid()
 	type target struct {
 		name, addr string
@@ -111,6 +119,7 @@ func BenchmarkPgbench(b *testing.B) {
 	targets := []target{
 		{"direct", pg.Addr, nil, true},
 		{"floodgate", proxyTo(pg.Addr), []int{self}, true},
+		{"floodgate+concurrency", proxyWith(pg.Addr, withConc), []int{self}, true},
 		{"pgbouncer", bouncer.Addr, []int{bouncer.Pid()}, true},
 		{"pgbouncer-tx", bouncerTx.Addr, []int{bouncerTx.Pid()}, false},
 		{"floodgate+pgbouncer-tx", proxyTo(bouncerTx.Addr), []int{self, bouncerTx.Pid()}, false},

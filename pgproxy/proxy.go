@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 )
 
@@ -130,6 +131,18 @@ type Limits struct {
 
 	// Connections limit the rate of new connections.
 	Connections ConnLimits
+
+	// ConcurrentQueries, when set, bounds the queries of one user in
+	// flight at once, keyed by the startup parameter user: a connection
+	// holds one of its user's slots from a Query, FunctionCall or executing
+	// extended cycle until the server's ReadyForQuery that ends all it has
+	// sent (a pipelining connection holds one slot, as the server runs one
+	// query of it at a time), and gives it back when it disconnects. A
+	// query that finds its user's slots taken waits in the Limiter's FIFO
+	// queue (Options.MaxWaiting, MaxWait), else is answered ERROR 53300 and
+	// the session goes on. The slot is taken before the rate limits are
+	// asked, and given back when they deny the query.
+	ConcurrentQueries *concurrency.Limiter
 }
 
 // A Scope is one level of query limits.
@@ -289,6 +302,9 @@ func (p *Proxy) SetLimits(l Limits) error {
 	p.limits.Store(&l)
 	return nil
 }
+
+// Limits returns the limits in force.
+func (p *Proxy) Limits() Limits { return *p.limits.Load() }
 
 // ListenAndServe listens on Config.Listen and serves until Close.
 func (p *Proxy) ListenAndServe() error {

@@ -122,6 +122,9 @@ func (c *conn) serverToClient() error {
 			}
 			c.wmu.Unlock()
 			m.toClient.Add(uint64(pos))
+			if readys > 0 && c.holding.Load() {
+				c.releaseIfDone()
+			}
 			if readys > 0 || asks > 0 {
 				select {
 				case c.readyCh <- struct{}{}:
@@ -265,7 +268,13 @@ func (c *conn) clientToServer() error {
 				}
 			}
 			if charge {
-				ok, err := c.admitQuery(false)
+				ok, err := c.takeSlot(false)
+				if err == nil && ok {
+					ok, err = c.admitQuery(false)
+					if !ok {
+						c.slotDone()
+					}
+				}
 				if err != nil {
 					return err
 				}
@@ -276,14 +285,20 @@ func (c *conn) clientToServer() error {
 					continue
 				}
 			}
-			c.expected.Add(1)
+			c.expect()
 		case 'P', 'B', 'D', 'E', 'C':
 			if !c.inCycle {
 				c.inCycle = true
 				if c.exempt {
 					m.uncharged[reasonReplication].Add(1)
 				} else if b, _ := r.Peek(r.Buffered()); pgwire.CycleExecutes(b) {
-					ok, err := c.admitQuery(true)
+					ok, err := c.takeSlot(true)
+					if err == nil && ok {
+						ok, err = c.admitQuery(true)
+						if !ok {
+							c.slotDone()
+						}
+					}
 					if err != nil {
 						return err
 					}
@@ -298,7 +313,7 @@ func (c *conn) clientToServer() error {
 			}
 		case 'S':
 			c.inCycle = false
-			c.expected.Add(1)
+			c.expect()
 		}
 		if err := c.forward(size); err != nil {
 			return err

@@ -1,0 +1,200 @@
+package pgproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/floodgate-go/floodgate/concurrency"
+	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
+)
+
+// A connection holds at most one slot of Limits.ConcurrentQueries: taken
+// when a query starts while it holds none, given back when the server has
+// answered everything sent (received == expected) and no query holding it
+// is still on its way (slotOpen: from takeSlot until expect counts its
+// ReadyForQuery). slotMu orders the two relays' views of that.
+
+// takeSlot makes sure the connection holds a slot before a query is
+// forwarded, waiting for one in the Limiter's queue. When it refuses, it
+// has answered the client like admitQuery does. A non-nil error ends the
+// connection.
+func (c *conn) takeSlot(extended bool) (bool, error) {
+	lim := c.p.limits.Load().ConcurrentQueries
+	if lim == nil && !c.holding.Load() {
+		return true, nil
+	}
+	c.slotMu.Lock()
+	if c.permit != nil {
+		c.slotOpen = true
+		c.slotMu.Unlock()
+		return true, nil
+	}
+	c.slotMu.Unlock()
+	if lim == nil {
+		return true, nil
+	}
+	select { // a CancelRequest meant for an earlier query must not end this one
+	case <-c.cancelWait:
+	default:
+	}
+	if err := c.flush(); err != nil {
+		return false, err
+	}
+	res, p, canceled, err := c.acquire(lim)
+	if err != nil {
+		return false, err
+	}
+	if res.Allowed {
+		c.slotMu.Lock()
+		if c.slotClosed {
+			c.slotMu.Unlock()
+			p.Release()
+			return false, c.ctx.Err()
+		}
+		c.permit, c.slotOpen = p, true
+		c.holding.Store(true)
+		c.slotMu.Unlock()
+		return true, nil
+	}
+	// The refusal must not overtake the answers to uncharged queries
+	// pipelined before it.
+	if err := c.awaitReady(); err != nil {
+		return false, err
+	}
+	if canceled {
+		e := pgwire.ErrorResponse{Severity: "ERROR", Code: "57014", Message: "canceling statement due to user request",
+			Detail: "The query was waiting for a concurrent-query slot and had not reached the server."}
+		return false, c.replyDenied(e, extended)
+	}
+	c.p.metrics.slotRefused.Add(1)
+	c.p.rejectLog[scopeUser].log(c.p, slog.LevelInfo, "pgproxy: too many concurrent queries",
+		"user", c.params.User, "client", c.ipLog, "reason", res.Reason.String(), "in_flight", res.InFlight)
+	return false, c.replyDenied(slotRejection(c.params.User, res), extended)
+}
+
+// errCanceled marks a slot wait ended by the client's CancelRequest.
+var errCanceled = errors.New("canceled by the client")
+
+// acquire waits for a slot of the connection's user, ending the wait when
+// the client sends a CancelRequest (canceled) or disconnects (an error).
+// The client is watched only once the wait has lasted slotWatchDelay: a
+// slot that is free costs no goroutine and no deadline calls.
+func (c *conn) acquire(lim *concurrency.Limiter) (concurrency.Result, *concurrency.Permit, bool, error) {
+	ctx, cancel := context.WithCancelCause(c.ctx)
+	defer cancel(nil)
+	var (
+		mu      sync.Mutex
+		watch   *watcher
+		stopped bool
+	)
+	done := make(chan struct{})
+	t := time.AfterFunc(slotWatchDelay, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		watch = c.watchClient()
+		go func() {
+			select {
+			case <-watch.gone:
+				cancel(errClientGone)
+			case <-c.cancelWait:
+				cancel(errCanceled)
+			case <-done:
+			}
+		}()
+	})
+	res, p := lim.Acquire(ctx, c.params.User)
+	t.Stop()
+	mu.Lock()
+	stopped = true
+	w := watch
+	mu.Unlock()
+	close(done)
+	if w != nil {
+		w.stop()
+	}
+	cause := context.Cause(ctx)
+	switch {
+	case res.Allowed:
+		return res, p, false, nil
+	case c.ctx.Err() != nil:
+		return res, nil, false, c.ctx.Err()
+	case errors.Is(cause, errClientGone):
+		return res, nil, false, errClientGone
+	case errors.Is(cause, errCanceled):
+		return res, nil, true, nil
+	}
+	return res, nil, false, nil
+}
+
+// slotWatchDelay is how long a slot wait lasts before the client is
+// watched for a disconnect or a CancelRequest.
+const slotWatchDelay = time.Millisecond
+
+// slotRejection is the ErrorResponse of a query refused a slot.
+func slotRejection(user string, res concurrency.Result) pgwire.ErrorResponse {
+	e := pgwire.ErrorResponse{Severity: "ERROR", Code: "53300", Message: "too many concurrent queries"}
+	switch res.Reason {
+	case concurrency.ReasonFull, concurrency.ReasonQueueFull, concurrency.ReasonTimeout:
+		e.Detail = fmt.Sprintf("The user %q has %d queries in flight, the most the proxy's concurrent-query limit allows (%s).", user, res.Limit, res.Reason)
+		e.Hint = "Run fewer queries at once (a smaller connection pool), or ask for a higher limit. The query was not run; the session is still usable."
+	default:
+		e.Detail = fmt.Sprintf("The concurrent-query limit of user %q could not be checked (%s), and its failure policy refuses queries.", user, res.Reason)
+		e.Hint = "The concurrency limiter's store is unavailable; retry later. The query was not run; the session is still usable."
+	}
+	return e
+}
+
+// expect counts a ReadyForQuery the server now owes; the query that held
+// the slot open is then on its way.
+func (c *conn) expect() {
+	if !c.holding.Load() {
+		c.expected.Add(1)
+		return
+	}
+	c.slotMu.Lock()
+	c.expected.Add(1)
+	c.slotOpen = false
+	c.slotMu.Unlock()
+}
+
+// slotDone closes the slot of a query that was not forwarded after all,
+// giving it back when nothing else is owed.
+func (c *conn) slotDone() {
+	if !c.holding.Load() {
+		return
+	}
+	c.slotMu.Lock()
+	c.slotOpen = false
+	c.slotMu.Unlock()
+	c.releaseIfDone()
+}
+
+// releaseIfDone gives the slot back when the server has answered all.
+func (c *conn) releaseIfDone() {
+	c.slotMu.Lock()
+	if c.permit != nil && !c.slotOpen && c.received.Load() == c.expected.Load() {
+		c.permit.Release()
+		c.permit = nil
+		c.holding.Store(false)
+	}
+	c.slotMu.Unlock()
+}
+
+// dropSlot gives the slot back when the connection ends.
+func (c *conn) dropSlot() {
+	c.slotMu.Lock()
+	c.slotClosed = true
+	if c.permit != nil {
+		c.permit.Release()
+		c.permit = nil
+		c.holding.Store(false)
+	}
+	c.slotMu.Unlock()
+}
