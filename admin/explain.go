@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+
+	"github.com/floodgate-go/floodgate/internal/webguard"
 )
 
 // An ExplainRequest describes a request to explain: exactly one of HTTP (a
@@ -112,6 +114,6 @@ func explainHandler(explain func(context.Context, *ExplainRequest) (*Explanation
 			writeError(w, status, err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, ex)
+		webguard.WriteJSON(w, http.StatusOK, ex)
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/webguard"
 	"github.com/floodgate-go/floodgate/status"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -160,7 +161,7 @@ func (k *keys) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if k.recent != nil {
 		st.Recent = k.recent(name, key)
 	}
-	writeJSON(w, http.StatusOK, st)
+	webguard.WriteJSON(w, http.StatusOK, st)
 }
 
 // seconds is d in seconds, with RetryNever as -1: JSON has no infinity.
@@ -182,16 +183,5 @@ type apiError struct {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, apiError{Error: msg})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":"encoding the answer failed"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	webguard.WriteJSON(w, status, apiError{Error: msg})
 }

@@ -126,7 +126,7 @@ func leaseLifecycle(t *testing.T, a, b *Daemon) {
 // TestCheckConcurrencyLeases: the lease endpoints over the check API of a
 // real daemon with the memory engine.
 func TestCheckConcurrencyLeases(t *testing.T) {
-	d := startDaemon(t, checkConcConf(""))
+	d := started(t, checkConcConf(""))
 	leaseLifecycle(t, d, d)
 }
 
@@ -136,7 +136,7 @@ func TestCheckConcurrencyLeases(t *testing.T) {
 func TestCheckConcurrencyLeasesRedisShared(t *testing.T) {
 	srv := testkit.Redis(t)
 	conf := checkConcConf(fmt.Sprintf("storage: {engine: redis, redis: {addrs: [%s]}, failure: {mode: fail_closed}}\n", srv.Addr))
-	a, b := startDaemon(t, conf), startDaemon(t, conf)
+	a, b := started(t, conf), started(t, conf)
 	leaseLifecycle(t, a, b)
 }
 
@@ -150,7 +150,7 @@ func TestCheckConcurrencyLeaseExpires(t *testing.T) {
 		"redis":  fmt.Sprintf("storage: {engine: redis, redis: {addrs: [%s]}, failure: {mode: fail_closed}}\n", srv.Addr),
 	} {
 		t.Run(name, func(t *testing.T) {
-			d := startDaemon(t, strings.Replace(checkConcConf(extra), "{limit: 2, lease: 1m}", "{limit: 1, lease: 1m}", 1))
+			d := started(t, strings.Replace(checkConcConf(extra), "{limit: 2, lease: 1m}", "{limit: 1, lease: 1m}", 1))
 			const short = `{"name":"reports","key":"k","ttl":"200ms"}`
 			tok := tokenOf(t, acquire(t, d, short))
 			if r := acquire(t, d, short); r.status != 429 {
@@ -173,7 +173,7 @@ func TestCheckConcurrencyLeaseExpires(t *testing.T) {
 // within the limit's lease; each mistake is answered with a JSON error
 // and holds nothing.
 func TestCheckConcurrencyBadRequests(t *testing.T) {
-	d := startDaemon(t, strings.Replace(checkConcConf(""), "{limit: 2, lease: 1m}", "{limit: 1, lease: 1m}", 1))
+	d := started(t, strings.Replace(checkConcConf(""), "{limit: 2, lease: 1m}", "{limit: 1, lease: 1m}", 1))
 	if r := lease(t, d, "/v1/concurrency/acquire", "", `{"name":"reports","key":"k"}`); r.status != 401 || r.header.Get("WWW-Authenticate") == "" {
 		t.Errorf("acquire without the token: %d %s, want 401", r.status, r.raw)
 	}
@@ -241,7 +241,7 @@ func TestCheckConcurrencyBadRequests(t *testing.T) {
 // Redis is back, slots are granted again.
 func TestCheckConcurrencyStoreDown(t *testing.T) {
 	srv := testkit.Redis(t)
-	d := startDaemon(t, checkConcConf(fmt.Sprintf("storage: {engine: redis, redis: {addrs: [%s]}, failure: {mode: fail_closed}}\n", srv.Addr)))
+	d := started(t, checkConcConf(fmt.Sprintf("storage: {engine: redis, redis: {addrs: [%s]}, failure: {mode: fail_closed}}\n", srv.Addr)))
 	tok := tokenOf(t, acquire(t, d, `{"name":"reports","key":"k"}`))
 	srv.Stop()
 	if r := acquire(t, d, `{"name":"reports","key":"k"}`); r.status != 503 || r.body["error"] == nil {

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -60,23 +59,6 @@ admin: {listen: ""}
 `, upstream, concurrency)
 }
 
-func startDaemon(t *testing.T, yaml string) *Daemon {
-	t.Helper()
-	d, err := New(mustParse(t, yaml), Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		d.Shutdown(ctx)
-	})
-	return d
-}
-
 // hangClient gives up on a request that a broken limit left hanging
 // upstream, so such a test fails instead of hanging.
 var hangClient = &http.Client{Timeout: time.Minute}
@@ -106,7 +88,7 @@ func send(t *testing.T, d *Daemon, key string) reply {
 // rate limit refuses gets 429 from it and never takes a slot.
 func TestProxyConcurrencyLimit(t *testing.T) {
 	up := newSlowUpstream(t)
-	d := startDaemon(t, concConf(up.url, "{limit: 2}"))
+	d := started(t, concConf(up.url, "{limit: 2}"))
 	var wg sync.WaitGroup
 	for i := range 2 {
 		wg.Go(func() {
@@ -143,7 +125,7 @@ func TestProxyConcurrencyLimit(t *testing.T) {
 // reload that changes the section counts the requests already in flight.
 func TestProxyConcurrencyQueue(t *testing.T) {
 	up := newSlowUpstream(t)
-	d := startDaemon(t, concConf(up.url, "{limit: 3}"))
+	d := started(t, concConf(up.url, "{limit: 3}"))
 	var wg sync.WaitGroup
 	var ok atomic.Int64
 	sendAll := func(prefix string, n int) {
@@ -192,7 +174,7 @@ func TestProxyConcurrencyQueue(t *testing.T) {
 // and its refusal is 429.
 func TestProxyConcurrencyPerKey(t *testing.T) {
 	up := newSlowUpstream(t)
-	d := startDaemon(t, strings.Replace(concConf(up.url, `{limit: 1, key: "header:X-Client"}`), "once: {rate: 1/hour}", "once: {rate: 100/hour}", 1))
+	d := started(t, strings.Replace(concConf(up.url, `{limit: 1, key: "header:X-Client"}`), "once: {rate: 1/hour}", "once: {rate: 100/hour}", 1))
 	sendAs := func(client, key string) reply {
 		req, _ := http.NewRequest("GET", "http://"+d.Addrs().Proxy.String()+"/work", nil)
 		req.Header.Set("X-Key", key)
@@ -239,7 +221,7 @@ func TestProxyConcurrencyRedisShared(t *testing.T) {
 	srv := testkit.Redis(t)
 	up := newSlowUpstream(t)
 	conf := concConf(up.url, "{limit: 1}") + fmt.Sprintf("storage: {engine: redis, redis: {addrs: [%s]}, failure: {mode: fail_closed}}\n", srv.Addr)
-	a, b := startDaemon(t, conf), startDaemon(t, conf)
+	a, b := started(t, conf), started(t, conf)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if r := send(t, a, "a"); r.status != 200 {
@@ -262,7 +244,7 @@ func TestProxyConcurrencyRedisShared(t *testing.T) {
 // that fails leaves the Limiter in service to be kept, not the one it
 // built; one that changes the section builds another.
 func TestProxyConcurrencyReloadKeepsLimiter(t *testing.T) {
-	d := startDaemon(t, concConf("demo", "{limit: 2, queue: 3}"))
+	d := started(t, concConf("demo", "{limit: 2, queue: 3}"))
 	inService := func() any { return d.conc.named["route:slow"].lim }
 	first := inService()
 	bad := strings.Replace(concConf("demo", "{limit: 5}"), "    - name: slow", `    - name: broken

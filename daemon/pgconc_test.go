@@ -18,7 +18,7 @@ import (
 // once the first has ended.
 func TestPostgresConcurrency(t *testing.T) {
 	pg := testkit.Postgres(t)
-	d := startDaemon(t, fmt.Sprintf(`
+	d := started(t, fmt.Sprintf(`
 policies: {api: {rate: 1/s}}
 postgres:
   listen: 127.0.0.1:0

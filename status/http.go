@@ -2,9 +2,10 @@ package status
 
 import (
 	"embed"
-	"encoding/json"
 	"io/fs"
 	"net/http"
+
+	"github.com/floodgate-go/floodgate/internal/webguard"
 )
 
 //go:embed assets
@@ -35,16 +36,5 @@ func Page() http.Handler {
 
 // ServeHTTP answers GET /v1/status with the Snapshot as JSON.
 func (s *Status) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.Snapshot())
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":"encoding the answer failed"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	webguard.WriteJSON(w, http.StatusOK, s.Snapshot())
 }

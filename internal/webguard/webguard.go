@@ -7,6 +7,7 @@ package webguard
 
 import (
 	"crypto/subtle"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/netip"
@@ -61,4 +62,18 @@ func SameOrigin(r *http.Request) bool {
 	}
 	u, err := url.Parse(o)
 	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+}
+
+// WriteJSON answers status with v as JSON, never cached: the operator APIs'
+// answers describe the moment they were asked. A value that cannot be
+// encoded is a 500 with an error member.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"encoding the answer failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
 }
