@@ -30,7 +30,7 @@ import (
 //   - no call takes longer than the timeout plus a slack that only a
 //     starved machine could use up: below the 3 s go-redis would wait;
 //     the Guard's Stats show the stalled calls were cut off by its timeout;
-//   - the breaker opens during the outage, after at least the configured
+//   - the breaker opens during an outage of a standalone server, after at least the configured
 //     number of failures (a hang detector bounds the wait, not a speed);
 //   - decisions come from Redis again after its recovery (the back-off is
 //     at most 2 s; a hang detector bounds the wait).
@@ -503,7 +503,8 @@ func TestFaultScriptFlush(t *testing.T) {
 }
 
 // A 3-master Cluster with a replica each loses the master that holds the
-// keys under test; its replica takes over.
+// keys under test; its replica takes over. Callers see no error and no
+// stall, and decisions come from Redis again after the failover.
 func TestFaultClusterFailover(t *testing.T) {
 	cl := testkit.RedisCluster(t, 3, 1)
 	// Default options: the store itself has go-redis reload the topology
@@ -523,10 +524,12 @@ func TestFaultClusterFailover(t *testing.T) {
 	l := startLoad(t, subs, 3)
 	l.warmUp(t)
 
-	before := l.stats()
 	killed := time.Now()
 	cl.KillNode(victim)
-	t.Logf("breakers open %s after the master died", l.awaitOpen(t, killed, before))
+	// The breakers need not open: a failover of a few seconds, whose calls
+	// mostly time out behind a window full of answers, is a stall to them,
+	// and callers are answered by their failure mode meanwhile, none later
+	// than the timeout (finish checks it).
 	promoted := cl.WaitFailover(victim)
 	failedOver := time.Now()
 	t.Logf("replica %s took over %s after the kill", promoted, failedOver.Sub(killed))

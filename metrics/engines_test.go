@@ -183,10 +183,10 @@ func TestRedisKilledFailOpen(t *testing.T) {
 	compare(t, reg, guardText("redis", 5, 0, 0, failover.Closed, 0, 0, 0, 0), guardMetrics...)
 
 	srv.Kill()
-	// Half the window's calls failing opens the breaker: five failures
-	// after the five answers; the other five are not tried.
+	// MinCalls refused connections in a row open the breaker: three
+	// failures after the five answers; the other seven are not tried.
 	decide(t, lim, 10, true, floodgate.SourceFailOpen)
-	compare(t, reg, guardText("redis", 10, 5, 5, failover.Open, 1, 0, 0, 0), guardMetrics...)
+	compare(t, reg, guardText("redis", 8, 3, 7, failover.Open, 1, 0, 0, 0), guardMetrics...)
 
 	srv.Restart()
 	// Each decision after a back-off is the probe. A probe may still meet
@@ -206,7 +206,7 @@ func TestRedisKilledFailOpen(t *testing.T) {
 			t.Fatalf("probe %d: %+v; want the restarted redis to answer", probes, res)
 		}
 	}
-	compare(t, reg, guardText("redis", uint64(10+probes), uint64(5+probes-1), 5, failover.Closed, 1, probes, 1, probes-1), guardMetrics...)
+	compare(t, reg, guardText("redis", uint64(8+probes), uint64(3+probes-1), 7, failover.Closed, 1, probes, 1, probes-1), guardMetrics...)
 
 	compare(t, reg, decisionsHelp+fmt.Sprintf(`
 floodgate_decisions_total{decision="allowed",policy="api",source="redis"} 6
