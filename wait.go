@@ -152,7 +152,8 @@ func (l *PolicyLimiter) reserve(ctx context.Context, key string, cost int64, r *
 // WaitN implements Limiter: it blocks until cost units for key pass and
 // returns the Result of the decision that admitted them. When they cannot
 // pass before ctx's deadline it returns at once with an error wrapping
-// ErrWaitDeadline, having charged nothing; when ctx ends while it waits,
+// ErrWaitDeadline, having charged nothing (also when the deadline comes
+// while the engine is asked); when ctx ends while it waits,
 // it gives the units back (Reservation.Cancel) and returns ctx's error. A
 // cost above a limit's capacity is an error wrapping ErrInvalidCost.
 //
@@ -165,7 +166,7 @@ func (l *PolicyLimiter) WaitN(ctx context.Context, key string, cost int64) (Resu
 	for {
 		var r Reservation
 		if err := l.reserve(ctx, key, cost, &r); err != nil {
-			return Result{}, err
+			return Result{}, deadlineCame(ctx, err)
 		}
 		if res, done, err := r.settle(ctx); done {
 			return res, err
@@ -181,12 +182,22 @@ func WaitFor(ctx context.Context, reserve func(context.Context) (*Reservation, e
 	for {
 		r, err := reserve(ctx)
 		if err != nil {
-			return Result{}, err
+			return Result{}, deadlineCame(ctx, err)
 		}
 		if res, done, err := r.settle(ctx); done {
 			return res, err
 		}
 	}
+}
+
+// deadlineCame wraps err, the error of asking the engine, in
+// ErrWaitDeadline when ctx's deadline came while it was asked: the same
+// answer as a wait that would not fit, as the caller sees it.
+func deadlineCame(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(err, ErrWaitDeadline) {
+		return fmt.Errorf("%w: %w", ErrWaitDeadline, err)
+	}
+	return err
 }
 
 // settle waits for r's units: until r.Time when they were taken (giving

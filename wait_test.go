@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/testkit"
@@ -132,5 +133,38 @@ func TestWaitManyWaiters(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+}
+
+// stallingStore answers every reservation only when the caller gives up,
+// as a Redis that hangs does behind a context-bound client.
+type stallingStore struct{ *memstore.Store }
+
+func (s stallingStore) Reserve(ctx context.Context, set *algo.Set, key string, cost int64, maxWait time.Duration) (algo.Verdict, algo.Ticket, error) {
+	<-ctx.Done()
+	return algo.Verdict{}, algo.Ticket{}, ctx.Err()
+}
+
+// A deadline that comes while the engine is asked is a wait that did not
+// fit, as one found too long before asking: ErrWaitDeadline either way
+// (and the context's own error is still there for errors.Is).
+func TestWaitDeadlineDuringTheCall(t *testing.T) {
+	store := stallingStore{memstore.New(memstore.Options{SweepInterval: -1})}
+	t.Cleanup(func() { store.Close() })
+	lim, err := floodgate.New(store, floodgate.Policy{Name: "wait", Limits: []floodgate.Limit{floodgate.PerSecond(10)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err = lim.Wait(ctx, "k")
+	if !errors.Is(err, floodgate.ErrWaitDeadline) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait = %v, want ErrWaitDeadline wrapping the context's deadline", err)
+	}
+	// A caller that cancels is not told about a deadline.
+	cctx, ccancel := context.WithCancel(context.Background())
+	time.AfterFunc(10*time.Millisecond, ccancel)
+	if _, err := lim.Wait(cctx, "k"); errors.Is(err, floodgate.ErrWaitDeadline) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait after cancel = %v, want context.Canceled alone", err)
 	}
 }
