@@ -116,16 +116,11 @@ var _ concurrency.Controller = (*Gradient)(nil)
 
 // NewGradient returns a Gradient.
 func NewGradient(o GradientOptions) (*Gradient, error) {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
+	if err := limitRange(&o.Initial, &o.Min, &o.Max); err != nil {
+		return nil, err
 	}
-	def(&o.Initial, DefaultInitial)
-	def(&o.Min, DefaultMin)
-	def(&o.Max, DefaultMax)
-	def(&o.MinSamples, DefaultMinSamples)
-	def(&o.ProbeSamples, DefaultProbeSamples)
+	orDefault(&o.MinSamples, DefaultMinSamples)
+	orDefault(&o.ProbeSamples, DefaultProbeSamples)
 	if o.Tolerance == 0 {
 		o.Tolerance = DefaultTolerance
 	}
@@ -142,8 +137,6 @@ func NewGradient(o GradientOptions) (*Gradient, error) {
 		o.Clock = floodgate.SystemClock
 	}
 	switch {
-	case o.Min < 1 || o.Max < o.Min || o.Initial < o.Min || o.Initial > o.Max:
-		return nil, fmt.Errorf("%w: limits must satisfy 1 <= Min <= Initial <= Max; got Min %d, Initial %d, Max %d", ErrInvalid, o.Min, o.Initial, o.Max)
 	case !(o.Tolerance >= 1) || math.IsInf(o.Tolerance, 0):
 		return nil, fmt.Errorf("%w: Tolerance %v must be a number of at least 1", ErrInvalid, o.Tolerance)
 	case !(o.Smoothing > 0 && o.Smoothing <= 1):
@@ -277,14 +270,8 @@ var _ concurrency.Controller = (*AIMD)(nil)
 
 // NewAIMD returns an AIMD.
 func NewAIMD(o AIMDOptions) (*AIMD, error) {
-	if o.Initial == 0 {
-		o.Initial = DefaultInitial
-	}
-	if o.Min == 0 {
-		o.Min = DefaultMin
-	}
-	if o.Max == 0 {
-		o.Max = DefaultMax
+	if err := limitRange(&o.Initial, &o.Min, &o.Max); err != nil {
+		return nil, err
 	}
 	if o.Backoff == 0 {
 		o.Backoff = DefaultBackoff
@@ -293,8 +280,6 @@ func NewAIMD(o AIMDOptions) (*AIMD, error) {
 		o.Clock = floodgate.SystemClock
 	}
 	switch {
-	case o.Min < 1 || o.Max < o.Min || o.Initial < o.Min || o.Initial > o.Max:
-		return nil, fmt.Errorf("%w: limits must satisfy 1 <= Min <= Initial <= Max; got Min %d, Initial %d, Max %d", ErrInvalid, o.Min, o.Initial, o.Max)
 	case !(o.Backoff > 0 && o.Backoff < 1):
 		return nil, fmt.Errorf("%w: Backoff %v must be in (0, 1)", ErrInvalid, o.Backoff)
 	case o.Timeout < 0:
@@ -331,5 +316,25 @@ func (a *AIMD) Observe(s concurrency.Sample) {
 	if a.acc++; a.acc >= a.limit {
 		a.acc = 0
 		a.limit = min(a.o.Max, a.limit+1)
+	}
+}
+
+// limitRange gives Initial, Min and Max their defaults where they are 0 and
+// checks that they bound each other, for every controller: the limit starts
+// at Initial and moves between Min and Max.
+func limitRange(initial, lo, hi *int) error {
+	orDefault(initial, DefaultInitial)
+	orDefault(lo, DefaultMin)
+	orDefault(hi, DefaultMax)
+	if *lo < 1 || *hi < *lo || *initial < *lo || *initial > *hi {
+		return fmt.Errorf("%w: limits must satisfy 1 <= Min <= Initial <= Max; got Min %d, Initial %d, Max %d", ErrInvalid, *lo, *initial, *hi)
+	}
+	return nil
+}
+
+// orDefault sets *v to d when it is 0, an option left unset.
+func orDefault(v *int, d int) {
+	if *v == 0 {
+		*v = d
 	}
 }
