@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/concurrency/redislease"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/hybrid"
@@ -102,9 +101,9 @@ func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, log
 				"to", t.To.String(), "reason", t.Reason, "failure_mode", failureMode(st), "detail", what)
 		},
 	})
-	// The Guard carries the concurrency limits' leases too (Remote), so
+	// The Guard carries the concurrency limits' leases too (Guard.Do), so
 	// that one breaker judges Redis for both.
-	guard, err := failover.NewGuard(redislease.Remote(rs), gopts)
+	guard, err := failover.NewGuard(rs, gopts)
 	if err != nil {
 		e.close()
 		return nil, err

@@ -328,7 +328,7 @@ func (g *Guard) Stats() Stats {
 // Decide asks the remote store. On failure the Result is the zero Result
 // and the error is an *Error.
 func (g *Guard) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
-	v, st, err := g.call(ctx, OpDecide, set, key, cost)
+	v, st, err := g.call(ctx, OpDecide, set, key, cost, nil)
 	if st != ok {
 		return algo.Verdict{}, &Error{Op: OpDecide, Policy: set.Policy(), Err: err}
 	}
@@ -337,7 +337,7 @@ func (g *Guard) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 
 // Refund asks the remote store to refund; see Decide for errors.
 func (g *Guard) Refund(ctx context.Context, set *algo.Set, key string, cost int64) error {
-	if _, st, err := g.call(ctx, OpRefund, set, key, cost); st != ok {
+	if _, st, err := g.call(ctx, OpRefund, set, key, cost, nil); st != ok {
 		return &Error{Op: OpRefund, Policy: set.Policy(), Err: err}
 	}
 	return nil
@@ -345,10 +345,45 @@ func (g *Guard) Refund(ctx context.Context, set *algo.Set, key string, cost int6
 
 // Reset asks the remote store to reset; see Decide for errors.
 func (g *Guard) Reset(ctx context.Context, set *algo.Set, key string) error {
-	if _, st, err := g.call(ctx, OpReset, set, key, 0); st != ok {
+	if _, st, err := g.call(ctx, OpReset, set, key, 0, nil); st != ok {
 		return &Error{Op: OpReset, Policy: set.Policy(), Err: err}
 	}
 	return nil
+}
+
+// Do makes fn a call of the Guard's remote backend, under its timeout and
+// breaker as Decide's calls are, so that a store of another kind over the
+// same backend (redislease's leases beside redisstore's limits) shares one
+// judgement of it: failures of either open the breaker for both, and an
+// open breaker skips fn as it skips Decide. op and policy name the call in
+// an *Error and in OnError; its failures count with Decide's unless op is
+// OpRefund, OpCancel or OpReset. fn gets a context that ends at the
+// Guard's slow timeout; unless GuardOptions.ContextBound is set it runs on
+// a goroutine of its own and its result is dropped if it overruns, so it
+// must not write to anything its caller reads after an error. An error
+// that fn returns wrapping floodgate.ErrCorruptState or ErrClosed is its
+// answer about this call (see Refusal), not a sign the backend is down.
+func (g *Guard) Do(ctx context.Context, op Op, policy string, fn func(context.Context) error) error {
+	_, st, err := g.call(ctx, op, nil, policy, 0, func(ctx context.Context) (algo.Verdict, error) {
+		return algo.Verdict{}, fn(ctx)
+	})
+	if st != ok {
+		return &Error{Op: op, Policy: policy, Err: err}
+	}
+	return nil
+}
+
+// A remoteCall is a call of the remote store that call makes in place of
+// one of its Store methods.
+type remoteCall func(context.Context) (algo.Verdict, error)
+
+// policyOf names the policy of a call in its *Error: the Set's, or for
+// Do, which has no Set, the name Do was given (carried as key).
+func policyOf(set *algo.Set, key string) string {
+	if set == nil {
+		return key
+	}
+	return set.Policy()
 }
 
 // ValidateLimit asks the remote store, so that a limit it cannot keep fails
@@ -375,22 +410,27 @@ func Refusal(err error) bool {
 	return errors.Is(err, floodgate.ErrClosed) || errors.Is(err, floodgate.ErrCorruptState)
 }
 
+// opIndex picks the failure counter of op: refunds and cancellations give
+// back, resets clear, and everything else (decisions, reservations and the
+// calls of Do) asks for an answer.
 func opIndex(op Op) int {
 	switch op {
-	case OpDecide:
-		return 0
 	case OpRefund, OpCancel:
 		return 1
-	case OpReserve:
-		return 0
+	case OpReset:
+		return 2
 	}
-	return 2
+	return 0
 }
 
 // call makes one guarded call and classifies its outcome. It builds no
 // *Error unless OnError wants one, so Store's fallback path allocates
 // nothing beyond the call itself.
-func (g *Guard) call(ctx context.Context, op Op, set *algo.Set, key string, cost int64) (algo.Verdict, status, error) {
+//
+// fn, when not nil, is the call to make in place of op's method of the
+// remote store (Reserve, Cancel and Do); the methods that the request path
+// calls most pass nil, so that no closure is allocated for them.
+func (g *Guard) call(ctx context.Context, op Op, set *algo.Set, key string, cost int64, fn remoteCall) (algo.Verdict, status, error) {
 	// A caller that has already given up gets nothing, not even a probe.
 	if err := ctx.Err(); err != nil {
 		g.canceled.Add(1)
@@ -405,9 +445,9 @@ func (g *Guard) call(ctx context.Context, op Op, set *algo.Set, key string, cost
 	var res algo.Verdict
 	var err error
 	if probe {
-		res, err = g.invokeProbe(ctx, op, set, key, cost)
+		res, err = g.invokeProbe(ctx, op, set, key, cost, fn)
 	} else {
-		res, err = g.invoke(ctx, op, set, key, cost)
+		res, err = g.invoke(ctx, op, set, key, cost, fn)
 	}
 	if err == nil {
 		g.br.success(probe)
@@ -432,7 +472,7 @@ func (g *Guard) call(ctx context.Context, op Op, set *algo.Set, key string, cost
 	}
 	g.br.failure(probe, err, timedOut)
 	if g.onError != nil {
-		g.onError(&Error{Op: op, Policy: set.Policy(), Err: err})
+		g.onError(&Error{Op: op, Policy: policyOf(set, key), Err: err})
 	}
 	return algo.Verdict{}, failed, err
 }
@@ -441,7 +481,7 @@ func (g *Guard) call(ctx context.Context, op Op, set *algo.Set, key string, cost
 // store runs on the caller's goroutine, so its panic unwinds past call: the
 // probe then counts as failed, or the breaker would stay half-open with no
 // probe in flight and skip every call from then on.
-func (g *Guard) invokeProbe(ctx context.Context, op Op, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
+func (g *Guard) invokeProbe(ctx context.Context, op Op, set *algo.Set, key string, cost int64, fn remoteCall) (algo.Verdict, error) {
 	returned := false
 	defer func() {
 		if !returned {
@@ -449,7 +489,7 @@ func (g *Guard) invokeProbe(ctx context.Context, op Op, set *algo.Set, key strin
 			g.br.failure(true, errors.New("the remote store panicked"), false)
 		}
 	}()
-	res, err := g.invoke(ctx, op, set, key, cost)
+	res, err := g.invoke(ctx, op, set, key, cost, fn)
 	returned = true
 	return res, err
 }
@@ -482,12 +522,12 @@ type outcome struct {
 // costs about a microsecond, small beside a network round trip. A call that
 // overruns finishes in the background and its answer is dropped; the
 // breaker stops new calls from piling up behind it.
-func (g *Guard) invoke(ctx context.Context, op Op, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
+func (g *Guard) invoke(ctx context.Context, op Op, set *algo.Set, key string, cost int64, fn remoteCall) (algo.Verdict, error) {
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, g.hard)
 	defer cancel()
 	if g.bounded {
-		res, err := g.dispatch(cctx, op, set, key, cost)
+		res, err := g.dispatch(cctx, op, set, key, cost, fn)
 		return res, g.answered(ctx, cctx, start, err)
 	}
 	ch := make(chan outcome, 1)
@@ -501,7 +541,7 @@ func (g *Guard) invoke(ctx context.Context, op Op, set *algo.Set, key string, co
 			}
 			ch <- o
 		}()
-		o.res, o.err = g.dispatch(cctx, op, set, key, cost)
+		o.res, o.err = g.dispatch(cctx, op, set, key, cost, fn)
 	}()
 	select {
 	case o := <-ch:
@@ -536,14 +576,15 @@ func (g *Guard) timedOut(ctx, cctx context.Context, err error) error {
 	return err
 }
 
-func (g *Guard) dispatch(ctx context.Context, op Op, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
+func (g *Guard) dispatch(ctx context.Context, op Op, set *algo.Set, key string, cost int64, fn remoteCall) (algo.Verdict, error) {
+	if fn != nil {
+		return fn(ctx)
+	}
 	switch op {
 	case OpDecide:
 		return g.remote.Decide(ctx, set, key, cost)
 	case OpRefund:
 		return algo.Verdict{}, g.remote.Refund(ctx, set, key, cost)
-	case OpReserve, OpCancel:
-		return dispatchReserve(ctx, g.remote, op, set, key, cost)
 	}
 	return algo.Verdict{}, g.remote.Reset(ctx, set, key)
 }

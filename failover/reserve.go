@@ -16,42 +16,25 @@ const (
 	OpCancel  Op = "cancel"
 )
 
-// A reserveCall carries what a reservation adds to a call (the longest
-// wait, the ticket) through the Guard's one call path, in the context.
-type reserveCall struct {
-	maxWait time.Duration
-	ticket  algo.Ticket
-}
-
-type reserveKey struct{}
-
-func dispatchReserve(ctx context.Context, remote floodgate.Store, op Op, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
-	rc, _ := ctx.Value(reserveKey{}).(*reserveCall)
-	if rc == nil {
-		return algo.Verdict{}, fmt.Errorf("failover: %s called without its arguments", op)
-	}
-	if op == OpCancel {
-		return algo.Verdict{}, remote.Cancel(ctx, set, key, cost, rc.ticket)
-	}
-	v, t, err := remote.Reserve(ctx, set, key, cost, rc.maxWait)
-	rc.ticket = t
-	return v, err
-}
-
 // reserve makes a guarded reservation; the ticket is valid when the status
 // is ok.
 func (g *Guard) reserve(ctx context.Context, set *algo.Set, key string, cost int64, maxWait time.Duration) (algo.Verdict, algo.Ticket, status, error) {
-	rc := &reserveCall{maxWait: maxWait}
-	v, st, err := g.call(context.WithValue(ctx, reserveKey{}, rc), OpReserve, set, key, cost)
+	var ticket algo.Ticket
+	v, st, err := g.call(ctx, OpReserve, set, key, cost, func(ctx context.Context) (algo.Verdict, error) {
+		v, t, err := g.remote.Reserve(ctx, set, key, cost, maxWait)
+		ticket = t
+		return v, err
+	})
 	if st != ok {
 		return algo.Verdict{}, algo.Ticket{}, st, err
 	}
-	return v, rc.ticket, st, nil
+	return v, ticket, st, nil
 }
 
 func (g *Guard) cancel(ctx context.Context, set *algo.Set, key string, cost int64, t algo.Ticket) (status, error) {
-	rc := &reserveCall{ticket: t}
-	_, st, err := g.call(context.WithValue(ctx, reserveKey{}, rc), OpCancel, set, key, cost)
+	_, st, err := g.call(ctx, OpCancel, set, key, cost, func(ctx context.Context) (algo.Verdict, error) {
+		return algo.Verdict{}, g.remote.Cancel(ctx, set, key, cost, t)
+	})
 	return st, err
 }
 

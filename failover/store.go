@@ -77,7 +77,7 @@ func (s *Store) Guard() *Guard { return s.guard }
 // then undecided, whatever the policy) or when LocalFallback's local store
 // fails.
 func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
-	v, st, err := s.guard.call(ctx, OpDecide, set, key, cost)
+	v, st, err := s.guard.call(ctx, OpDecide, set, key, cost, nil)
 	switch st {
 	case ok:
 		return v, nil
@@ -107,7 +107,7 @@ func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 // failed over it. Under LocalFallback a refund the remote store did not
 // take goes to the local store, where the charge most likely was.
 func (s *Store) Refund(ctx context.Context, set *algo.Set, key string, cost int64) error {
-	_, st, err := s.guard.call(ctx, OpRefund, set, key, cost)
+	_, st, err := s.guard.call(ctx, OpRefund, set, key, cost, nil)
 	if st == canceled || st == refused {
 		return &Error{Op: OpRefund, Policy: set.Policy(), Err: err}
 	}
@@ -125,7 +125,7 @@ func (s *Store) Refund(ctx context.Context, set *algo.Set, key string, cost int6
 // Under LocalFallback the local store is reset as well, since the key may
 // have been charged there during an outage.
 func (s *Store) Reset(ctx context.Context, set *algo.Set, key string) error {
-	_, st, err := s.guard.call(ctx, OpReset, set, key, 0)
+	_, st, err := s.guard.call(ctx, OpReset, set, key, 0, nil)
 	var errs []error
 	if st != ok {
 		errs = append(errs, &Error{Op: OpReset, Policy: set.Policy(), Err: err})

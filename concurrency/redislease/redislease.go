@@ -24,8 +24,8 @@
 // (concurrency.ReasonFailClosed, a 503), LocalFallback holds the slot in a
 // concurrency.Local of this process, so each instance enforces the whole
 // limit on its own until Redis is back. To let one breaker judge one Redis
-// for rate limits and concurrency alike, build the Guard over Remote and
-// give it to both (see Remote).
+// for rate limits and concurrency alike, give this package the Guard the
+// rate engines use (Options.Guard): lease calls go through its Do.
 package redislease
 
 import (
@@ -77,10 +77,11 @@ type Options struct {
 	// concurrency.Local of the Store's own. Only LocalFallback uses it.
 	Local concurrency.Store
 
-	// Guard is a Guard built over Remote, shared with other stores over
-	// the same Redis (failover.New and hybrid.New take it as their remote
-	// store) so that one breaker judges that Redis. Nil means a Guard of
-	// the Store's own, made with GuardOptions.
+	// Guard is the Guard of a rate engine over the same Redis (the one
+	// failover.New and hybrid.New take as their remote store), shared so
+	// that one breaker judges that Redis: lease calls go through its Do.
+	// Nil means a Guard of the Store's own, made with GuardOptions, that
+	// carries leases only.
 	Guard *failover.Guard
 
 	// GuardOptions configures the Store's own Guard when Guard is nil.
@@ -126,11 +127,9 @@ func New(client redis.UniversalClient, o Options) (*Store, error) {
 		s.lease = DefaultLease
 	}
 	if s.guard == nil {
-		if s.guard, err = failover.NewGuard(Remote(nil), o.GuardOptions); err != nil {
+		if s.guard, err = failover.NewGuard(leasesOnly{}, o.GuardOptions); err != nil {
 			return nil, fmt.Errorf("redislease: %w", err)
 		}
-	} else if !errors.Is(s.guard.ValidateLimit(probeLimit), errLeaseRemote) {
-		return nil, errors.New("redislease: Options.Guard must be built over redislease.Remote(engine), or it cannot carry lease calls")
 	}
 	if s.lease < 3*s.guard.Timeout() {
 		return nil, fmt.Errorf("redislease: lease %s is below three times the Guard's timeout (%s): a renewal that times out would leave no time for another", s.lease, s.guard.Timeout())
@@ -228,8 +227,9 @@ func (s *Store) InFlight(ctx context.Context, name, key string) (int, error) {
 // run calls the script through the Guard.
 func (s *Store) run(ctx context.Context, name, key, op, token string, ttl time.Duration, limit int) (bool, int, error) {
 	k := leaseKey(s.prefix, name, key)
-	c := &call{}
-	c.fn = func(ctx context.Context) error {
+	var held bool
+	var n int
+	err := s.guard.Do(ctx, failover.Op(op), name, func(ctx context.Context) error {
 		v, err := leaseScript.Run(ctx, s.client, []string{k}, op, token, ttl.Milliseconds(), limit).Int64Slice()
 		switch {
 		case err != nil && strings.HasPrefix(err.Error(), "FLOODGATE_CORRUPT"):
@@ -240,98 +240,37 @@ func (s *Store) run(ctx context.Context, name, key, op, token string, ttl time.D
 		case len(v) != 2:
 			return fmt.Errorf("redislease: script answered %d values, want 2", len(v))
 		}
-		c.held, c.n = v[0] == 1, int(v[1])
+		held, n = v[0] == 1, int(v[1])
 		return nil
-	}
-	_, err := s.guard.Decide(context.WithValue(ctx, callKey{}, c), leaseSet, k, 1)
+	})
 	if err != nil {
 		return false, 0, err
 	}
-	// Decide returned after the call did, so c is complete.
-	return c.held, c.n, nil
+	// Do returned after fn did, so held and n are complete.
+	return held, n, nil
 }
 
-// A call is one lease operation carried to Remote's Decide in the context.
-type call struct {
-	fn   func(context.Context) error
-	held bool
-	n    int
+// leasesOnly is the remote store of a Guard made for this package alone:
+// lease calls reach Redis through Guard.Do, and a rate limit asked of it
+// is refused with what to do instead.
+type leasesOnly struct{}
+
+var errLeasesOnly = errors.New("redislease: this Guard was made for lease calls only; to decide rate limits over the same Redis, build a Guard over a redisstore.Store and give it to redislease.New as Options.Guard")
+
+func (leasesOnly) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
+	return algo.Verdict{}, errLeasesOnly
 }
 
-type callKey struct{}
+func (leasesOnly) Refund(context.Context, *algo.Set, string, int64) error { return errLeasesOnly }
 
-// leaseSet is the Set lease calls pass to Guard.Decide: the Guard names
-// its policy in errors.
-var leaseSet = keySet("redislease")
-
-var (
-	// probeLimit is what New asks a given Guard to validate, to learn that
-	// its remote is Remote: no engine accepts it, and Remote answers it with
-	// errLeaseRemote.
-	probeLimit     = floodgate.Limit{Rate: -1, Period: -1}
-	errLeaseRemote = errors.New("redislease: remote carries lease calls")
-)
-
-// Remote returns a floodgate.Store for failover.NewGuard that carries this
-// package's lease calls to Redis and every other call to engine (a
-// redisstore.Store over the same Redis, or nil for leases only). A Guard
-// over it, given to failover.New or hybrid.New as their remote store and
-// to redislease.New as Options.Guard, judges that Redis once for rate
-// limits and concurrency limits alike:
-//
-//	guard, _ := failover.NewGuard(redislease.Remote(rs), failover.GuardOptions{})
-//	rates, _ := failover.New(guard, failover.Options{Mode: failover.FailOpen})
-//	leases, _ := redislease.New(client, redislease.Options{Mode: failover.FailClosed, Guard: guard})
-func Remote(engine floodgate.Store) floodgate.Store { return remote{engine} }
-
-type remote struct{ engine floodgate.Store }
-
-var errNoEngine = errors.New("redislease: this Guard's remote store carries lease calls only; build it over redislease.Remote(engine) to decide rate limits on it")
-
-func (r remote) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
-	if c, ok := ctx.Value(callKey{}).(*call); ok {
-		return algo.Verdict{}, c.fn(ctx)
-	}
-	if r.engine == nil {
-		return algo.Verdict{}, errNoEngine
-	}
-	return r.engine.Decide(ctx, set, key, cost)
+func (leasesOnly) Reserve(context.Context, *algo.Set, string, int64, time.Duration) (algo.Verdict, algo.Ticket, error) {
+	return algo.Verdict{}, algo.Ticket{}, errLeasesOnly
 }
 
-func (r remote) Refund(ctx context.Context, set *algo.Set, key string, cost int64) error {
-	if r.engine == nil {
-		return errNoEngine
-	}
-	return r.engine.Refund(ctx, set, key, cost)
+func (leasesOnly) Cancel(context.Context, *algo.Set, string, int64, algo.Ticket) error {
+	return errLeasesOnly
 }
 
-func (r remote) Reserve(ctx context.Context, set *algo.Set, key string, cost int64, maxWait time.Duration) (algo.Verdict, algo.Ticket, error) {
-	if r.engine == nil {
-		return algo.Verdict{}, algo.Ticket{}, errNoEngine
-	}
-	return r.engine.Reserve(ctx, set, key, cost, maxWait)
-}
+func (leasesOnly) Reset(context.Context, *algo.Set, string) error { return errLeasesOnly }
 
-func (r remote) Cancel(ctx context.Context, set *algo.Set, key string, cost int64, t algo.Ticket) error {
-	if r.engine == nil {
-		return errNoEngine
-	}
-	return r.engine.Cancel(ctx, set, key, cost, t)
-}
-
-func (r remote) Reset(ctx context.Context, set *algo.Set, key string) error {
-	if r.engine == nil {
-		return errNoEngine
-	}
-	return r.engine.Reset(ctx, set, key)
-}
-
-func (r remote) ValidateLimit(l floodgate.Limit) error {
-	if l == probeLimit {
-		return errLeaseRemote
-	}
-	if r.engine == nil {
-		return errNoEngine
-	}
-	return r.engine.ValidateLimit(l)
-}
+func (leasesOnly) ValidateLimit(floodgate.Limit) error { return errLeasesOnly }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -295,10 +296,7 @@ func TestOneGuardForRatesAndLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rs.Close()
-	if _, err := redislease.New(c, redislease.Options{Mode: failover.FailOpen, Guard: mustGuard(t, rs)}); err == nil {
-		t.Fatal("a Guard over redisstore itself was accepted")
-	}
-	guard := mustGuard(t, redislease.Remote(rs))
+	guard := mustGuard(t, rs)
 	rates, err := failover.New(guard, failover.Options{Mode: failover.FailOpen})
 	if err != nil {
 		t.Fatal(err)
@@ -455,5 +453,21 @@ func TestModel(t *testing.T) {
 				p.Release()
 			}
 		}
+	}
+}
+
+// TestOwnGuardDecidesNoRates: the Guard a Store makes for itself carries
+// leases only; a rate limit built on it is refused when it is built, with
+// what to do instead, rather than failing (and failing open) per request.
+func TestOwnGuardDecidesNoRates(t *testing.T) {
+	srv := testkit.Redis(t)
+	leases := newStore(t, client(t, srv), redislease.Options{Mode: failover.FailOpen})
+	rates, err := failover.New(leases.Guard(), failover.Options{Mode: failover.FailOpen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = floodgate.New(rates, floodgate.Policy{Name: "rate", Limits: []floodgate.Limit{floodgate.PerSecond(100)}})
+	if err == nil || !strings.Contains(err.Error(), "redisstore.Store") {
+		t.Fatalf("a rate limit on a lease-only Guard: %v", err)
 	}
 }
