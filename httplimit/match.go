@@ -287,6 +287,14 @@ func (c *Matcher) muxMatches(r *http.Request) bool {
 // parameters and trailing dots and spaces, and in lower case, but for
 // what CaseSensitive and KeepPathParams keep.
 func (c *Matcher) normPath(p string) string {
+	if c.asCompared(p) {
+		return p
+	}
+	return c.rewrite(p)
+}
+
+// rewrite is normPath for a path that asCompared does not vouch for.
+func (c *Matcher) rewrite(p string) string {
 	if strings.ContainsAny(p, "\\; .") {
 		p = c.normSegments(p)
 	}
@@ -295,6 +303,35 @@ func (c *Matcher) normPath(p string) string {
 		p = lowerASCIIFirst(p)
 	}
 	return p
+}
+
+// asCompared reports whether p is already the path normPath makes of it,
+// in one pass over its bytes: the common request path, which then costs
+// no rewriting. It is false for anything normPath could change: a path not
+// rooted, a backslash, a path parameter, a space, an empty segment (//), a
+// segment ending in a dot (".", "..", "x."), and, unless CaseSensitive, an
+// upper case or non-ASCII byte. FuzzAsCompared holds it to normPath.
+func (c *Matcher) asCompared(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		switch b := p[i]; {
+		case b == '/':
+			if i+1 < len(p) && p[i+1] == '/' {
+				return false
+			}
+		case b == '.':
+			if i+1 == len(p) || p[i+1] == '/' {
+				return false
+			}
+		case b == '\\' || b == ';' || b == ' ':
+			return false
+		case !c.caseSensitive && (b >= 'A' && b <= 'Z' || b >= 0x80):
+			return false
+		}
+	}
+	return true
 }
 
 // normSegments rewrites each segment of p: path parameters dropped (unless

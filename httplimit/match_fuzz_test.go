@@ -83,3 +83,30 @@ func asciiUpper(s string) string {
 	}
 	return string(b)
 }
+
+// FuzzAsCompared holds the fast path of path matching to the full rewrite:
+// a path asCompared vouches for is one normPath's rewrite leaves as it is,
+// under every combination of the options that change the rewrite.
+func FuzzAsCompared(f *testing.F) {
+	for _, p := range []string{"/", "/api/v1/users/42", "/a/b/", "/x.json", "/a.", "/a/./b", "/a/../b", "//a", "/A", "/a;b",
+		"/a b", `/a\b`, "a", "", "/é", "/.well-known/x", "/..x", "/x..y"} {
+		f.Add(p, uint8(0))
+		f.Add(p, uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, p string, opts uint8) {
+		for _, m := range []Match{
+			{PathPrefix: []string{"/"}, CaseSensitive: opts&1 != 0, KeepPathParams: opts&2 != 0},
+			{Path: "/{p...}", CaseSensitive: opts&1 != 0, KeepPathParams: opts&2 != 0},
+		} {
+			c, err := m.Compile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.asCompared(p) {
+				if got := c.rewrite(p); got != p {
+					t.Fatalf("%+v: asCompared(%q), but the rewrite makes it %q", m, p, got)
+				}
+			}
+		}
+	})
+}
