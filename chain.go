@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // A Check is one link of a chain: a limiter, the key it limits and the cost.
@@ -66,6 +67,39 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, int, error) {
 		}
 	}
 	return best, drove, nil
+}
+
+// WaitAll blocks until every check passes at once, deciding them as
+// AllowAll does, and returns what AllowAll returns for the decision that
+// admitted them. Between tries it charges nothing: a chain that is denied
+// is refunded, and WaitAll sleeps for the denying check's RetryAfter
+// before it asks again, so no link is ever held while another is waited
+// for and no limit admits more than it allows. Waiters are not served in
+// order: one that asks at the right moment may pass before one that has
+// waited longer (a single token-bucket limit is fair under WaitN).
+//
+// It returns an error wrapping ErrWaitDeadline, at once and having charged
+// nothing, when the chain cannot pass before ctx's deadline; ctx's error
+// when ctx ends while it sleeps; an error wrapping ErrInvalidCost when a
+// check's cost can never pass; and the error of a check that could not be
+// decided, with the index of that check, as AllowAll does.
+func WaitAll(ctx context.Context, checks ...Check) (Result, int, error) {
+	for {
+		res, i, err := AllowAll(ctx, checks...)
+		if err != nil || res.Allowed {
+			return res, i, err
+		}
+		if res.RetryAfter == RetryNever {
+			return res, i, fmt.Errorf("%w: policy %s: check %d can never pass %s, whose capacity is %d; lower its cost",
+				ErrInvalidCost, res.Policy, i, res.Limit, res.Limit.Capacity())
+		}
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < res.RetryAfter {
+			return res, i, fmt.Errorf("%w: policy %s: check %d would wait %s", ErrWaitDeadline, res.Policy, i, res.RetryAfter)
+		}
+		if err := sleepUntil(ctx, time.Now().Add(max(res.RetryAfter, time.Microsecond))); err != nil {
+			return res, i, err
+		}
+	}
 }
 
 func refundChecks(ctx context.Context, checks []Check) error {

@@ -98,6 +98,39 @@ func ExampleAllowAll() {
 	// false check 2 ip <nil>
 }
 
+// WaitAll waits until a whole chain passes: here the per-IP limit of 5 a
+// second holds the sixth request for about 200 ms, while the global and
+// per-user limits are charged only once it passes.
+func ExampleWaitAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	mk := func(name string, l floodgate.Limit) floodgate.Limiter {
+		lim, err := floodgate.New(store, floodgate.Policy{Name: name, Limits: []floodgate.Limit{l}})
+		if err != nil {
+			panic(err)
+		}
+		return lim
+	}
+	global, perUser, perIP := mk("global", floodgate.PerSecond(1000)), mk("user", floodgate.PerSecond(100)), mk("ip", floodgate.PerSecond(5))
+	for range 6 {
+		res, _, err := floodgate.WaitAll(ctx,
+			floodgate.Check{Limiter: global},
+			floodgate.Check{Limiter: perUser, Key: "alice"},
+			floodgate.Check{Limiter: perIP, Key: "192.0.2.1"},
+		)
+		fmt.Println(res.Allowed, res.Policy, err)
+	}
+	// Output:
+	// true ip <nil>
+	// true ip <nil>
+	// true ip <nil>
+	// true ip <nil>
+	// true ip <nil>
+	// true ip <nil>
+}
+
 // Reserve books units for the instant they fit and says when that is;
 // Cancel gives back what no later reservation relies on.
 func ExamplePolicyLimiter_ReserveN() {
