@@ -167,3 +167,57 @@ func randomAdvance(rng *rand.Rand, p floodgate.Policy) time.Duration {
 	}
 	return time.Duration(rng.Int64N(int64(period/time.Microsecond)/3+1)) * time.Microsecond
 }
+
+// TestCalendarDayAcrossDST decides a set of one calendar-day window in a
+// zone with daylight saving, the single-window path of the script, across
+// both changes of 2026 in Berlin: the days of 23 and 25 hours run from
+// midnight to midnight, on the Redis engine as on the in-memory one.
+func TestCalendarDayAcrossDST(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := standalone(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		first time.Time // the first request, in the day of the change
+		reset time.Duration
+	}{
+		{"spring", time.Date(2026, 3, 29, 0, 30, 0, 0, berlin), 22*time.Hour + 30*time.Minute},
+		{"autumn", time.Date(2026, 10, 25, 0, 30, 0, 0, berlin), 24*time.Hour + 30*time.Minute},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := floodgatetest.NewClock(c.first)
+			mem := memstore.New(memstore.Options{Clock: clock, SweepInterval: -1})
+			red := newStore(t, client, Options{Prefix: "dst-" + c.name + ":", Clock: clock})
+			limit := floodgate.PerDay(3).AlignedTo(berlin)
+			lm, lr := newLimiter(t, mem, "day", limit), newLimiter(t, red, "day", limit)
+			next := time.Date(c.first.Year(), c.first.Month(), c.first.Day()+1, 0, 0, 0, 0, berlin)
+			steps := []struct {
+				at   time.Time
+				cost int64
+			}{
+				{c.first, 1}, {c.first, 2}, {c.first.Add(time.Hour), 1}, {next.Add(-time.Microsecond), 1},
+				{next, 0}, {next, 3}, {next.Add(time.Minute), 1},
+			}
+			for i, st := range steps {
+				clock.Set(st.at)
+				want, err := lm.AllowN(ctx, "k", st.cost)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := lr.AllowN(ctx, "k", st.cost)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.ResetAfter != want.ResetAfter || got.RetryAfter != want.RetryAfter {
+					t.Fatalf("step %d at %s cost %d: redis %+v, memory %+v", i, st.at, st.cost, got, want)
+				}
+				if i == 0 && (!got.Allowed || got.ResetAfter != c.reset) {
+					t.Fatalf("first request: %+v; want allowed, reset after %s (the day's length less half an hour)", got, c.reset)
+				}
+			}
+		})
+	}
+}

@@ -147,53 +147,19 @@ local function decide1(p, key, cost)
   n = n + 4
 end
 
--- decide1f is decide for a set of one fixed window of a constant period,
--- an Envoy descriptor's limit: fixed_load, fixed_step and fixed_save in
--- one, with their checks and answers, and without their calls and
--- scratch, which cost as much as the commands.
+-- decide1f is decide for a set of one fixed window, an Envoy descriptor's
+-- limit: fixed_load, fixed_step and fixed_save without decide's scratch.
 local function decide1f(p, key, cost)
-  local v = redis.pcall('GET', key)
-  local e, c = 0, 0
-  if v then
-    if type(v) == 'table' then
-      fail(1, wrong_type(key, 'a string'))
-      return
-    end
-    local a, b = string.match(v, '^(%d+) (%d+)$')
-    e, c = uint(a), uint(b)
-    if not e or not c then
-      fail(1, bad_value(v, 'a window ("<end> <count>" in decimal integers)'))
-      return
-    end
-    if too_far(e, p[4]) then
-      fail(1, bad_instant(v))
-      return
-    end
+  local e, c, bad = fixed_load(key, p)
+  if bad then
+    fail(1, bad)
+    return
   end
-  local now, cap, span = now_us, p[3], p[4]
-  if e <= now then
-    local t = now + p[2]
-    e, c = t - imod(t, span) - p[2] + span, 0
-  elseif e - span > now then
-    now = e - span -- the clock stepped back: never decide before the window began
+  local a, b, d, f, ne, nc = fixed_step(p, e, c, now_us, cost)
+  if ne then
+    fixed_save(key, ne, nc)
   end
-  local reset = 0
-  if c > 0 then
-    reset = e - now
-  end
-  local rem = cap - c
-  if rem < 0 then
-    rem = 0
-  end
-  if cost == 0 then
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 1, rem, reset, 0
-  elseif c + cost > cap then
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 0, rem, reset, e - now
-  else
-    c = c + cost
-    setx(key, string.format('%d %d', e, c), e)
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 1, cap - c, e - now, 0
-  end
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = a, b, d, f
   n = n + 4
 end
 
@@ -245,7 +211,7 @@ while i <= argc do
       decide(rules, k, cost)
     elseif rules[1][1] == GCRA then
       decide1(rules[1], KEYS[k + 1], cost)
-    elseif rules[1][1] == FIXED and not rules[1][5] then
+    elseif rules[1][1] == FIXED then
       decide1f(rules[1], KEYS[k + 1], cost)
     else
       decide(rules, k, cost)
