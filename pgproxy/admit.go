@@ -106,7 +106,19 @@ func btou(b bool) uint64 {
 // waitTurn waits in line for the query's turn, then asks the limiter until
 // the query passes or cannot pass within MaxWait. due is when the query
 // would pass by the limiter's last answer, zero when it has not asked yet.
+// A query refused is answered only once its wait is over and counted: the
+// client that has its answer finds the metrics saying so.
 func (c *conn) waitTurn(extended bool, due time.Time) (bool, error) {
+	ok, answer, err := c.waitInLine(extended, due)
+	if answer != nil {
+		return false, answer()
+	}
+	return ok, err
+}
+
+// waitInLine is waitTurn's wait. It returns, for a query refused, the
+// answer to write once the wait is over.
+func (c *conn) waitInLine(extended bool, due time.Time) (bool, func() error, error) {
 	m := &c.p.metrics
 	q := &c.p.queues
 	w := c.waiter
@@ -120,14 +132,14 @@ func (c *conn) waitTurn(extended bool, due time.Time) (bool, error) {
 		m.waitNanos.Add(uint64(c.p.clock.Now().Sub(w.arrived)))
 	}()
 	if err := c.flush(); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	watch := c.watchClient()
 	defer watch.stop()
 	for {
 		lim := c.loadLimits()
 		if lim == nil {
-			return true, nil
+			return true, nil, nil
 		}
 		scope := w.list.key.scope
 		deadline := w.arrived.Add(lim.scope(scope).MaxWait)
@@ -139,21 +151,21 @@ func (c *conn) waitTurn(extended bool, due time.Time) (bool, error) {
 			r, denied, err := c.allow(c.ctx)
 			if err == nil && denied == scopeNone {
 				c.countAllowed()
-				return true, nil
+				return true, nil, nil
 			}
 			if c.ctx.Err() != nil {
-				return false, c.ctx.Err()
+				return false, nil, c.ctx.Err()
 			}
 			if err != nil || !waitable(r) {
 				outcome = waitRejected
-				return false, c.deny(denied, r, err, extended)
+				return false, func() error { return c.deny(denied, r, err, extended) }, nil
 			}
 			due = now.Add(r.RetryAfter)
 			if denied != scope {
 				if lim.scope(denied).MaxWait == 0 {
 					// Refused by a scope that does not wait.
 					outcome = waitRejected
-					return false, c.deny(denied, r, nil, extended)
+					return false, func() error { return c.deny(denied, r, nil, extended) }, nil
 				}
 				q.join(w, denied, now)
 				scope = denied
@@ -162,7 +174,7 @@ func (c *conn) waitTurn(extended bool, due time.Time) (bool, error) {
 			if due.After(deadline) {
 				// The limiter says it cannot pass in time: no use waiting.
 				outcome = waitRejected
-				return false, c.deny(scope, r, nil, extended)
+				return false, func() error { return c.deny(scope, r, nil, extended) }, nil
 			}
 			continue
 		case turn:
@@ -171,7 +183,8 @@ func (c *conn) waitTurn(extended bool, due time.Time) (bool, error) {
 			if !now.Before(deadline) {
 				outcome = waitRejected
 				m.queries[scope][decisionDenied].Add(1)
-				return false, c.replyDenied(c.waitedOut(scope, lim.scope(scope).MaxWait), extended)
+				e := c.waitedOut(scope, lim.scope(scope).MaxWait)
+				return false, func() error { return c.replyDenied(e, extended) }, nil
 			}
 			until = deadline
 			due = time.Time{} // it asks afresh when its turn comes
@@ -185,15 +198,15 @@ func (c *conn) waitTurn(extended bool, due time.Time) (bool, error) {
 			outcome = waitCanceled
 			e := pgwire.ErrorResponse{Severity: "ERROR", Code: "57014", Message: "canceling statement due to user request",
 				Detail: "The query was waiting for the rate limit and had not reached the server."}
-			return false, c.replyDenied(e, extended)
+			return false, func() error { return c.replyDenied(e, extended) }, nil
 		case <-watch.gone:
 			t.Stop()
 			outcome = waitCanceled
-			return false, errClientGone
+			return false, nil, errClientGone
 		case <-c.ctx.Done():
 			t.Stop()
 			outcome = waitCanceled
-			return false, c.ctx.Err()
+			return false, nil, c.ctx.Err()
 		}
 		t.Stop()
 	}
