@@ -58,7 +58,8 @@ type Listener struct {
 }
 
 // Wrap returns ln bounded by l. onRefuse, when not nil, is called for each
-// connection refused (to count it or log it) and must not block.
+// connection refused (to count it or log it), before the connection is
+// closed, and must not block.
 func Wrap(ln net.Listener, l Limits, onRefuse func(peer netip.Addr, why Reason)) *Listener {
 	g := &Listener{Listener: ln, onRefuse: onRefuse, client: make(map[string]int)}
 	g.SetLimits(l)
@@ -114,15 +115,17 @@ func (g *Listener) admit(nc net.Conn) (net.Conn, bool) {
 	}
 	g.mu.Unlock()
 	if why != "" {
+		// The refusal is reported before the client can see it, so that
+		// whoever watches the counts and got the reset finds it counted.
+		if g.onRefuse != nil {
+			g.onRefuse(peer, why)
+		}
 		// No lingering: the refused client gets a reset, and the
 		// descriptor is free at once.
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetLinger(0)
 		}
 		nc.Close()
-		if g.onRefuse != nil {
-			g.onRefuse(peer, why)
-		}
 		return nil, false
 	}
 	return &conn{Conn: nc, g: g, key: key}, true
