@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // A Check is one link of a chain: a limiter, the key it limits and the cost.
@@ -89,14 +88,7 @@ func WaitAll(ctx context.Context, checks ...Check) (Result, int, error) {
 		if err != nil || res.Allowed {
 			return res, i, err
 		}
-		if res.RetryAfter == RetryNever {
-			return res, i, fmt.Errorf("%w: policy %s: check %d can never pass %s, whose capacity is %d; lower its cost",
-				ErrInvalidCost, res.Policy, i, res.Limit, res.Limit.Capacity())
-		}
-		if d, ok := ctx.Deadline(); ok && time.Until(d) < res.RetryAfter {
-			return res, i, fmt.Errorf("%w: policy %s: check %d would wait %s", ErrWaitDeadline, res.Policy, i, res.RetryAfter)
-		}
-		if err := sleepUntil(ctx, time.Now().Add(max(res.RetryAfter, time.Microsecond))); err != nil {
+		if err := retryLater(ctx, res, res.RetryAfter); err != nil {
 			return res, i, err
 		}
 	}

@@ -214,24 +214,39 @@ func (r *Reservation) settle(ctx context.Context) (Result, bool, error) {
 		}
 		return r.Result, true, nil
 	}
-	if r.Delay == RetryNever {
-		return r.Result, true, fmt.Errorf("%w: policy %s: the cost can never pass %s, whose capacity is %d; lower the cost",
-			ErrInvalidCost, r.Result.Policy, r.Result.Limit, r.Result.Limit.Capacity())
-	}
-	deadline := fmt.Errorf("%w: policy %s: the units would wait %s", ErrWaitDeadline, r.Result.Policy, r.Delay)
-	if r.set != nil && r.set.set.Reservable() && r.Result.Source != SourceFailClosed {
+	if r.Delay != RetryNever && r.set != nil && r.set.set.Reservable() && r.Result.Source != SourceFailClosed {
 		// The engine found no instant before the deadline.
-		return r.Result, true, deadline
+		return r.Result, true, waitTooLong(r.Result, r.Delay)
 	}
 	// A window limit, or an engine that failed closed: wait until the
 	// units could pass, if that comes before the deadline, and ask again.
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < r.Delay {
-		return r.Result, true, deadline
-	}
-	if err := sleepUntil(ctx, time.Now().Add(max(r.Delay, time.Microsecond))); err != nil {
+	if err := retryLater(ctx, r.Result, r.Delay); err != nil {
 		return r.Result, true, err
 	}
 	return Result{}, false, nil
+}
+
+// retryLater sleeps for delay, the wait a refused request was given, so
+// that its caller may ask again: the rule of every wait that asks again
+// (WaitN on a window limit or a closed breaker, WaitAll). It returns at
+// once with an error wrapping ErrInvalidCost when delay is RetryNever (the
+// cost is above a limit's capacity of res), or ErrWaitDeadline when the
+// wait would pass ctx's deadline; ctx's error when ctx ends first.
+func retryLater(ctx context.Context, res Result, delay time.Duration) error {
+	if delay == RetryNever {
+		return fmt.Errorf("%w: policy %s: the cost can never pass %s, whose capacity is %d; lower the cost",
+			ErrInvalidCost, res.Policy, res.Limit, res.Limit.Capacity())
+	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < delay {
+		return waitTooLong(res, delay)
+	}
+	return sleepUntil(ctx, time.Now().Add(max(delay, time.Microsecond)))
+}
+
+// waitTooLong is the error of a wait of delay that ctx's deadline does
+// not leave time for.
+func waitTooLong(res Result, delay time.Duration) error {
+	return fmt.Errorf("%w: policy %s: the units would wait %s", ErrWaitDeadline, res.Policy, delay)
 }
 
 // sleepUntil returns at t, or with ctx's error if it ends first.
