@@ -22,8 +22,9 @@ func KeyConst(key string) KeyFunc { return func(*http.Request) string { return k
 
 // KeyByUser keys authenticated requests by user and anonymous ones by
 // address: "user:<id>" when userID returns a non-empty id, else "ip:" and
-// the key of ip (KeyByIP(nil) when ip is nil). The tags keep a user whose id
-// looks like an address apart from that address.
+// the key of ip (KeyByIP(nil) when ip is nil), or "" when ip finds no key
+// either, so that the rule keys the request by its client (Rule.NoKey). The
+// tags keep a user whose id looks like an address apart from that address.
 //
 // userID reads an identity the request has proven, typically one an
 // authentication middleware placed in the request's context (see
@@ -38,7 +39,7 @@ func KeyByUser(userID func(r *http.Request) string, ip KeyFunc) KeyFunc {
 		if id := userID(r); id != "" {
 			return "user:" + id
 		}
-		return "ip:" + ip(r)
+		return fallback("ip:", ip(r))
 	}
 }
 
@@ -67,8 +68,9 @@ func FromContext(key any) func(r *http.Request) string {
 
 // KeyByHeader keys requests by the value of a header, such as an API key:
 // "<name>:<value>" with the name in lower case, or, when the header is absent
-// or empty, "ip:" and the key of ip (KeyByIP(nil) when ip is nil). Only the
-// first line of the header is read, with surrounding spaces removed.
+// or empty, "ip:" and the key of ip (KeyByIP(nil) when ip is nil), or ""
+// when ip finds no key either (see KeyByUser). Only the first line of the
+// header is read, with surrounding spaces removed.
 //
 // The client writes the header, so a client that invents a new value per
 // request gets a new key per request. Use it for values that are checked
@@ -87,8 +89,19 @@ func KeyByHeader(name string, ip KeyFunc) KeyFunc {
 				return tag + s
 			}
 		}
-		return "ip:" + ip(r)
+		return fallback("ip:", ip(r))
 	}
+}
+
+// fallback returns a composed key's fallback key, tag and key, or "" when
+// the fallback found no key either: the rule then keys the request by its
+// client (Rule.NoKey), where tag alone would be one key that every such
+// request shares.
+func fallback(tag, key string) string {
+	if key == "" {
+		return ""
+	}
+	return tag + key
 }
 
 // KeyByRoute keys requests by method and route pattern, such as
@@ -168,7 +181,9 @@ func KeyByFormValue(field string) KeyFunc {
 // JoinKeys keys requests by several keys together, such as client address
 // and submitted login. The parts are joined with "|", with any "|" or "\" in
 // a part escaped by a backslash, so that different parts never make the same
-// key.
+// key. A request any part finds no key for ("") has no key: the rule keys
+// it by its client (Rule.NoKey), so that requests without a login are not
+// one bucket with each other under the address or constant they share.
 func JoinKeys(keys ...KeyFunc) KeyFunc {
 	keys = append([]KeyFunc(nil), keys...)
 	return func(r *http.Request) string {
@@ -179,6 +194,9 @@ func JoinKeys(keys ...KeyFunc) KeyFunc {
 				b = append(b, '|')
 			}
 			s := k(r)
+			if s == "" {
+				return ""
+			}
 			for j := 0; j < len(s); j++ {
 				if c := s[j]; c == '|' || c == '\\' {
 					b = append(b, '\\')

@@ -262,3 +262,34 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// A composed key whose fallback finds no key has none itself, so the rule
+// keys the request by its client (Rule.NoKey): two clients without an API
+// key, whose own fallback reads an absent header, or without the form
+// field a joined key needs, are limited apart, never in one shared bucket
+// ("ip:", "login|").
+func TestComposedKeysFallThrough(t *testing.T) {
+	e := newEnv(t)
+	none := func(r *http.Request) string { return r.Header.Get("X-Real-Ip") } // absent here
+	for _, tt := range []struct {
+		name string
+		key  httplimit.KeyFunc
+	}{
+		{"header", httplimit.KeyByHeader("X-API-Key", none)},
+		{"user", httplimit.KeyByUser(func(*http.Request) string { return "" }, none)},
+		{"join", httplimit.JoinKeys(httplimit.KeyConst("login"), httplimit.KeyByFormValue("user"))},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := mustNew(t, httplimit.Config{Rules: []httplimit.Rule{{
+				Limiter: e.limiter("fall-"+tt.name, floodgate.PerMinute(1)), Key: tt.key,
+			}}}).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+			var got []int
+			for _, remote := range []string{"203.0.113.7:1", "203.0.113.7:2", "198.51.100.9:1"} {
+				got = append(got, get(h, "/", remote).Code)
+			}
+			if fmt.Sprint(got) != "[200 429 200]" {
+				t.Errorf("client a, a, b: %v, want [200 429 200]", got)
+			}
+		})
+	}
+}

@@ -142,7 +142,12 @@ type Config struct {
 
 	// KeyGenerator returns the key of a request, for the limits of Max and
 	// Limiter and for Rules without a Key of their own. Nil means the
-	// client address, as ClientIP resolves it.
+	// client address, as ClientIP resolves it. A request it returns "" for
+	// is keyed by that client address (tagged "nokey:"), so a generator
+	// that falls back to the client returns "" rather than c.IP(): with
+	// TrustProxy and ProxyHeader set, c.IP() is the header as the client
+	// wrote it, a new key for every spoofed request. Where the client's
+	// address is part of a key, use ClientKey.
 	KeyGenerator func(c fiber.Ctx) string
 
 	// ClientIP says which peers are trusted proxies and which header they
@@ -206,7 +211,8 @@ type Rule struct {
 	Limiter floodgate.Limiter
 
 	// Key returns the key of a request; nil means Config.KeyGenerator, or
-	// the client address when that is nil too.
+	// the client address when that is nil too. A request it returns "" for
+	// is keyed by its client address, as for KeyGenerator.
 	Key func(c fiber.Ctx) string
 
 	// Match selects the requests the rule applies to; nil means all.
@@ -303,13 +309,13 @@ func NewHandler(cfg Config) (fiber.Handler, error) {
 	case cfg.SkipSuccessfulRequests:
 		count = httplimit.CountFailed
 	}
+	peer, err := newPeerKey(cfg.ClientIP)
+	if err != nil {
+		bad("ClientIP: %v", err)
+	}
 	key := cfg.KeyGenerator
 	if key == nil {
-		k, err := newPeerKey(cfg.ClientIP)
-		if err != nil {
-			bad("ClientIP: %v", err)
-		}
-		key = k.key
+		key = peer.key
 	}
 	for i, r := range cfg.Rules {
 		if r.Limiter == nil {
@@ -319,7 +325,7 @@ func NewHandler(cfg Config) (fiber.Handler, error) {
 		if r.Count > httplimit.CountSuccessful {
 			bad("rule %d: unknown Count %d", i+1, r.Count)
 		}
-		ru := rule{limiter: fixedLimiter(r.Limiter), key: r.Key, match: r.Match, cost: r.Cost, count: r.Count}
+		ru := rule{limiter: fixedLimiter(r.Limiter), key: r.Key, peer: peer, match: r.Match, cost: r.Cost, count: r.Count}
 		if ru.key == nil {
 			ru.key = key
 		}
@@ -331,13 +337,13 @@ func NewHandler(cfg Config) (fiber.Handler, error) {
 	switch {
 	case len(cfg.Rules) > 0:
 	case cfg.Limiter != nil:
-		m.rules = []rule{{limiter: fixedLimiter(cfg.Limiter), key: key, count: count}}
+		m.rules = []rule{{limiter: fixedLimiter(cfg.Limiter), key: key, peer: peer, count: count}}
 	default:
 		lims, err := newLimits(m, cfg)
 		if err != nil {
 			errs = append(errs, err)
 		} else {
-			m.rules = []rule{{limiter: lims.limiter, key: key, count: count}}
+			m.rules = []rule{{limiter: lims.limiter, key: key, peer: peer, count: count}}
 		}
 	}
 	if len(errs) > 0 {
@@ -363,9 +369,21 @@ type middleware struct {
 type rule struct {
 	limiter func(fiber.Ctx) floodgate.Limiter // nil result: not limited
 	key     func(fiber.Ctx) string
+	peer    *peerKey // keys a request key gave no key ("nokey:" and its client)
 	match   func(fiber.Ctx) bool
 	cost    func(fiber.Ctx) int64
 	count   httplimit.Count
+}
+
+// keyOf returns the key of c: the rule's, or, when that is "", "nokey:"
+// and the client's address, as httplimit's Rule.NoKey keys. A key
+// function that finds no key (an absent API key) thereby means "the
+// client", never one bucket that every such request shares.
+func (r *rule) keyOf(c fiber.Ctx) string {
+	if k := r.key(c); k != "" {
+		return k
+	}
+	return "nokey:" + r.peer.key(c)
 }
 
 // limits are the limiters made from Max and Expiration, one per
@@ -511,7 +529,7 @@ func (m *middleware) handle(c fiber.Ctx) error {
 		if r.cost != nil {
 			cost = r.cost(c)
 		}
-		charges[n] = httplimit.Charge{Limiter: lim, Key: r.key(c), Cost: cost, Count: r.count}
+		charges[n] = httplimit.Charge{Limiter: lim, Key: r.keyOf(c), Cost: cost, Count: r.count}
 		n++
 	}
 	if n == 0 {

@@ -101,11 +101,32 @@ func headerTag(name string) string { return strings.ToLower(http.CanonicalHeader
 // keyByHeader keys as httplimit.KeyByHeader does: "<name>:<value>" from
 // the header's first line, trimmed, or "ip:" and the client address.
 func keyByHeader(name, tag string, get func(fiber.Ctx, string, ...string) string) func(fiber.Ctx) string {
-	ip, _ := newPeerKey(clientip.Config{})
 	return func(c fiber.Ctx) string {
 		if v := strings.TrimSpace(get(c, name)); v != "" {
 			return tag + v
 		}
-		return "ip:" + ip.key(c)
+		return "ip:" + ClientKey(c)
 	}
 }
+
+// appPeers keys by the trusted proxies of each app's own configuration.
+var appPeers = new(peerKey)
+
+// ClientKey returns the key of c's client address, as the middleware keys
+// a request by default: the connection's peer, or the address a trusted
+// proxy of the app's configuration (fiber.Config TrustProxy,
+// TrustProxyConfig, ProxyHeader; see TrustedProxies) reports, with IPv6
+// clients grouped by /64. Use it in a KeyGenerator in place of c.IP(),
+// which with TrustProxy and ProxyHeader set is the header verbatim, as
+// any client may write it:
+//
+//	KeyGenerator: func(c fiber.Ctx) string {
+//		if k := c.Get("X-API-Key"); k != "" {
+//			return "key:" + k
+//		}
+//		return "ip:" + fiberlimit.ClientKey(c)
+//	},
+//
+// A generator that only falls back to the client may return "" instead:
+// the middleware keys such requests by their client itself.
+func ClientKey(c fiber.Ctx) string { return appPeers.key(c) }

@@ -404,3 +404,55 @@ func TestRulesAndRefusals(t *testing.T) {
 		t.Errorf("Max with Rules: %v", err)
 	}
 }
+
+// A key of one's own keeps the spoofing defence: the walkthrough's key (an
+// API key, falling back to the client) spelled with ClientKey, or with ""
+// for "the client", keys a client that writes X-Forwarded-For by the
+// address the trusted proxy saw; spelled with c.IP(), as Fiber's docs
+// spell it, every spoofed request has a key of its own. Requests that fall
+// back ("") are keyed by their own client, never in one shared bucket.
+func TestOwnKeyKeepsClientIdentity(t *testing.T) {
+	cfg := fiber.Config{TrustProxy: true, ProxyHeader: fiber.HeaderXForwardedFor,
+		TrustProxyConfig: fiber.TrustProxyConfig{Loopback: true}}
+	apiKeyOr := func(fallback func(fiber.Ctx) string) func(fiber.Ctx) string {
+		return func(c fiber.Ctx) string {
+			if k := c.Get("X-API-Key"); k != "" {
+				return "key:" + k
+			}
+			return fallback(c)
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		key  func(fiber.Ctx) string
+		want string
+	}{
+		{"c.IP()", apiKeyOr(func(c fiber.Ctx) string { return "ip:" + c.IP() }), "[200 200 200 200 200] [200 200]"},
+		{"ClientKey", apiKeyOr(func(c fiber.Ctx) string { return "ip:" + fiberlimit.ClientKey(c) }), "[200 200 429 429 429] [200 200]"},
+		{"empty", apiKeyOr(func(fiber.Ctx) string { return "" }), "[200 200 429 429 429] [200 200]"},
+	} {
+		app := fiber.New(cfg)
+		app.Use(fiberlimit.New(fiberlimit.Config{Max: 2, KeyGenerator: tt.key}))
+		app.Get("/", func(c fiber.Ctx) error { return c.SendString("ok") })
+		base := serve(t, app)
+		// One client behind the proxy (203.0.113.7) that invents a new
+		// address per request, then another client (203.0.113.8).
+		send := func(n int, client string) []int {
+			var got []int
+			for i := range n {
+				req, _ := http.NewRequest("GET", base+"/", nil)
+				req.Header.Set("X-Forwarded-For", fmt.Sprintf("198.51.100.%d, %s", i+1, client))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				got = append(got, resp.StatusCode)
+			}
+			return got
+		}
+		if got := fmt.Sprint(send(5, "203.0.113.7"), send(2, "203.0.113.8")); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
