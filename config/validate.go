@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"os"
 
 	"github.com/floodgate-go/floodgate/envoyrules"
 	"github.com/floodgate-go/floodgate/failover"
@@ -750,7 +749,7 @@ func (k *checker) checkEnvoy() {
 	for i := range e.RatelimitConfig {
 		k.resolve(&e.RatelimitConfig[i])
 		path := e.RatelimitConfig[i]
-		data, rerr := os.ReadFile(path)
+		data, rerr := yamlpos.ReadFile(path)
 		k.files[path] = data
 		if rerr != nil {
 			rerr = fmt.Errorf("cannot read %s: %w", path, rerr)
