@@ -44,7 +44,7 @@ func Load(path string) (*Config, error) {
 // file it refers to (Envoy configurations, secret files), valid or not, so
 // that a watcher can tell when any of them changed (DigestOf).
 func LoadFiles(path string) (*Config, map[string][]byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := yamlpos.ReadFile(path)
 	if err != nil {
 		return nil, map[string][]byte{path: nil}, Errors{{Pos: Pos{File: path}, Msg: "cannot read the configuration: " + err.Error(), Err: err}}
 	}

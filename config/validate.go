@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"os"
 
 	"github.com/floodgate-go/floodgate/envoyrules"
 	"github.com/floodgate-go/floodgate/failover"
@@ -167,11 +166,12 @@ func (k *checker) checkStorage() {
 	f := &s.Failure
 	switch s.Engine {
 	case EngineRedis:
-		if !k.has("storage.failure.mode") {
+		// A mode written with no value (mode:) is as missing as no mode.
+		if !k.has("storage.failure.mode") || f.Mode == 0 {
 			k.errf("storage.failure", "storage.failure.mode is required with the redis engine: fail_open (allow when Redis is down), fail_closed (answer 503) or local_fallback (limit per instance)")
 		}
 	case EngineHybrid:
-		if !k.has("storage.failure.mode") {
+		if !k.has("storage.failure.mode") || f.Mode == 0 {
 			f.Mode = failover.LocalFallback
 		} else if f.Mode != failover.LocalFallback {
 			k.errf("storage.failure.mode", "the hybrid engine always falls back on its local filter; remove mode or set local_fallback")
@@ -750,7 +750,7 @@ func (k *checker) checkEnvoy() {
 	for i := range e.RatelimitConfig {
 		k.resolve(&e.RatelimitConfig[i])
 		path := e.RatelimitConfig[i]
-		data, rerr := os.ReadFile(path)
+		data, rerr := yamlpos.ReadFile(path)
 		k.files[path] = data
 		if rerr != nil {
 			rerr = fmt.Errorf("cannot read %s: %w", path, rerr)

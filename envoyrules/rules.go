@@ -5,7 +5,6 @@ import (
 
 	"fmt"
 	"maps"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -552,7 +551,7 @@ func Load(paths ...string) (*Rules, error) {
 	var srcs []Source
 	var errs yamlpos.Errors
 	for _, p := range paths {
-		data, err := os.ReadFile(p)
+		data, err := yamlpos.ReadFile(p)
 		if err != nil {
 			errs = append(errs, &yamlpos.Error{Pos: yamlpos.Pos{File: p}, Msg: "cannot read " + p + ": " + err.Error(), Err: err})
 			continue

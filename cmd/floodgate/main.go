@@ -33,6 +33,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/daemon"
+	"github.com/floodgate-go/floodgate/internal/yamlpos"
 )
 
 const usage = `usage:
@@ -42,10 +43,9 @@ const usage = `usage:
                                      ask a running daemon's check API (exit 0 allowed, 1 denied)
   floodgate key show|reset -policy P -key K [-addr URL] [-token T]
                                      inspect a key without charging it, or reset (forgive) it
-  floodgate explain -http 'GET /path' [-H 'Name: value'] [-peer ADDR] | -pg-user U | -envoy-domain D -descriptor k=v
-                                     which route or rule a request meets, its keys and their state, without charging
   floodgate explain -http 'METHOD /path' [-H 'Name: value'] [-peer ADDR] | -pg-user U | -envoy-domain D -descriptor k=v
-                                     what the running daemon would do with a request, charging nothing
+                                     what the running daemon would do with a request: the route or rule it meets,
+                                     its keys and their state, charging nothing
   floodgate replay -config FILE [-against FILE] LOG
                                      decide an access log's requests with a file, on the log's clock, and report
   floodgate version                  print the version
@@ -317,7 +317,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	if name == "-" {
 		name = "(stdin)"
 		var data []byte
-		if data, err = io.ReadAll(os.Stdin); err == nil {
+		if data, err = yamlpos.ReadAll(os.Stdin); err == nil {
 			n, err = checkConfig(config.Parse(name, data))
 		}
 	} else {

@@ -103,7 +103,14 @@ func (d *Decoder) Has(path string) bool { _, ok := d.Pos[path]; return ok }
 
 // Parse parses data and returns the body of its single document (nil
 // for an empty file).
+//
+// A file beyond the bounds of CheckBounds is reported, at the line where
+// it crosses one, without being parsed.
 func (d *Decoder) Parse(data []byte) ast.Node {
+	if err := CheckBounds(d.file, data); err != nil {
+		d.Errs = append(d.Errs, err)
+		return nil
+	}
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		p := Pos{File: d.file}
