@@ -10,11 +10,14 @@ import (
 // sees them. The parser (goccy/go-yaml) needs memory that grows with the
 // square of the nesting depth and of the number of fields in one block
 // mapping, and about a kilobyte for every value: a 300 KB file of nested
-// brackets took gigabytes. Within these bounds parsing one file takes tens
-// of megabytes at most; a real configuration is far inside all of them.
+// brackets took gigabytes. The bounds admit an Envoy rule file of 30,000
+// descriptors (about 3 MB, 210,000 values) and an overrides mapping of
+// 4,000 keys written one a line; parsing the largest file they admit takes
+// a few hundred megabytes for a moment, growing linearly with the file,
+// never with a square.
 const (
 	// MaxFileBytes is the largest file read.
-	MaxFileBytes = 1 << 20
+	MaxFileBytes = 4 << 20
 
 	// MaxNesting is how deeply collections may nest: flow [ and {, and
 	// block mappings and sequences (each indentation level, each "- ").
@@ -22,12 +25,12 @@ const (
 
 	// MaxValues is how many values (keys, scalars, aliases, collections)
 	// a file may hold.
-	MaxValues = 20_000
+	MaxValues = 250_000
 
 	// MaxBlockFields is how many fields one block mapping (one field per
 	// line) may hold; a flow mapping ({a: 1, b: 2}) is bound by MaxValues
 	// only.
-	MaxBlockFields = 1_000
+	MaxBlockFields = 4_000
 )
 
 // ReadFile reads the file at path, at most MaxFileBytes and one byte
