@@ -136,12 +136,16 @@ type Limits struct {
 	// flight at once, keyed by the startup parameter user: a connection
 	// holds one of its user's slots from a Query, FunctionCall or executing
 	// extended cycle until the server's ReadyForQuery that ends all it has
-	// sent (a pipelining connection holds one slot, as the server runs one
-	// query of it at a time), and gives it back when it disconnects. A
-	// query that finds its user's slots taken waits in the Limiter's FIFO
-	// queue (Options.MaxWaiting, MaxWait), else is answered ERROR 53300 and
-	// the session goes on. The slot is taken before the rate limits are
-	// asked, and given back when they deny the query.
+	// sent outside a transaction block (a pipelining connection holds one
+	// slot, as the server runs one query of it at a time; a transaction
+	// holds it from its first statement to its end, idle or not), and
+	// gives it back when it disconnects. The slot is free again before
+	// that ReadyForQuery reaches the client. A query that finds its user's
+	// slots taken waits in the Limiter's FIFO queue (Options.MaxWaiting,
+	// MaxWait), else is answered ERROR 53300 and the session goes on; a
+	// statement inside a transaction block is never refused. The slot is
+	// taken before the rate limits are asked, and given back when they
+	// deny the query.
 	ConcurrentQueries *concurrency.Limiter
 }
 

@@ -96,6 +96,12 @@ func (c *conn) serverToClient() error {
 			pos += size
 		}
 		if pos > 0 {
+			if readys > 0 && c.holding.Load() {
+				// The slot comes back before the ReadyForQuery that ends
+				// its query reaches the client (slot.go): counting the
+				// ones about to be written, the server may owe nothing.
+				c.releaseAt(c.received.Load()+readys, st)
+			}
 			c.wmu.Lock()
 			if c.clientDone {
 				c.wmu.Unlock()
@@ -123,6 +129,8 @@ func (c *conn) serverToClient() error {
 			c.wmu.Unlock()
 			m.toClient.Add(uint64(pos))
 			if readys > 0 && c.holding.Load() {
+				// Again, now that received counts them: a query refused
+				// meanwhile (slotDone) may have seen the old count.
 				c.releaseIfDone()
 			}
 			if readys > 0 || asks > 0 {
@@ -270,10 +278,7 @@ func (c *conn) clientToServer() error {
 			if charge {
 				ok, err := c.takeSlot(false)
 				if err == nil && ok {
-					ok, err = c.admitQuery(false)
-					if !ok {
-						c.slotDone()
-					}
+					ok, err = c.admitQuery(false) // a refusal gives the slot back (replyDenied)
 				}
 				if err != nil {
 					return err
@@ -294,10 +299,7 @@ func (c *conn) clientToServer() error {
 				} else if b, _ := r.Peek(r.Buffered()); pgwire.CycleExecutes(b) {
 					ok, err := c.takeSlot(true)
 					if err == nil && ok {
-						ok, err = c.admitQuery(true)
-						if !ok {
-							c.slotDone()
-						}
+						ok, err = c.admitQuery(true) // a refusal gives the slot back (replyDenied)
 					}
 					if err != nil {
 						return err
@@ -415,8 +417,10 @@ func (c *conn) flush() error {
 
 var errClientGone = errors.New("client disconnected while its query waited")
 
-// replyDenied answers a query the proxy does not forward.
+// replyDenied answers a query the proxy does not forward. The slot the
+// query took is given back first, as at a server's answer (slot.go).
 func (c *conn) replyDenied(e pgwire.ErrorResponse, extended bool) error {
+	c.slotDone()
 	b := e.Append(c.out[:0])
 	if !extended {
 		b = pgwire.AppendReadyForQuery(b, byte(c.status.Load()))

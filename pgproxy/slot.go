@@ -14,9 +14,22 @@ import (
 
 // A connection holds at most one slot of Limits.ConcurrentQueries: taken
 // when a query starts while it holds none, given back when the server has
-// answered everything sent (received == expected) and no query holding it
-// is still on its way (slotOpen: from takeSlot until expect counts its
+// answered everything sent (received == expected), the last ReadyForQuery
+// reports no transaction block (status 'I'), and no query holding it is
+// still on its way (slotOpen: from takeSlot until expect counts its
 // ReadyForQuery). slotMu orders the two relays' views of that.
+//
+// A transaction holds its slot from the statement that opens it to the
+// ReadyForQuery that reports it ended, idle moments included, so a
+// statement inside a transaction block never waits for a slot and is never
+// refused one: a refusal there would fail the client's statement while the
+// server's transaction went on, and the client's COMMIT would commit half
+// of it. (This is how transaction pooling counts a server connection.)
+//
+// A slot comes back before the answer that ends its query is written to
+// the client (serverToClient, replyDenied): a client that sends its next
+// query on reading that answer, on any connection of the same user, finds
+// the slot free.
 
 // takeSlot makes sure the connection holds a slot before a query is
 // forwarded, waiting for one in the Limiter's queue. When it refuses, it
@@ -34,7 +47,9 @@ func (c *conn) takeSlot(extended bool) (bool, error) {
 		return true, nil
 	}
 	c.slotMu.Unlock()
-	if lim == nil {
+	if lim == nil || c.inTransaction() {
+		// A transaction that began while no limit was set (a reload added
+		// it) runs to its end without a slot rather than be cut in half.
 		return true, nil
 	}
 	select { // a CancelRequest meant for an earlier query must not end this one
@@ -64,6 +79,11 @@ func (c *conn) takeSlot(extended bool) (bool, error) {
 	// pipelined before it.
 	if err := c.awaitReady(); err != nil {
 		return false, err
+	}
+	if c.inTransaction() {
+		// Those queries opened a transaction (one that began without a
+		// slot, as above): the query runs in it, never refused.
+		return true, nil
 	}
 	if canceled {
 		e := pgwire.ErrorResponse{Severity: "ERROR", Code: "57014", Message: "canceling statement due to user request",
@@ -176,10 +196,27 @@ func (c *conn) slotDone() {
 	c.releaseIfDone()
 }
 
-// releaseIfDone gives the slot back when the server has answered all.
+// inTransaction reports whether the server owes nothing and its last
+// ReadyForQuery put the session in a transaction block ('T', or 'E' for a
+// failed one): the next query runs inside it.
+func (c *conn) inTransaction() bool {
+	return c.received.Load() == c.expected.Load() && c.status.Load() != 'I'
+}
+
+// releaseIfDone gives the slot back when the server has answered all and
+// the session is not in a transaction block.
 func (c *conn) releaseIfDone() {
+	c.releaseAt(c.received.Load(), byte(c.status.Load()))
+}
+
+// releaseAt gives the slot back when received ReadyForQuery messages are
+// all the server owes and status, the last one's, is idle. The
+// server-to-client relay calls it with the ReadyForQuery messages it is
+// about to write counted, so that the slot is free before the client can
+// read them.
+func (c *conn) releaseAt(received int64, status byte) {
 	c.slotMu.Lock()
-	if c.permit != nil && !c.slotOpen && c.received.Load() == c.expected.Load() {
+	if c.permit != nil && !c.slotOpen && status == 'I' && received == c.expected.Load() {
 		c.permit.Release()
 		c.permit = nil
 		c.holding.Store(false)
