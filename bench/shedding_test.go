@@ -1,13 +1,18 @@
 package bench
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,8 +39,9 @@ const (
 
 func capacityPerSecond() float64 { return upstreamSlots / upstreamService.Seconds() }
 
-// upstream is the server of fixed capacity.
-func upstream(tb testing.TB) string {
+// upstream is the server of upstreamSlots slots, each request served in
+// service (read at each request, so that a run can change it).
+func upstream(tb testing.TB, service *atomic.Int64) string {
 	tb.Helper()
 	slots := make(chan struct{}, upstreamSlots)
 	// closed drops the backlog when the run ends, so that it costs the
@@ -48,7 +54,7 @@ func upstream(tb testing.TB) string {
 		case <-closed:
 			return
 		}
-		time.Sleep(upstreamService)
+		time.Sleep(time.Duration(service.Load()))
 		<-slots
 		w.Write(okBody)
 	}))
@@ -212,59 +218,111 @@ func adaptiveThrottle(tb testing.TB, c concurrency.Controller) func(http.Handler
 	return t.Handler
 }
 
+// shedSteps change the upstream's service time when the measured part
+// begins: the protections must find the new capacity while loaded.
+var shedSteps = []struct {
+	name   string
+	factor float64 // service time after the change, × upstreamService
+}{
+	{"steady", 1},
+	{"2x-slower", 2},
+	{"2x-faster", 0.5},
+}
+
 // BenchmarkShedding offers a reverse proxy four times the capacity of its
-// upstream, open loop, for shedWarmup+shedMeasure, once per protection,
-// and reports over the measured part:
+// upstream, open loop, for shedWarmup+shedMeasure, once per protection and
+// step (the upstream's service time unchanged, doubled or halved when the
+// measured part begins), and reports over the measured part:
 //
 //   - goodput-%: successful answers within the client's timeout a second,
-//     as a share of the upstream's capacity;
+//     as a share of the upstream's capacity after the step;
 //   - p99-x: the 99th percentile latency of those successes over the
-//     upstream's own p99 when nothing queues (measured first, through the
-//     same proxy without protection, at half the capacity in flight);
+//     upstream's own p99 when nothing queues, at the service time after
+//     the step (measured first, through the same proxy without protection,
+//     at half the capacity in flight);
 //   - shed-%: requests refused by the protection at once;
 //   - timeout-%: requests whose client gave up.
 //
-// Each run takes about seven seconds whatever -benchtime says: run it with
+// FLOODGATE_BENCH_LOAD=n runs n busy processes beside it for the whole
+// benchmark: the loaded machine, where latency measured includes waiting
+// for a core.
+//
+// Each run takes about eight seconds whatever -benchtime says: run it with
 // -benchtime 1x.
 func BenchmarkShedding(b *testing.B) {
 	b.Logf("upstream: %d at a time, %s each, capacity %.0f/s; offered %d× for %s", upstreamSlots, upstreamService, capacityPerSecond(), overload, shedWarmup+shedMeasure)
-	for _, im := range shedImpls {
-		b.Run("impl="+im.name, func(b *testing.B) {
-			for range b.N {
-				// A fresh upstream, so that one run's backlog never
-				// reaches the next, and its unloaded latency measured
-				// just before, so that a machine loaded by others
-				// weighs on both alike.
-				up := upstream(b)
-				base := p99(closedLoop(front(b, up, func(h http.Handler) http.Handler { return h }), upstreamSlots/2, time.Second))
-				if base == 0 {
-					b.Fatal("no baseline latency")
-				}
-				target := front(b, up, im.wrap(b))
-				shots := openLoop(target, overload*capacityPerSecond(), shedWarmup+shedMeasure)
-				var ok []time.Duration
-				var measured, shed, timedOut int
-				for _, s := range shots {
-					if s.sent < shedWarmup {
-						continue
-					}
-					measured++
-					switch {
-					case s.status == http.StatusOK:
-						ok = append(ok, s.latency)
-					case s.status == 0:
-						timedOut++
-					case s.status == http.StatusServiceUnavailable || s.status == http.StatusTooManyRequests:
-						shed++
-					}
-				}
-				goodput := float64(len(ok)) / shedMeasure.Seconds() / capacityPerSecond()
-				b.ReportMetric(100*goodput, "goodput-%")
-				b.ReportMetric(float64(p99(ok))/float64(base), "p99-x")
-				b.ReportMetric(100*float64(shed)/float64(max(measured, 1)), "shed-%")
-				b.ReportMetric(100*float64(timedOut)/float64(max(measured, 1)), "timeout-%")
-				b.Logf("%s: unloaded p99 %s; %d sent, %d ok (p99 %s), %d shed, %d timed out", im.name, base, measured, len(ok), p99(ok), shed, timedOut)
-			}
-		})
+	if n, _ := strconv.Atoi(os.Getenv("FLOODGATE_BENCH_LOAD")); n > 0 {
+		busy(b, n)
 	}
+	for _, st := range shedSteps {
+		for _, im := range shedImpls {
+			b.Run("step="+st.name+"/impl="+im.name, func(b *testing.B) {
+				for range b.N {
+					shedOnce(b, im.wrap, st.factor)
+				}
+			})
+		}
+	}
+}
+
+// busy runs n processes that spin until the benchmark ends.
+func busy(b *testing.B, n int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var cmds []*exec.Cmd
+	for range n {
+		cmd := exec.CommandContext(ctx, "sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	b.Cleanup(func() {
+		cancel()
+		for _, c := range cmds {
+			c.Wait()
+		}
+	})
+	b.Logf("%d busy processes beside the benchmark", n)
+}
+
+func shedOnce(b *testing.B, wrap func(testing.TB) func(http.Handler) http.Handler, factor float64) {
+	// A fresh upstream, so that one run's backlog never reaches the
+	// next, and its unloaded latency after the step measured just
+	// before, so that a machine loaded by others weighs on both alike.
+	var service atomic.Int64
+	after := time.Duration(float64(upstreamService) * factor)
+	service.Store(int64(after))
+	up := upstream(b, &service)
+	base := p99(closedLoop(front(b, up, func(h http.Handler) http.Handler { return h }), upstreamSlots/2, time.Second))
+	if base == 0 {
+		b.Fatal("no baseline latency")
+	}
+	service.Store(int64(upstreamService))
+	target := front(b, up, wrap(b))
+	step := time.AfterFunc(shedWarmup, func() { service.Store(int64(after)) })
+	defer step.Stop()
+	shots := openLoop(target, overload*capacityPerSecond(), shedWarmup+shedMeasure)
+	var ok []time.Duration
+	var measured, shed, timedOut int
+	for _, s := range shots {
+		if s.sent < shedWarmup {
+			continue
+		}
+		measured++
+		switch {
+		case s.status == http.StatusOK:
+			ok = append(ok, s.latency)
+		case s.status == 0:
+			timedOut++
+		case s.status == http.StatusServiceUnavailable || s.status == http.StatusTooManyRequests:
+			shed++
+		}
+	}
+	capacity := capacityPerSecond() / factor
+	goodput := float64(len(ok)) / shedMeasure.Seconds() / capacity
+	b.ReportMetric(100*goodput, "goodput-%")
+	b.ReportMetric(float64(p99(ok))/float64(base), "p99-x")
+	b.ReportMetric(100*float64(shed)/float64(max(measured, 1)), "shed-%")
+	b.ReportMetric(100*float64(timedOut)/float64(max(measured, 1)), "timeout-%")
+	b.Logf("unloaded p99 %s; %d sent, %d ok (p99 %s), %d shed, %d timed out", base, measured, len(ok), p99(ok), shed, timedOut)
 }

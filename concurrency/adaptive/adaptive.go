@@ -41,6 +41,7 @@ const (
 	DefaultMinSamples    = 10
 	DefaultProbeInterval = 30 * time.Second
 	DefaultProbeSamples  = 25
+	DefaultProbeAfter    = 10
 )
 
 // GradientOptions configures a Gradient. The zero value gives the defaults.
@@ -73,11 +74,21 @@ type GradientOptions struct {
 	// ProbeInterval is how often the baseline is measured again: for
 	// ProbeSamples samples the limit is Min, so that nothing queues and the
 	// latency measured is the resource's own. The first measurement starts
-	// at once. A resource that is slower for good (a bigger database) is
-	// learnt at the next probe; until then its work counts as queueing. 0
-	// means DefaultProbeInterval and DefaultProbeSamples.
+	// at once. A resource that turns faster is learnt at the next probe
+	// (until then the limit lets its work queue up to Tolerance times the
+	// old baseline); one that turns slower, after ProbeAfter windows of
+	// shedding. 0 means DefaultProbeInterval and DefaultProbeSamples.
 	ProbeInterval time.Duration
 	ProbeSamples  int
+
+	// ProbeAfter is how many windows in a row may shed (their latency
+	// above Tolerance × baseline) before the baseline is measured again,
+	// whatever ProbeInterval says. Queueing that the limit causes ends
+	// within a few windows of shedding; latency that stays high however
+	// far the limit falls is a resource that turned slower, and without a
+	// new baseline the limit would sit near Min until the next probe. 0
+	// means DefaultProbeAfter; -1 never probes early.
+	ProbeAfter int
 
 	// Clock times the windows; nil means floodgate.SystemClock.
 	Clock floodgate.Clock
@@ -110,6 +121,7 @@ type Gradient struct {
 	winMaxIn int
 	winDrops int
 	intLimit int
+	shedding int // windows in a row that shed
 }
 
 var _ concurrency.Controller = (*Gradient)(nil)
@@ -121,6 +133,7 @@ func NewGradient(o GradientOptions) (*Gradient, error) {
 	}
 	orDefault(&o.MinSamples, DefaultMinSamples)
 	orDefault(&o.ProbeSamples, DefaultProbeSamples)
+	orDefault(&o.ProbeAfter, DefaultProbeAfter)
 	if o.Tolerance == 0 {
 		o.Tolerance = DefaultTolerance
 	}
@@ -143,6 +156,8 @@ func NewGradient(o GradientOptions) (*Gradient, error) {
 		return nil, fmt.Errorf("%w: Smoothing %v must be in (0, 1]", ErrInvalid, o.Smoothing)
 	case o.Window < 0 || o.ProbeInterval < 0 || o.MinSamples < 0 || o.ProbeSamples < 0:
 		return nil, fmt.Errorf("%w: Window, ProbeInterval, MinSamples and ProbeSamples must not be negative", ErrInvalid)
+	case o.ProbeAfter < -1:
+		return nil, fmt.Errorf("%w: ProbeAfter %d must be positive, or -1 for never", ErrInvalid, o.ProbeAfter)
 	}
 	g := &Gradient{o: o, limit: float64(o.Initial)}
 	g.startProbe()
@@ -166,7 +181,7 @@ func (g *Gradient) Baseline() time.Duration {
 }
 
 func (g *Gradient) startProbe() {
-	g.probing, g.probeSum, g.probeN = g.o.ProbeSamples, 0, 0
+	g.probing, g.probeSum, g.probeN, g.shedding = g.o.ProbeSamples, 0, 0, 0
 	g.intLimit = g.o.Min
 }
 
@@ -201,6 +216,11 @@ func (g *Gradient) Observe(s concurrency.Sample) {
 		return
 	}
 	latency := g.winSum / float64(g.winN)
+	if latency > g.o.Tolerance*g.baseline {
+		g.shedding++
+	} else {
+		g.shedding = 0
+	}
 	grad := min(1, max(0.5, g.o.Tolerance*g.baseline/latency))
 	next := g.limit*grad + math.Sqrt(g.limit)
 	if g.winDrops > 0 {
@@ -217,7 +237,7 @@ func (g *Gradient) Observe(s concurrency.Sample) {
 	g.limit = min(float64(g.o.Max), max(float64(g.o.Min), next))
 	g.intLimit = int(g.limit)
 	g.resetWindow(now)
-	if now >= g.nextProbe {
+	if now >= g.nextProbe || (g.o.ProbeAfter > 0 && g.shedding >= g.o.ProbeAfter) {
 		g.startProbe()
 	}
 }
@@ -243,7 +263,13 @@ type AIMDOptions struct {
 
 	// Timeout, when positive, counts a success that took longer as a drop:
 	// the latency above which the work is queueing. Without it only
-	// Dropped outcomes cut the limit.
+	// Dropped outcomes cut the limit. A resource that turns slower than
+	// Timeout on its own is learnt, not held at Min for good: a success
+	// counts as a drop only when it also took more than one and a half
+	// times the resource's own latency, the moving average of work that
+	// ran with at most Min in flight (where nothing of this limit's
+	// queues). Set Timeout to about one and a half times the latency of
+	// the resource when nothing queues.
 	Timeout time.Duration
 
 	// Clock spaces the cuts; nil means floodgate.SystemClock.
@@ -263,8 +289,13 @@ type AIMD struct {
 	limit   int
 	acc     int
 	lastCut int64
-	cut     bool // lastCut is set
+	cut     bool    // lastCut is set
+	own     float64 // ns: moving average of work at <= Min in flight; 0 until seen
 }
+
+// ownWeight is the weight of a sample in AIMD's moving average of the
+// resource's own latency: about the last ten samples at Min in flight.
+const ownWeight = 0.2
 
 var _ concurrency.Controller = (*AIMD)(nil)
 
@@ -300,7 +331,15 @@ func (a *AIMD) Observe(s concurrency.Sample) {
 	now := a.o.Clock.UnixNano()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	drop := s.Outcome == concurrency.Dropped || (a.o.Timeout > 0 && s.RTT > a.o.Timeout)
+	if a.o.Timeout > 0 && s.Outcome == concurrency.Success && s.InFlight <= a.o.Min {
+		if a.own == 0 {
+			a.own = float64(s.RTT)
+		} else {
+			a.own += ownWeight * (float64(s.RTT) - a.own)
+		}
+	}
+	drop := s.Outcome == concurrency.Dropped ||
+		(a.o.Timeout > 0 && s.RTT > a.o.Timeout && float64(s.RTT) > 1.5*a.own)
 	if drop {
 		if a.cut && now-a.lastCut < int64(s.RTT) {
 			return

@@ -194,3 +194,66 @@ func TestGradientFallsOnDrops(t *testing.T) {
 		t.Fatalf("limit after a window of drops at the baseline latency = %d, want 9", got)
 	}
 }
+
+// server models a resource that serves n at a time, service each, and
+// queues the rest: work admitted at limit l takes service × l/n when l > n.
+// run feeds ctl one sample per holder per round trip, spread over the
+// round, for d of simulated time, and returns the limit's average over
+// that time (weighted by time).
+func run(ctl concurrency.Controller, c *fakeClock, n int, service, d time.Duration) float64 {
+	var sum float64
+	end := c.now + int64(d)
+	for c.now < end {
+		l := ctl.Limit()
+		rtt := service
+		if l > n {
+			rtt = service * time.Duration(l) / time.Duration(n)
+		}
+		for range l {
+			step := rtt / time.Duration(l)
+			c.add(step)
+			sum += float64(l) * float64(step)
+			ctl.Observe(ok(rtt, l))
+		}
+	}
+	return sum / float64(d)
+}
+
+// After the resource turns twice as slow (and later twice as fast), each
+// controller keeps it busy (an average limit of at least n) within a few
+// seconds, long before a Gradient's next periodic probe (30 s), and an AIMD
+// whose Timeout the new latency exceeds does not stay at Min.
+func TestStepChangesRecover(t *testing.T) {
+	const n, service = 16, 20 * time.Millisecond
+	for _, tt := range []struct {
+		name string
+		ctl  func(c *fakeClock) (concurrency.Controller, error)
+	}{
+		{"gradient", func(c *fakeClock) (concurrency.Controller, error) {
+			return adaptive.NewGradient(adaptive.GradientOptions{Clock: c})
+		}},
+		{"aimd", func(c *fakeClock) (concurrency.Controller, error) {
+			return adaptive.NewAIMD(adaptive.AIMDOptions{Clock: c, Timeout: 3 * service / 2})
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &fakeClock{now: 1}
+			ctl, err := tt.ctl(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if avg := run(ctl, c, n, service, 10*time.Second); avg < n {
+				t.Fatalf("steady: average limit %.1f, want at least %d", avg, n)
+			}
+			for _, s := range []struct {
+				name    string
+				service time.Duration
+			}{{"2x slower", 2 * service}, {"2x faster", service}} {
+				run(ctl, c, n, s.service, 3*time.Second) // the change is learnt
+				if avg := run(ctl, c, n, s.service, 7*time.Second); avg < n || avg > 3*n {
+					t.Errorf("%s: average limit %.1f from 3 s to 10 s after the change, want within [%d, %d]", s.name, avg, n, 3*n)
+				}
+			}
+		})
+	}
+}
