@@ -60,10 +60,12 @@ type Reservation struct {
 	booked bool // the engine holds a charge to take back
 }
 
-// Cancel gives the units back, when called before Time: as much as no
-// later reservation relies on (all of it when none was made after this
-// one). After Time, or for a Reservation that is not OK, it does nothing.
-// Cancel is idempotent.
+// Cancel gives the units back, when called before Time, if no later charge
+// of the key relies on them: all of them when the engine's state is still
+// what this reservation left (nothing was charged after it, or everything
+// charged after it was cancelled first, newest first); nothing otherwise,
+// since later reservations were timed behind these units. After Time, or
+// for a Reservation that is not OK, it does nothing. Cancel is idempotent.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	if r == nil || !r.OK || !r.booked {
 		return nil

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -38,6 +39,19 @@ func raceInstances(t *testing.T, client redis.UniversalClient, prefix string, l 
 func TestRaceReservationsAcrossInstances(t *testing.T) {
 	lims := raceInstances(t, standalone(t), "race:", floodgate.PerSecond(100).WithBurst(10))
 	floodgatetest.RaceReservations(t, 10, 10*time.Millisecond, 4, 40, lims...)
+}
+
+// Random reservations, decisions and cancellations on one Redis never
+// over-admit.
+func TestRandomReservations(t *testing.T) {
+	client := standalone(t)
+	var n int
+	floodgatetest.RandomReservations(t, floodgatetest.Harness{
+		NewStore: func(t *testing.T, clock floodgate.Clock) floodgate.Store {
+			n++
+			return newStore(t, client, Options{Prefix: fmt.Sprintf("prop%d:", n), Clock: clock})
+		},
+	}, 300, 60)
 }
 
 // A server that lost the script (a restart, SCRIPT FLUSH) is sent it

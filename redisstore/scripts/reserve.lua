@@ -36,34 +36,15 @@ if op == 2 then
     return 0
   end
   for r = 1, nrules do
-    local p, s = rules[r], tats[r]
     local nx, pv = tonumber(ARGV[j + 2 * r - 2]), tonumber(ARGV[j + 2 * r - 1])
-    local tat
-    if s == nx then
-      -- Nothing charged since: as if the reservation had not been made.
-      tat = pv
-    elseif s > nx and nrules == 1 then
-      -- Later reservations wait behind it: give back what they do not
-      -- cover.
-      local c = cost
-      if c > p[3] then
-        c = p[3]
-      end
-      local give = c * p[2]
-      local free = p[4] - (s - nx)
-      if free < 0 then
-        free = 0
-      end
-      if free < give then
-        give = free
-      end
-      tat = s - give
-    end
-    if tat and tat ~= s then
-      if tat <= now_us then
+    -- Only a TAT still at what the reservation left goes back, to what it
+    -- found (as if it had not been made); a TAT that moved on carries
+    -- later charges that rely on these units, and is kept.
+    if tats[r] == nx then
+      if pv <= now_us then
         redis.call('DEL', KEYS[r])
       else
-        gcra_save(KEYS[r], tat)
+        gcra_save(KEYS[r], pv)
       end
     end
   end
