@@ -111,8 +111,8 @@ type Store interface {
 	Reserve(ctx context.Context, set *algo.Set, key string, cost int64, maxWait time.Duration) (algo.Verdict, algo.Ticket, error)
 
 	// Cancel takes back a reservation of cost units that Reserve booked
-	// under t, as far as no later reservation relies on it
-	// (algo.Transition.Unreserve), if its instant has not come.
+	// under t, if its instant has not come and no later charge relies on
+	// it (algo.Transition.Unreserve).
 	Cancel(ctx context.Context, set *algo.Set, key string, cost int64, t algo.Ticket) error
 
 	// ValidateLimit reports whether the store can keep l, e.g. an engine

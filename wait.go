@@ -60,10 +60,12 @@ type Reservation struct {
 	booked bool // the engine holds a charge to take back
 }
 
-// Cancel gives the units back, when called before Time: as much as no
-// later reservation relies on (all of it when none was made after this
-// one). After Time, or for a Reservation that is not OK, it does nothing.
-// Cancel is idempotent.
+// Cancel gives the units back, when called before Time, if no later charge
+// of the key relies on them: all of them when the engine's state is still
+// what this reservation left (nothing was charged after it, or everything
+// charged after it was cancelled first, newest first); nothing otherwise,
+// since later reservations were timed behind these units. After Time, or
+// for a Reservation that is not OK, it does nothing. Cancel is idempotent.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	if r == nil || !r.OK || !r.booked {
 		return nil
@@ -152,10 +154,18 @@ func (l *PolicyLimiter) reserve(ctx context.Context, key string, cost int64, r *
 // WaitN implements Limiter: it blocks until cost units for key pass and
 // returns the Result of the decision that admitted them. When they cannot
 // pass before ctx's deadline it returns at once with an error wrapping
-// ErrWaitDeadline, having charged nothing (also when the deadline comes
-// while the engine is asked); when ctx ends while it waits,
+// ErrWaitDeadline, having charged nothing; when ctx ends while it waits,
 // it gives the units back (Reservation.Cancel) and returns ctx's error. A
 // cost above a limit's capacity is an error wrapping ErrInvalidCost.
+//
+// When the deadline comes while the engine is asked, the error wraps
+// ErrWaitDeadline and context.DeadlineExceeded (whatever the engine's
+// client reported, an i/o timeout included). Whether that call charged
+// is the engine's: memory answers at once; Redis's script carries the
+// deadline and charges nothing when Redis runs it after the deadline on
+// its clock (redisstore.Store.Reserve), so a Redis that held the call
+// (a long script, a stall) charges nothing for it; a call that Redis ran
+// before the deadline and whose answer came back after it is charged.
 //
 // On token-bucket limits the units are reserved with one engine call and
 // callers are served in the order they reserved. A policy with a window
@@ -191,13 +201,23 @@ func WaitFor(ctx context.Context, reserve func(context.Context) (*Reservation, e
 }
 
 // deadlineCame wraps err, the error of asking the engine, in
-// ErrWaitDeadline when ctx's deadline came while it was asked: the same
-// answer as a wait that would not fit, as the caller sees it.
+// ErrWaitDeadline and context.DeadlineExceeded when ctx's deadline came
+// while it was asked: the same answer as a wait that would not fit, as the
+// caller sees it. The deadline has come when the clock has passed it, also
+// while ctx.Err is still nil: a read deadline set to it (a network
+// client's) fires on its own timer and may report first.
 func deadlineCame(ctx context.Context, err error) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(err, ErrWaitDeadline) {
-		return fmt.Errorf("%w: %w", ErrWaitDeadline, err)
+	if errors.Is(err, ErrWaitDeadline) {
+		return err
 	}
-	return err
+	d, ok := ctx.Deadline()
+	if !ok || (time.Now().Before(d) && !errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+		return err
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w (%w)", err, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("%w: %w", ErrWaitDeadline, err)
 }
 
 // settle waits for r's units: until r.Time when they were taken (giving

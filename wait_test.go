@@ -145,6 +145,40 @@ func (s stallingStore) Reserve(ctx context.Context, set *algo.Set, key string, c
 	return algo.Verdict{}, algo.Ticket{}, ctx.Err()
 }
 
+// timeoutStore fails every reservation as a network client does whose read
+// deadline is the context's: with its own error, not the context's.
+type timeoutStore struct{ *memstore.Store }
+
+func (s timeoutStore) Reserve(ctx context.Context, set *algo.Set, key string, cost int64, maxWait time.Duration) (algo.Verdict, algo.Ticket, error) {
+	return algo.Verdict{}, algo.Ticket{}, errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: i/o timeout")
+}
+
+// passedCtx is a context whose deadline has passed while its Err is still
+// nil: the instant between a read deadline firing and the context's timer.
+type passedCtx struct{ context.Context }
+
+func (passedCtx) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// An engine error at the deadline, before the context reports it, is the
+// deadline's: ErrWaitDeadline and context.DeadlineExceeded, not a bare
+// network error.
+func TestWaitDeadlineBeforeTheContextSaysSo(t *testing.T) {
+	store := timeoutStore{memstore.New(memstore.Options{SweepInterval: -1})}
+	t.Cleanup(func() { store.Close() })
+	lim, err := floodgate.New(store, floodgate.Policy{Name: "wait", Limits: []floodgate.Limit{floodgate.PerSecond(10)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = lim.Wait(passedCtx{context.Background()}, "k")
+	if !errors.Is(err, floodgate.ErrWaitDeadline) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait = %v, want ErrWaitDeadline and context.DeadlineExceeded", err)
+	}
+	// Without a deadline the engine's error is its own.
+	if _, err := lim.Wait(context.Background(), "k"); errors.Is(err, floodgate.ErrWaitDeadline) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait without a deadline = %v, want the engine's error alone", err)
+	}
+}
+
 // A deadline that comes while the engine is asked is a wait that did not
 // fit, as one found too long before asking: ErrWaitDeadline either way
 // (and the context's own error is still there for errors.Is).

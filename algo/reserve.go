@@ -87,35 +87,46 @@ func (r *Transition) ReserveAt(s State, now, at, cost int64) (State, Decision) {
 
 // Unreserve takes back a reservation of cost units whose charge moved r's
 // state from prev to next and whose units were due at at, from state s at
-// now. It gives back only what no later admission relies on, so a
-// cancellation never lets the limit over-admit:
+// now. It gives the units back only when r's state is still next, the
+// state the charge left, and then entirely: the state goes back to prev,
+// as if the reservation had not been made. In every other case it gives
+// back nothing:
 //
-//   - at or after at the units were due, and nothing is given back;
-//   - a state below next has been refunded or reset since, and is kept;
-//   - a state still at next (nothing charged since) goes back to prev, as
-//     if the reservation had not been made;
-//   - a state above next carries later reservations, scheduled after this
-//     one. When r is the set's only transition (alone), every such
-//     reservation was decided by r and waits for it, and the units the
-//     later ones do not cover are given back: min(cost×T, span − later).
-//     In a set of several limits a later reservation may have been decided
-//     by another limit, and nothing is given back.
-func (r *Transition) Unreserve(s State, now, at, prev, next, cost int64, alone bool) State {
-	if now >= at || r.kind != GCRA || !r.valid() || cost <= 0 || s.A < next {
+//   - at or after at the units were due;
+//   - a state below next has been refunded or reset since;
+//   - a state above next carries a later charge, which was placed behind
+//     these units and relies on them.
+//
+// Why this never over-admits. Call the live history the charges that moved
+// the state, in the order they were made, leaving out those given back;
+// a charge that was cancelled with nothing back stays in it (its units are
+// not used, which only lowers the load). Invariant: the state is the next
+// of the newest charge of the live history, and each charge of it was
+// decided on the state its predecessor left (or on one that had expired,
+// which is the zero state), so the live history is an ordinary GCRA
+// history and conforms. Every charge moves the state strictly up (next >
+// prev), so the nexts along the live history strictly increase and only
+// its newest charge has next equal to the state: a cancel that finds s ==
+// next removes the newest charge and restores the state its predecessor
+// left, keeping the invariant; a cancel that finds anything else changes
+// nothing. A reservation made at any point is decided on that state, as
+// the next charge of a conforming history, and so conforms too.
+//
+// A rule that gives back part of the units while a later charge is
+// outstanding must know how many units the later charges hold; s − next
+// says so only until some refund has moved the state down, after which it
+// undercounts them and the next partial refund over-admits (x/time/rate
+// keeps the instant of its last reservation apart for this). One instant
+// of state cannot, so a cancel that is not the newest gives nothing back;
+// cancelling reservations newest first gives back all of them.
+func (r *Transition) Unreserve(s State, now, at, prev, next, cost int64) State {
+	if now >= at || r.kind != GCRA || !r.valid() || cost <= 0 || s.A != next {
 		return s
 	}
-	tat := prev
-	if later := s.A - next; later > 0 {
-		if !alone {
-			return s
-		}
-		cost = min(cost, r.capacity)
-		tat = s.A - min(cost*r.interval, max(r.span-later, 0))
-	}
-	if tat <= now {
+	if prev <= now {
 		return State{}
 	}
-	return State{A: tat}
+	return State{A: prev}
 }
 
 // Reserve decides a reservation of cost units at now on the states of s's

@@ -63,14 +63,32 @@ func Cases() []Case {
 				{Do: DoCancel, Ref: 3},             // now the last one too
 				{Cost: 0, Want: allow(0, 1100*ms)}, // as if they never were
 				{Do: DoReserve, Cost: 1, Want: waitFor(0, 1200*ms, 200*ms)},
-				{Do: DoCancel, Ref: 2},             // step 9 waits behind it: 100ms back
-				{Cost: 0, Want: allow(0, 1100*ms)}, // step 9's reservation alone
+				{Do: DoCancel, Ref: 2},             // step 9 waits behind it: nothing back
+				{Cost: 0, Want: allow(0, 1200*ms)}, // step 9's reservation stays where it was
 				{Do: DoCancel, Ref: 2},             // cancelling twice does nothing
-				{Cost: 0, Want: allow(0, 1100*ms)},
+				{Cost: 0, Want: allow(0, 1200*ms)},
 				{Advance: 500 * ms, Do: DoCancel, Ref: 9}, // due at +200ms: nothing back
-				{Cost: 0, Want: allow(4, 600*ms)},
+				{Cost: 0, Want: allow(3, 700*ms)},
 				{Do: DoReserve, Cost: 11, Want: Want{RetryAfter: fg.RetryNever, Source: fg.SourcePolicy}},
-				{Advance: 600 * ms, Do: DoReserve, Cost: 3, Want: waitFor(7, 300*ms, 0)},
+				{Advance: 600 * ms, Do: DoReserve, Cost: 3, Want: waitFor(6, 400*ms, 0)},
+			},
+		},
+		{
+			// A cancel that gave back units a later reservation relied on
+			// let a unit in beside two at 3s under a burst of 2.
+			Name:     "reserve/a cancel keeps what later reservations rely on",
+			Policies: one("behind", fg.PerSecond(1).WithBurst(2)),
+			Steps: []Step{
+				{Do: DoReserve, Cost: 1, Want: waitFor(1, s, 0)},
+				{Do: DoReserve, Cost: 2, Want: waitFor(0, 3*s, s)},
+				{Do: DoReserve, Cost: 1, Want: waitFor(0, 4*s, 2*s)},
+				{Do: DoCancel, Ref: 2}, // step 3 waits behind it: nothing back
+				{Do: DoReserve, Cost: 2, Want: waitFor(0, 6*s, 4*s)},
+				{Do: DoCancel, Ref: 3}, // step 5 waits behind it: nothing back
+				{Do: DoReserve, Cost: 1, Want: waitFor(0, 7*s, 5*s)},
+				{Do: DoCancel, Ref: 7}, // the last: all back
+				{Do: DoCancel, Ref: 5}, // now the last: all back
+				{Cost: 0, Want: allow(0, 4*s)},
 			},
 		},
 		{

@@ -18,3 +18,14 @@ func TestConformance(t *testing.T) {
 		Source: memstore.Source,
 	})
 }
+
+// Random reservations, decisions and cancellations never over-admit.
+func TestRandomReservations(t *testing.T) {
+	floodgatetest.RandomReservations(t, floodgatetest.Harness{
+		NewStore: func(t *testing.T, clock floodgate.Clock) floodgate.Store {
+			s := memstore.New(memstore.Options{Clock: clock, SweepInterval: -1})
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+	}, 300, 60)
+}

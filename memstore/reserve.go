@@ -129,7 +129,6 @@ func (s *Store) Cancel(_ context.Context, set *algo.Set, key string, cost int64,
 	if t == nil {
 		return nil
 	}
-	alone := set.Len() == 1
 	for i := range set.Len() {
 		r := set.At(i)
 		slot := t.find(ruleKey(h, i))
@@ -139,7 +138,7 @@ func (s *Store) Cancel(_ context.Context, set *algo.Set, key string, cost int64,
 		for {
 			now := s.clock.UnixNano()
 			v := slot.tat.Load()
-			nx := r.Unreserve(algo.State{A: v}, now, tk.At, tk.Prev[i], tk.Next[i], cost, alone)
+			nx := r.Unreserve(algo.State{A: v}, now, tk.At, tk.Prev[i], tk.Next[i], cost)
 			if nx.A == v {
 				break
 			}

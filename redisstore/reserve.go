@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
 )
 
@@ -21,16 +23,39 @@ const (
 	opCancel  = 2
 )
 
+// errLate is the answer of a reservation script that Redis ran after the
+// caller's context had ended, and that charged nothing.
+var errLate = errors.New("the reservation ran in Redis after the request's deadline, by Redis's clock, and charged nothing")
+
 // Reserve implements floodgate.Store: one atomic script call books cost
 // units under every limit of set for the earliest instant they all fit,
 // on Redis's clock, if it is at most maxWait away (algo.Set.Reserve's
 // twin, in microseconds). Waiting callers of every instance share one
 // line.
+//
+// The script also carries the instant the call's context ends (its
+// deadline, or Options.Timeout), and charges nothing when Redis runs it at
+// or after that instant on its clock: a call that Redis held (a long
+// script, a stall) until its caller gave up is not charged when Redis gets
+// to it. That error wraps floodgate.ErrWaitDeadline and
+// context.DeadlineExceeded (only the latter for Options.Timeout). The
+// instant is this process's wall clock, so it is as exact as the two
+// clocks agree: with Redis's clock δ ahead, a call arriving within δ of
+// the deadline is refused so; δ behind, one running up to δ after the
+// deadline is charged. A call whose answer was on its way back when the
+// deadline came has been charged.
 func (s *Store) Reserve(ctx context.Context, set *algo.Set, key string, cost int64, maxWait time.Duration) (algo.Verdict, algo.Ticket, error) {
 	w := set.MaxWait(int64(maxWait)) / int64(time.Microsecond)
+	_, caller := ctx.Deadline()
 	vals, err := s.runReserve(ctx, "reserve", set, key, opReserve, cost, w, nil)
 	if err != nil {
 		return algo.Verdict{}, algo.Ticket{}, err
+	}
+	if len(vals) == 2 && toInt(vals[1]) == 2 {
+		if caller {
+			return algo.Verdict{}, algo.Ticket{}, &Error{Op: "reserve", Err: fmt.Errorf("%w: %w (%w)", floodgate.ErrWaitDeadline, errLate, context.DeadlineExceeded)}
+		}
+		return algo.Verdict{}, algo.Ticket{}, &Error{Op: "reserve", Err: fmt.Errorf("%w (Options.Timeout): %w", errLate, context.DeadlineExceeded)}
 	}
 	n := set.Len()
 	if len(vals) != 2+5*n {
@@ -84,8 +109,18 @@ func (s *Store) runReserve(ctx context.Context, op string, set *algo.Set, key st
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
 	}
+	// deadline: the instant (µs, the script's clock) from which the script
+	// charges nothing, the context's end; 0 for none and for a cancel.
+	var deadline int64
+	if d, ok := ctx.Deadline(); ok && code == opReserve {
+		deadline = max(d.UnixMicro(), 1)
+		if s.clock != nil {
+			// A pinned clock's now is taken here, so the script runs on time.
+			deadline = max(s.clock.UnixNano()/1e3+time.Until(d).Microseconds(), 1)
+		}
+	}
 	n := set.Len()
-	args := make([]any, 0, 3+n+5+3*n+len(nexts))
+	args := make([]any, 0, 3+n+6+3*n+len(nexts))
 	args = append(args, "evalsha", reserveScript.sha, n)
 	for i := range n {
 		args = append(args, Key(s.prefix, set, key, i))
@@ -94,7 +129,7 @@ func (s *Store) runReserve(ctx context.Context, op string, set *algo.Set, key st
 	if s.clock != nil {
 		now = s.clock.UnixNano() / 1e3
 	}
-	args = append(args, now, code, cost, w, n)
+	args = append(args, now, code, cost, w, deadline, n)
 	for i := range n {
 		r := set.At(i)
 		iv := intervalMicros(r.Spec())

@@ -3,21 +3,24 @@
 -- under every limit of its set, which is all GCRA.
 --
 -- KEYS: the key of every rule of the set.
--- ARGV: now | op (1 reserve, 2 cancel) | cost | w | nrules | per rule:
---       interval, capacity, span | cancel: per rule, the TAT the
+-- ARGV: now | op (1 reserve, 2 cancel) | cost | w | deadline | nrules | per
+--       rule: interval, capacity, span | cancel: per rule, the TAT the
 --       reservation left and the one it found
 --   w        reserve: the longest wait (µs); cancel: the instant the units
 --            were due (µs)
+--   deadline reserve: the instant (µs) the caller's context ends, from
+--            which nothing is charged: the caller has given up; 0 for none
 -- Reply: reserve: now, allowed (1 or 0), then per rule: remaining, reset,
 --        retry (the wait), the TAT stored and the TAT found (both 0 when
---        denied);
+--        denied); or now, 2 when run at or after deadline, having charged
+--        nothing;
 --        cancel: 0;
 -- or, for a key holding state floodgate did not write, the string
 -- "<rule index from 0> <problem>", having written nothing.
 
-local op, cost, w, nrules = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local op, cost, w, deadline, nrules = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local rules, tats = {}, {}
-local j = 6
+local j = 7
 for r = 1, nrules do
   rules[r] = { 1, tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]) }
   j = j + 3
@@ -36,38 +39,23 @@ if op == 2 then
     return 0
   end
   for r = 1, nrules do
-    local p, s = rules[r], tats[r]
     local nx, pv = tonumber(ARGV[j + 2 * r - 2]), tonumber(ARGV[j + 2 * r - 1])
-    local tat
-    if s == nx then
-      -- Nothing charged since: as if the reservation had not been made.
-      tat = pv
-    elseif s > nx and nrules == 1 then
-      -- Later reservations wait behind it: give back what they do not
-      -- cover.
-      local c = cost
-      if c > p[3] then
-        c = p[3]
-      end
-      local give = c * p[2]
-      local free = p[4] - (s - nx)
-      if free < 0 then
-        free = 0
-      end
-      if free < give then
-        give = free
-      end
-      tat = s - give
-    end
-    if tat and tat ~= s then
-      if tat <= now_us then
+    -- Only a TAT still at what the reservation left goes back, to what it
+    -- found (as if it had not been made); a TAT that moved on carries
+    -- later charges that rely on these units, and is kept.
+    if tats[r] == nx then
+      if pv <= now_us then
         redis.call('DEL', KEYS[r])
       else
-        gcra_save(KEYS[r], tat)
+        gcra_save(KEYS[r], pv)
       end
     end
   end
   return 0
+end
+
+if deadline > 0 and now_us >= deadline then
+  return { now_us, 2 }
 end
 
 -- algo.Set.Reserve: the wait is the longest of the rules'.
