@@ -68,6 +68,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if len(req.GetDescriptors()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
 	}
+	if why := overBounds(req); why != "" {
+		return s.refuseOverBounds(ctx, req, why), nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 
@@ -199,6 +202,17 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		resp.DynamicMetadata = dynamicMetadata(req, matched, statuses)
 	}
 	return resp, nil
+}
+
+// refuseOverBounds answers a request over MaxDescriptors or MaxEntries:
+// OVER_LIMIT, every descriptor OVER_LIMIT, nothing counted.
+func (s *Service) refuseOverBounds(ctx context.Context, req *rlsv3.RateLimitRequest, why string) *rlsv3.RateLimitResponse {
+	s.errs.Error(ctx, "envoy: request over bounds, answered OVER_LIMIT", slog.String("why", why))
+	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.Descriptors))
+	for i := range statuses {
+		statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OVER_LIMIT}
+	}
+	return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OVER_LIMIT, Statuses: statuses}
 }
 
 // dynamicMetadata is an answer's dynamic_metadata (Config.DynamicMetadata).
