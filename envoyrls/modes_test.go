@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,11 +92,16 @@ func expect(t *testing.T, what string, got []string, want ...string) {
 // enforced denials and never counted.
 func TestGlobalShadowMode(t *testing.T) {
 	logs := &testkit.Buffer{}
+	var mu sync.Mutex
 	var shadowed []string
 	c := service(t, "domain: d\ndescriptors: [{key: k, rate_limit: {name: kay, unit: minute, requests_per_unit: 5}}]\n", Config{
-		Mode:     Mode{ShadowMode: true},
-		Logger:   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		OnShadow: func(name string, res floodgate.Result) { shadowed = append(shadowed, fmt.Sprintf("%s %v", name, res.Allowed)) },
+		Mode:   Mode{ShadowMode: true},
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		OnShadow: func(name string, res floodgate.Result) {
+			mu.Lock()
+			defer mu.Unlock()
+			shadowed = append(shadowed, fmt.Sprintf("%s %v", name, res.Allowed))
+		},
 	})
 	var got []string
 	for range 8 {
@@ -104,6 +110,8 @@ func TestGlobalShadowMode(t *testing.T) {
 	expect(t, "8 calls at 5 per minute", got,
 		"OK OK/4", "OK OK/3", "OK OK/2", "OK OK/1", "OK OK/0",
 		"OK OVER_LIMIT/0", "OK OVER_LIMIT/0", "OK OVER_LIMIT/0")
+	mu.Lock()
+	defer mu.Unlock()
 	expect(t, "the shadow denials reported", shadowed, "kay false", "kay false", "kay false")
 	var lines []string
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
