@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/floodgate-go/floodgate/checkapi"
 	"github.com/floodgate-go/floodgate/testkit"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -226,5 +228,37 @@ admin: {listen: ""}
 	})
 	if n := d.run.open("proxy"); n != 4 {
 		t.Errorf("%d connections open, want 4", n)
+	}
+}
+
+// TestCheckTooLarge: a check API request whose body is over the API's
+// bound is refused 413 with a JSON error, never an answer a client could
+// read as allowed (200, or "allowed": true); so is a lease request.
+func TestCheckTooLarge(t *testing.T) {
+	d := started(t, `
+policies: {api: {rate: 1000/s}}
+check:
+  listen: 127.0.0.1:0
+  concurrency: {reports: {limit: 2, lease: 1m}}
+admin: {listen: ""}
+`)
+	big := strings.Repeat("k", checkapi.DefaultMaxBody)
+	for path, body := range map[string]string{
+		"/v1/check":               `{"policy":"api","key":"` + big + `"}`,
+		"/v1/concurrency/acquire": `{"name":"reports","key":"` + big + `"}`,
+	} {
+		resp, err := http.Post("http://"+d.Addrs().Check.String()+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var v map[string]any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Errorf("%s: a %d-byte body answered %d with a body that is not JSON: %q", path, len(body), resp.StatusCode, b)
+		}
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || v["error"] == nil || v["allowed"] != nil {
+			t.Errorf("%s: a %d-byte body answered %d %s, want 413 with an error and no \"allowed\"", path, len(body), resp.StatusCode, b)
+		}
 	}
 }
