@@ -54,9 +54,13 @@ type leaseRequest struct {
 //	POST /v1/concurrency/release {"name": "reports", "key": "user:42", "token": "…"}
 //	  204 released (also when it was already released or ran out)
 //
-// A malformed body, an unknown name, an empty key, a token that is not
-// one this API hands out or a ttl that is not positive or longer than the
-// limit's lease is a 400.
+// A malformed body, an unknown name, an empty key, a token that is not of
+// the form acquire hands out (32 lowercase hex digits) or a ttl that is
+// not positive or longer than the limit's lease is a 400. A well-formed
+// token that holds no slot (it ran out, was released, or was never handed
+// out: no instance can tell these apart, leases being shared through the
+// store) is a 410 on renew and a 204 on release, which frees nothing: a
+// slot is freed only by its own token, 128 random bits.
 func (c *API) serveLease(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, c.maxBody+1))
 	if err != nil {
@@ -96,7 +100,7 @@ func (c *API) serveLease(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `acquire hands out a token; give "token" to renew or release`)
 		return
 	case !acquire && !validToken(q.Token):
-		writeError(w, http.StatusBadRequest, `"token" is not one acquire hands out; give the token of the lease`)
+		writeError(w, http.StatusBadRequest, `"token" is not of the form acquire hands out (32 lowercase hex digits); give the token of the lease`)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), c.timeout)

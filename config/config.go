@@ -953,7 +953,8 @@ func (l *Log) setDefaults() { l.Format, l.Level = "text", "info" }
 // Every field must be positive; each has a default meant for a daemon in
 // front of the internet. What applies where: the HTTP listeners (proxy,
 // check, admin) apply every field; the Envoy listener (gRPC) all but
-// body_timeout, with max_header_bytes bounding a request message too; the
+// body_timeout (its request messages have a bound of their own, 4 MiB,
+// so that every request Envoy sends is decided: see docs/envoy.md); the
 // PostgreSQL listener max_connections, max_connections_per_client and
 // header_timeout (its startup), its messages being bounded by
 // PostgreSQL's own limits. Setting a field a listener does not apply is an
@@ -971,10 +972,14 @@ type Bounds struct {
 	// Default 256.
 	MaxConnectionsPerClient int `yaml:"max_connections_per_client,omitempty"`
 
-	// MaxHeaderBytes bounds a request's header: the request line and
-	// header fields of HTTP/1, the header list of HTTP/2 and gRPC, and a
-	// gRPC request message. A larger header is answered 431 and its
-	// connection closed. Default 32768 (32 KiB, nginx's 4 × 8 KiB).
+	// MaxHeaderBytes bounds a request's header: the header list of HTTP/2
+	// and gRPC, counted as HTTP/2 counts it (each field's name and value
+	// and 32 bytes), and the request line and header fields of HTTP/1,
+	// which Go's HTTP server reads up to this plus 4096 bytes of
+	// read-ahead (36864 by default). A larger header is answered 431 (on
+	// the Envoy listener, the call fails RESOURCE_EXHAUSTED) and its
+	// connection closed. Not a gRPC request message, whatever its size.
+	// Default 32768 (32 KiB, nginx's 4 × 8 KiB).
 	MaxHeaderBytes int `yaml:"max_header_bytes,omitempty"`
 
 	// HeaderTimeout bounds receiving a request's header from the

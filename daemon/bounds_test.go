@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,10 +21,10 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/metadata"
 
+	"github.com/floodgate-go/floodgate/checkapi"
 	"github.com/floodgate-go/floodgate/testkit"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -31,8 +32,9 @@ import (
 // TestListenerBounds: every listener the daemon opens applies its bounds.
 // The HTTP listeners (proxy, check, admin) answer a header over
 // max_header_bytes with 431 and close a connection whose body outlasts
-// body_timeout; the Envoy listener refuses a request message over
-// max_header_bytes; the PostgreSQL listener closes a client that does not
+// body_timeout; the Envoy listener refuses a call whose header list is
+// over max_header_bytes (its message is bounded by envoyrls.MaxRequestBytes,
+// and decided); the PostgreSQL listener closes a client that does not
 // start within header_timeout.
 func TestListenerBounds(t *testing.T) {
 	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -109,18 +111,26 @@ postgres: {listen: 127.0.0.1:0, upstream: 127.0.0.1:1, bounds: {header_timeout: 
 	}
 	defer conn.Close()
 	rc := rlsv3.NewRateLimitServiceClient(conn)
-	call := func(value string) error {
+	call := func(value, header string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
+		if header != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "x-big", header)
+		}
 		_, err := rc.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{
 			{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: value}}}}})
 		return err
 	}
-	if err := call("v"); err != nil {
+	if err := call("v", ""); err != nil {
 		t.Fatalf("an ordinary Envoy call: %v", err)
 	}
-	if err := call(strings.Repeat("v", 4<<10)); status.Code(err) != codes.ResourceExhausted {
-		t.Errorf("an Envoy request of 4 KiB over max_header_bytes 1024: %v, want ResourceExhausted", err)
+	// max_header_bytes bounds the call's header list, not its message: a
+	// descriptor value is whatever a client sent Envoy, and is decided.
+	if err := call(strings.Repeat("v", 4<<10), ""); err != nil {
+		t.Errorf("an Envoy request with a 4 KiB descriptor value, max_header_bytes 1024: %v, want a decision", err)
+	}
+	if err := call("v", strings.Repeat("v", 4<<10)); err == nil {
+		t.Errorf("an Envoy call with 4 KiB of metadata over max_header_bytes 1024 passed")
 	}
 
 	// A PostgreSQL client that never sends its startup is closed.
@@ -218,5 +228,37 @@ admin: {listen: ""}
 	})
 	if n := d.run.open("proxy"); n != 4 {
 		t.Errorf("%d connections open, want 4", n)
+	}
+}
+
+// TestCheckTooLarge: a check API request whose body is over the API's
+// bound is refused 413 with a JSON error, never an answer a client could
+// read as allowed (200, or "allowed": true); so is a lease request.
+func TestCheckTooLarge(t *testing.T) {
+	d := started(t, `
+policies: {api: {rate: 1000/s}}
+check:
+  listen: 127.0.0.1:0
+  concurrency: {reports: {limit: 2, lease: 1m}}
+admin: {listen: ""}
+`)
+	big := strings.Repeat("k", checkapi.DefaultMaxBody)
+	for path, body := range map[string]string{
+		"/v1/check":               `{"policy":"api","key":"` + big + `"}`,
+		"/v1/concurrency/acquire": `{"name":"reports","key":"` + big + `"}`,
+	} {
+		resp, err := http.Post("http://"+d.Addrs().Check.String()+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var v map[string]any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Errorf("%s: a %d-byte body answered %d with a body that is not JSON: %q", path, len(body), resp.StatusCode, b)
+		}
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || v["error"] == nil || v["allowed"] != nil {
+			t.Errorf("%s: a %d-byte body answered %d %s, want 413 with an error and no \"allowed\"", path, len(body), resp.StatusCode, b)
+		}
 	}
 }

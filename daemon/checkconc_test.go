@@ -233,7 +233,19 @@ func TestCheckConcurrencyBadRequests(t *testing.T) {
 		t.Errorf("renew of an unknown token: %d %s, want 410", r.status, r.raw)
 	}
 	// Nothing above took the only slot.
-	tokenOf(t, acquire(t, d, `{"name":"reports","key":"k"}`))
+	held := tokenOf(t, acquire(t, d, `{"name":"reports","key":"k"}`))
+	// A well-formed token that acquire did not hand out releases nothing:
+	// release is idempotent (204), and only a slot's own token frees it.
+	forged := "0123456789abcdef0123456789abcdef"
+	if forged == held {
+		t.Fatal("acquire handed out the forged token")
+	}
+	if r := lease(t, d, "/v1/concurrency/release", "s3cret", fmt.Sprintf(`{"name":"reports","key":"k","token":%q}`, forged)); r.status != 204 {
+		t.Errorf("release of a forged token: %d %s, want 204 (releasing nothing)", r.status, r.raw)
+	}
+	if r := acquire(t, d, `{"name":"reports","key":"k"}`); r.status != 429 {
+		t.Errorf("after the release of a forged token, acquire: %d %s, want 429 (the slot still held)", r.status, r.raw)
+	}
 }
 
 // TestCheckConcurrencyStoreDown: with storage redis failing closed, an

@@ -18,7 +18,8 @@ import (
 // What needs a restart: the engine (storage, but for Redis's credentials,
 // which new connections pick up), the listeners' addresses and which
 // listeners there are, TLS turned on or off, the Envoy service's response
-// headers, the PostgreSQL proxy's upstream and connection handling, the log
+// headers and how it counts and answers (shadow_mode, descriptors,
+// charge_denied, merge_domains, dynamic_metadata, engine_errors), the PostgreSQL proxy's upstream and connection handling, the log
 // format, the status page's settings, a listener's timeouts, header size
 // and stream bound (its connection bounds apply), and the check API's
 // concurrency limits (a client's lease outlives a configuration).

@@ -68,6 +68,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if len(req.GetDescriptors()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
 	}
+	if why := overBounds(req); why != "" {
+		return s.refuseOverBounds(ctx, req, why), nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 
@@ -170,23 +173,27 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			}
 		case shadowed:
 			if denied {
-				if s.onShadow != nil {
-					s.onShadow(ruleName(c.rule), c.res)
-				}
-				s.sample.Denied(ctx, "envoy", c.key, &c.res, true)
+				s.denied(ctx, c, true)
 			}
 		}
 	}
-	if quotas > 0 && quotas == quotasOver {
-		over = true
-	}
-	if over {
-		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-		if drive >= 0 {
-			s.sample.Denied(ctx, "envoy", checks[drive].key, &checks[drive].res, false)
+	quotasRefuse := quotas > 0 && quotas == quotasOver
+	if over || quotasRefuse {
+		// The limits that refuse the request: enforced, or every quota.
+		// Under the global shadow mode each of them is a shadow denial,
+		// and the answer is OK; otherwise the first one is the denial.
+		for i := range checks {
+			c := &checks[i]
+			if c.res.Allowed || c.kind == shadowed || c.kind == quota && !quotasRefuse {
+				continue
+			}
+			s.denied(ctx, c, m.ShadowMode)
+			if !m.ShadowMode {
+				break
+			}
 		}
-		if m.ShadowMode {
-			resp.OverallCode = rlsv3.RateLimitResponse_OK
+		if !m.ShadowMode {
+			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 	}
 	if failClosed {
@@ -199,6 +206,29 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		resp.DynamicMetadata = dynamicMetadata(req, matched, statuses)
 	}
 	return resp, nil
+}
+
+// denied reports c's denial: to the denial log, and when shadow (a
+// shadow_mode descriptor, or any limit under the global shadow mode: it
+// was over but did not refuse) to OnShadow, which the daemon counts in
+// floodgate_shadow_denials_total. Every denial a call reports goes
+// through here, so the log and the count say the same.
+func (s *Service) denied(ctx context.Context, c *check, shadow bool) {
+	if shadow && s.onShadow != nil {
+		s.onShadow(ruleName(c.rule), c.res)
+	}
+	s.sample.Denied(ctx, "envoy", c.key, &c.res, shadow)
+}
+
+// refuseOverBounds answers a request over MaxDescriptors or MaxEntries:
+// OVER_LIMIT, every descriptor OVER_LIMIT, nothing counted.
+func (s *Service) refuseOverBounds(ctx context.Context, req *rlsv3.RateLimitRequest, why string) *rlsv3.RateLimitResponse {
+	s.errs.Error(ctx, "envoy: request over bounds, answered OVER_LIMIT", slog.String("why", why))
+	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.Descriptors))
+	for i := range statuses {
+		statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OVER_LIMIT}
+	}
+	return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OVER_LIMIT, Statuses: statuses}
 }
 
 // dynamicMetadata is an answer's dynamic_metadata (Config.DynamicMetadata).

@@ -1,9 +1,12 @@
 package envoyrls
 
 import (
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,9 +85,24 @@ func expect(t *testing.T, what string, got []string, want ...string) {
 
 // envoy.shadow_mode answers OK overall while every descriptor still says
 // it is over its limit (envoyproxy/ratelimit's SHADOW_MODE); it used to be
-// read by nothing, so a "shadow" rollout refused traffic.
+// read by nothing, so a "shadow" rollout refused traffic. Each limit that
+// would have refused is reported as a shadow denial, to OnShadow (the
+// daemon's floodgate_shadow_denials_total) and in the log with
+// shadow=true, as a shadow_mode descriptor's is: they used to be logged as
+// enforced denials and never counted.
 func TestGlobalShadowMode(t *testing.T) {
-	c := service(t, "domain: d\ndescriptors: [{key: k, rate_limit: {unit: minute, requests_per_unit: 5}}]\n", Config{Mode: Mode{ShadowMode: true}})
+	logs := &testkit.Buffer{}
+	var mu sync.Mutex
+	var shadowed []string
+	c := service(t, "domain: d\ndescriptors: [{key: k, rate_limit: {name: kay, unit: minute, requests_per_unit: 5}}]\n", Config{
+		Mode:   Mode{ShadowMode: true},
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		OnShadow: func(name string, res floodgate.Result) {
+			mu.Lock()
+			defer mu.Unlock()
+			shadowed = append(shadowed, fmt.Sprintf("%s %v", name, res.Allowed))
+		},
+	})
 	var got []string
 	for range 8 {
 		got = append(got, ask(t, c, 0, kv("k=v")))
@@ -92,6 +110,23 @@ func TestGlobalShadowMode(t *testing.T) {
 	expect(t, "8 calls at 5 per minute", got,
 		"OK OK/4", "OK OK/3", "OK OK/2", "OK OK/1", "OK OK/0",
 		"OK OVER_LIMIT/0", "OK OVER_LIMIT/0", "OK OVER_LIMIT/0")
+	mu.Lock()
+	defer mu.Unlock()
+	expect(t, "the shadow denials reported", shadowed, "kay false", "kay false", "kay false")
+	var lines []string
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec struct {
+			Msg    string
+			Shadow *bool
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec.Msg == "request denied" {
+			lines = append(lines, fmt.Sprintf("shadow=%v", rec.Shadow != nil && *rec.Shadow))
+		}
+	}
+	expect(t, "the denials logged", lines, "shadow=true", "shadow=true", "shadow=true")
 }
 
 // A shadow descriptor is charged its hits_addend (it was charged 1).

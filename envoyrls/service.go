@@ -22,6 +22,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -105,9 +107,11 @@ type Config struct {
 // Bounds limit the connections and calls of Serve's grpc.Server, for a
 // listener in front of untrusted clients. A zero field is gRPC's default.
 type Bounds struct {
-	// MaxHeaderBytes bounds a call's header list and its request message
-	// (a RateLimitRequest is a few descriptors; gRPC's own bound is 4 MiB
-	// per message, times every stream).
+	// MaxHeaderBytes bounds a call's header list (its metadata), counted
+	// as HTTP/2 counts it: every field's name and value and 32 bytes more.
+	// It does not bound the request message, which carries whatever
+	// clients put in the headers Envoy makes descriptors of: that is
+	// MaxRequestBytes, MaxDescriptors and MaxEntries.
 	MaxHeaderBytes int
 
 	// MaxConcurrentStreams bounds the calls in flight on one connection.
@@ -125,7 +129,7 @@ type Bounds struct {
 func (b Bounds) options() []grpc.ServerOption {
 	var opts []grpc.ServerOption
 	if b.MaxHeaderBytes > 0 {
-		opts = append(opts, grpc.MaxHeaderListSize(uint32(b.MaxHeaderBytes)), grpc.MaxRecvMsgSize(b.MaxHeaderBytes))
+		opts = append(opts, grpc.MaxHeaderListSize(uint32(b.MaxHeaderBytes)))
 	}
 	if b.MaxConcurrentStreams > 0 {
 		opts = append(opts, grpc.MaxConcurrentStreams(uint32(b.MaxConcurrentStreams)))
@@ -293,7 +297,11 @@ func (s *Service) SetMode(m Mode) { s.mode.Store(&m) }
 
 // Register registers the rate limit service and the gRPC health service
 // (grpc.health.v1, serving for "" and the rate limit service's name) on
-// reg, for a caller that runs its own grpc.Server.
+// reg, for a caller that runs its own grpc.Server. Such a server reads
+// messages under its own options: give it grpc.MaxRecvMsgSize of
+// MaxRequestBytes at least, or a request of large descriptor values fails
+// instead of being decided (requests over MaxDescriptors or MaxEntries
+// are answered OVER_LIMIT either way, but decoded whole).
 func (s *Service) Register(reg grpc.ServiceRegistrar) {
 	rlsv3.RegisterRateLimitServiceServer(reg, s)
 	healthpb.RegisterHealthServer(reg, s.health)
@@ -325,7 +333,8 @@ func (s *Service) authorize(ctx context.Context, req any, info *grpc.UnaryServer
 // Serve serves the service and the health service on ln until Shutdown.
 // It returns nil after Shutdown.
 func (s *Service) Serve(ln net.Listener) error {
-	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(s.authorize)}, s.serverOpts...)
+	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(s.authorize), grpc.MaxRecvMsgSize(MaxRequestBytes),
+		grpc.ForceServerCodecV2(boundedCodec{encoding.GetCodecV2(proto.Name)})}, s.serverOpts...)
 	if s.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls)))
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -194,4 +195,77 @@ func newUpstream(t *testing.T, h http.Handler) string {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()
+}
+
+// TestSIGHUPWhilePackagesInitialise: a SIGHUP sent the moment the process
+// ignores it, while the packages it links still initialise (milliseconds
+// before main runs), neither kills the daemon nor stops its reloads. The
+// moment is read from the kernel (SigIgn in /proc/PID/status), so the
+// signal lands in that window on every try, not by chance. Before the
+// runtime has started no program can hold the signal; that window is the
+// process's first few milliseconds.
+func TestSIGHUPWhilePackagesInitialise(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "floodgate.yaml")
+	if err := os.WriteFile(file, []byte("policies: {api: {rate: 1/s}}\ncheck: {listen: 127.0.0.1:0}\nadmin: {listen: \"\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		cmd := exec.Command(binary, "serve", file)
+		var stderr testkit.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+		deadline := time.Now().Add(20 * time.Second)
+		for !ignoresSIGHUP(status) {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("try %d: the process never ignored SIGHUP while it started:\n%s", i, stderr.String())
+			}
+		}
+		cmd.Process.Signal(syscall.SIGHUP)
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		var err error
+		gone := false
+		testkit.Eventually(t, 20*time.Second, "the daemon listening or gone after a SIGHUP during init", func() bool {
+			select {
+			case err = <-exited:
+				gone = true
+				return true
+			default:
+				return strings.Contains(stderr.String(), "msg=listening")
+			}
+		})
+		if gone {
+			t.Fatalf("try %d: a SIGHUP during init ended the daemon (%v):\n%s", i, err, stderr.String())
+		}
+		// serve has taken SIGHUP over: it reloads now.
+		cmd.Process.Signal(syscall.SIGHUP)
+		testkit.Eventually(t, 20*time.Second, "the reload of a SIGHUP after start", func() bool {
+			return strings.Contains(stderr.String(), "SIGHUP: reading the configuration again")
+		})
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := <-exited; err != nil {
+			t.Fatalf("try %d: exit after SIGTERM: %v", i, err)
+		}
+	}
+}
+
+// ignoresSIGHUP reports whether the process whose status file is path
+// ignores SIGHUP (signal 1, the lowest bit of SigIgn).
+func ignoresSIGHUP(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && mask&1 != 0
+		}
+	}
+	return false
 }

@@ -1,7 +1,8 @@
 // Package boundary holds the test that keeps floodgate's layers apart: the
 // library a Go service imports never pulls in the daemon's configuration,
 // a YAML library, gRPC or Prometheus, and the observers (metrics, status)
-// depend on no engine.
+// depend on no engine. It also holds the checks of the repository's
+// Markdown (docs_test.go).
 package boundary
 
 import (
