@@ -2,6 +2,8 @@ package concurrency
 
 import (
 	"context"
+	"errors"
+	"math"
 	"sync"
 	"time"
 
@@ -11,16 +13,66 @@ import (
 // LocalSource is the Source of the decisions of a Local store.
 const LocalSource floodgate.Source = "local"
 
+// Defaults of LocalOptions' zero values.
+const (
+	// DefaultMaxKeys bounds the holds of a Local: a few hundred bytes each
+	// (the key, the token, their maps), so the default holds a Local to
+	// about a hundred megabytes whatever its clients do.
+	DefaultMaxKeys = 1 << 18
+
+	// DefaultSweepInterval is how often a Local that holds leases drops
+	// those that ran out.
+	DefaultSweepInterval = time.Second
+)
+
+// ErrStoreFull reports a new hold refused because a Local holds
+// LocalOptions.MaxKeys holds already and none of them has run out. The
+// store refuses the newcomer rather than forget a holder: a forgotten
+// holder's slot would be given to another while it still works.
+var ErrStoreFull = errors.New("concurrency: the store holds its maximum of holds (MaxKeys) and none has expired; new holders are refused until some are released or run out (raise MaxKeys, or give leases shorter TTLs)")
+
+// LocalOptions configures a Local. The zero value is a good default.
+type LocalOptions struct {
+	// MaxKeys bounds the holds kept: one per holder of a key, each
+	// Permit or lease. When it is reached, holds whose lease ran out are
+	// dropped first; if none has, a new holder is refused with
+	// ErrStoreFull (ReasonError), on any key: no holder is ever evicted,
+	// since its slot would then admit one more than the limit. Holders of
+	// a key keep renewing and releasing. 0 means DefaultMaxKeys; -1 means
+	// no bound.
+	MaxKeys int
+
+	// Clock tells the time leases run out by. Nil means
+	// floodgate.SystemClock.
+	Clock floodgate.Clock
+
+	// SweepInterval is how often a janitor drops the holds whose lease ran
+	// out; it runs only while some hold has a lease, so a Local of holds
+	// without expiry (Permits of this process) runs no goroutine. 0 means
+	// DefaultSweepInterval; negative disables the janitor (call Sweep).
+	SweepInterval time.Duration
+}
+
 // Local is a Store in this process's memory. Holds acquired with ttl 0
 // last until released, since a holder in this process cannot die without
 // it; holds with a ttl (leases for other processes) also end when it runs
-// out. It is safe for concurrent use; the zero Local is not, use NewLocal.
+// out: a janitor drops them every SweepInterval, so leases abandoned on as
+// many keys as clients care to name cost memory for one TTL, not until
+// their keys are asked for again. At most MaxKeys holds are kept. It is
+// safe for concurrent use; the zero Local is not, use NewLocal.
 type Local struct {
-	clock floodgate.Clock
+	clock    floodgate.Clock
+	maxHolds int           // 0: no bound
+	interval time.Duration // of the janitor; negative: none
 
-	mu    sync.Mutex
-	keys  map[localKey]*holders
-	spare []*holders // empty, for reuse; under mu
+	mu         sync.Mutex
+	keys       map[localKey]*holders
+	peak       int        // the most keys since keys was last rebuilt
+	spare      []*holders // empty, for reuse; under mu
+	holds      int        // tokens of every key
+	expiring   int        // of them, those with an expiry
+	nextExpiry int64      // no hold expires before; math.MaxInt64 for none
+	janitor    bool       // the janitor runs
 }
 
 type localKey struct{ name, key string }
@@ -30,46 +82,79 @@ type holders struct {
 	expiring int              // tokens with an expiry
 }
 
-// NewLocal returns an empty Local store on floodgate.SystemClock.
-func NewLocal() *Local { return NewLocalClock(floodgate.SystemClock) }
+// NewLocal returns an empty Local store with the default options.
+func NewLocal() *Local { return NewLocalWith(LocalOptions{}) }
 
 // NewLocalClock returns an empty Local store whose leases run out by
 // clock, for tests that move time by hand.
-func NewLocalClock(clock floodgate.Clock) *Local {
-	return &Local{clock: clock, keys: make(map[localKey]*holders)}
+func NewLocalClock(clock floodgate.Clock) *Local { return NewLocalWith(LocalOptions{Clock: clock}) }
+
+// NewLocalWith returns an empty Local store configured by o.
+func NewLocalWith(o LocalOptions) *Local {
+	s := &Local{clock: o.Clock, maxHolds: o.MaxKeys, interval: o.SweepInterval,
+		keys: make(map[localKey]*holders), nextExpiry: math.MaxInt64}
+	if s.clock == nil {
+		s.clock = floodgate.SystemClock
+	}
+	switch {
+	case o.MaxKeys == 0:
+		s.maxHolds = DefaultMaxKeys
+	case o.MaxKeys < 0:
+		s.maxHolds = 0
+	}
+	if s.interval == 0 {
+		s.interval = DefaultSweepInterval
+	}
+	return s
 }
 
 var _ Store = (*Local)(nil)
 
-// Acquire implements Store. It never fails.
+// Acquire implements Store. It fails only with ErrStoreFull.
 func (s *Local) Acquire(_ context.Context, name, key, token string, limit int, ttl time.Duration) (Grant, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := localKey{name, key}
 	h := s.keys[k]
+	if h != nil && len(h.tokens) >= limit && h.expiring > 0 {
+		h = s.expire(k, h, s.clock.UnixNano())
+	}
+	if h != nil {
+		if _, ok := h.tokens[token]; ok {
+			// A token already holding is not a second holder.
+			return Grant{Acquired: true, InFlight: len(h.tokens), Lease: max(ttl, 0), Source: LocalSource}, nil
+		}
+		if len(h.tokens) >= limit {
+			return Grant{InFlight: len(h.tokens), Source: LocalSource}, nil
+		}
+	} else if limit <= 0 {
+		return Grant{Source: LocalSource}, nil
+	}
+	if s.maxHolds > 0 && s.holds >= s.maxHolds {
+		if now := s.clock.UnixNano(); now >= s.nextExpiry {
+			s.sweep(now)
+			h = s.keys[k]
+		}
+		if s.holds >= s.maxHolds {
+			n := 0
+			if h != nil {
+				n = len(h.tokens)
+			}
+			return Grant{InFlight: n, Source: LocalSource}, ErrStoreFull
+		}
+	}
 	if h == nil {
 		h = s.newHolders()
 		s.keys[k] = h
-	}
-	if len(h.tokens) >= limit && h.expiring > 0 {
-		s.sweep(h)
-	}
-	if _, ok := h.tokens[token]; ok {
-		// A token already holding is not a second holder.
-		return Grant{Acquired: true, InFlight: len(h.tokens), Lease: max(ttl, 0), Source: LocalSource}, nil
-	}
-	if len(h.tokens) >= limit {
-		if len(h.tokens) == 0 {
-			s.drop(k, h)
-		}
-		return Grant{InFlight: len(h.tokens), Source: LocalSource}, nil
+		s.peak = max(s.peak, len(s.keys))
 	}
 	var exp int64
 	if ttl > 0 {
 		exp = s.clock.UnixNano() + int64(ttl)
-		h.expiring++
+		s.expires(h, exp)
 	}
 	h.tokens[token] = exp
+	s.holds++
 	return Grant{Acquired: true, InFlight: len(h.tokens), Lease: max(ttl, 0), Source: LocalSource}, nil
 }
 
@@ -88,10 +173,13 @@ func (s *Local) Renew(_ context.Context, name, key, token string, ttl time.Durat
 		return false, nil
 	}
 	if ttl > 0 {
-		if exp == 0 {
-			h.expiring++
+		if exp != 0 {
+			h.expiring--
+			s.expiring--
 		}
-		h.tokens[token] = now + int64(ttl)
+		exp = now + int64(ttl)
+		s.expires(h, exp)
+		h.tokens[token] = exp
 	}
 	return true, nil
 }
@@ -106,15 +194,105 @@ func (s *Local) Release(_ context.Context, name, key, token string) error {
 		return nil
 	}
 	if exp, ok := h.tokens[token]; ok {
-		delete(h.tokens, token)
-		if exp != 0 {
-			h.expiring--
-		}
+		s.forget(h, token, exp)
 	}
 	if len(h.tokens) == 0 {
 		s.drop(k, h)
 	}
 	return nil
+}
+
+// expires counts a hold of h that runs out at exp, and has the janitor
+// look for it.
+func (s *Local) expires(h *holders, exp int64) {
+	h.expiring++
+	s.expiring++
+	s.nextExpiry = min(s.nextExpiry, exp)
+	if !s.janitor && s.interval > 0 {
+		s.janitor = true
+		go s.runJanitor()
+	}
+}
+
+// forget removes token, whose expiry is exp, from h.
+func (s *Local) forget(h *holders, token string, exp int64) {
+	delete(h.tokens, token)
+	s.holds--
+	if exp != 0 {
+		h.expiring--
+		s.expiring--
+	}
+}
+
+// runJanitor sweeps every interval until no hold has an expiry left.
+func (s *Local) runJanitor() {
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for range t.C {
+		s.mu.Lock()
+		if now := s.clock.UnixNano(); now >= s.nextExpiry {
+			s.sweep(now)
+		}
+		done := s.expiring == 0
+		if done {
+			s.janitor = false
+		}
+		s.mu.Unlock()
+		if done {
+			return
+		}
+	}
+}
+
+// Sweep drops every hold whose lease has run out. The janitor calls it
+// every SweepInterval; call it yourself when the janitor is disabled.
+func (s *Local) Sweep() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweep(s.clock.UnixNano())
+}
+
+// sweep drops the holds that ran out by now and the keys left without
+// holders, and rebuilds the key map once most of it is gone (a Go map
+// keeps its largest size).
+func (s *Local) sweep(now int64) {
+	next := int64(math.MaxInt64)
+	for k, h := range s.keys {
+		if h.expiring == 0 {
+			continue
+		}
+		if s.expire(k, h, now) == nil {
+			continue
+		}
+		for _, exp := range h.tokens {
+			if exp != 0 {
+				next = min(next, exp)
+			}
+		}
+	}
+	s.nextExpiry = next
+	if s.peak >= 1024 && len(s.keys) < s.peak/4 {
+		keys := make(map[localKey]*holders, len(s.keys))
+		for k, h := range s.keys {
+			keys[k] = h
+		}
+		s.keys, s.peak = keys, len(keys)
+	}
+}
+
+// expire drops the holds of h, the holders of k, that ran out by now,
+// and k itself when none is left: it returns h, or nil when k is gone.
+func (s *Local) expire(k localKey, h *holders, now int64) *holders {
+	for t, exp := range h.tokens {
+		if exp != 0 && exp <= now {
+			s.forget(h, t, exp)
+		}
+	}
+	if len(h.tokens) == 0 {
+		s.drop(k, h)
+		return nil
+	}
+	return h
 }
 
 // newHolders returns an empty holders, a spare one when there is one: a
@@ -145,21 +323,21 @@ const maxSpare = 64
 func (s *Local) InFlight(name, key string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	h := s.keys[localKey{name, key}]
+	k := localKey{name, key}
+	h := s.keys[k]
 	if h == nil {
 		return 0
 	}
-	s.sweep(h)
+	if h = s.expire(k, h, s.clock.UnixNano()); h == nil {
+		return 0
+	}
 	return len(h.tokens)
 }
 
-// sweep drops the holds of h whose lease has run out.
-func (s *Local) sweep(h *holders) {
-	now := s.clock.UnixNano()
-	for t, exp := range h.tokens {
-		if exp != 0 && exp <= now {
-			delete(h.tokens, t)
-			h.expiring--
-		}
-	}
+// Len returns the number of holds the store keeps, those whose lease ran
+// out but that no sweep has dropped yet included.
+func (s *Local) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holds
 }

@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 
 	"github.com/floodgate-go/floodgate"
@@ -54,12 +55,39 @@ func tagOf(src floodgate.Source) int {
 // (weighted by requests) and the units it let pass (weighted by cost).
 type policy struct {
 	name      string
-	limited   *Window                 // denied decisions, one per request
-	consumed  *Window                 // allowed decisions, weighted by cost
+	perShard  int                     // the windows' sizes (Options.PerShard)
+	buckets   int                     // and Options.Buckets
+	mu        sync.Mutex              // makes w
+	w         atomic.Pointer[windows] // nil until the policy's first decision
 	errors    atomic.Uint64           // decisions that failed: no engine decided, no key counts
 	limits    []string                // the policy's default limits, for the page
 	overrides []Override              // the keys with limits of their own, for the page
 	hot       atomic.Pointer[hotKeys] // the top limited keys, whose decisions are kept
+}
+
+// windows are a policy's record of keys. A policy gets them on its first
+// decision, not when it is built: a file of many policies (an Envoy file
+// of thousands of descriptors) costs the memory of those that see traffic.
+type windows struct {
+	limited  Window // denied decisions, one per request
+	consumed Window // allowed decisions, weighted by cost
+}
+
+// windows returns p's windows, made on the first call.
+func (p *policy) windows() *windows {
+	if w := p.w.Load(); w != nil {
+		return w
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w := p.w.Load(); w != nil {
+		return w
+	}
+	w := new(windows)
+	w.limited.size(p.perShard, p.buckets)
+	w.consumed.size(p.perShard, p.buckets)
+	p.w.Store(w)
+	return w
 }
 
 // record counts one decision. It takes the two fields it needs, not the
@@ -69,11 +97,12 @@ func (p *policy) record(key string, cost int64, allowed bool, src floodgate.Sour
 	case cost == 0:
 		// A peek (key inspection among them) decides nothing.
 	case err != nil:
+		p.windows() // the chart shows the policy's errors from now on
 		p.errors.Add(1)
 	case allowed:
-		p.consumed.Add(key, uint64(cost), tagOf(src))
+		p.windows().consumed.Add(key, uint64(cost), tagOf(src))
 	default:
-		p.limited.Add(key, 1, tagOf(src))
+		p.windows().limited.Add(key, 1, tagOf(src))
 	}
 }
 

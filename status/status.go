@@ -106,11 +106,7 @@ func (s *Status) Limiter(l floodgate.Limiter) floodgate.Limiter {
 	defer s.mu.Unlock()
 	ps := s.policies[l.Name()]
 	if ps == nil {
-		ps = &policyState{policy: &policy{
-			name:     l.Name(),
-			limited:  NewWindow(s.o.PerShard, s.o.Buckets),
-			consumed: NewWindow(s.o.PerShard, s.o.Buckets),
-		}}
+		ps = &policyState{policy: &policy{name: l.Name(), perShard: s.o.PerShard, buckets: s.o.Buckets}}
 		s.policies[l.Name()] = ps
 	}
 	ps.limits, ps.overrides = describeLimits(l)
@@ -178,13 +174,13 @@ func (s *Status) Run(ctx context.Context) {
 // Tick) and, every Span, moves the windows on by one bucket.
 func (s *Status) Tick() {
 	s.mu.Lock()
-	states := make([]*policyState, 0, len(s.policies))
+	var states []*policyState // those that decided
 	defer func() {
 		s.mu.Unlock()
 		// The heavy hitters whose decisions are kept, outside the lock:
 		// Top reads every shard.
 		for _, ps := range states {
-			ps.refreshHot(ps.limited.Top(s.o.Top))
+			ps.refreshHot(ps.w.Load().limited.Top(s.o.Top))
 		}
 	}()
 	s.ticks++
@@ -193,6 +189,11 @@ func (s *Status) Tick() {
 		s.ticks = 0
 	}
 	for _, ps := range s.policies {
+		w := ps.w.Load()
+		if w == nil {
+			// No decision yet: no chart, nothing to rotate.
+			continue
+		}
 		states = append(states, ps)
 		now := ps.read()
 		ps.points = append(ps.points, Point{Allowed: now.allowed - ps.last.allowed, Denied: now.denied - ps.last.denied,
@@ -202,15 +203,20 @@ func (s *Status) Tick() {
 		}
 		ps.last = now
 		if rotate {
-			ps.limited.Rotate()
-			ps.consumed.Rotate()
+			w.limited.Rotate()
+			w.consumed.Rotate()
 		}
 	}
 }
 
 func (p *policy) read() sample {
-	a, d := p.consumed.Totals(), p.limited.Totals()
-	out := sample{allowed: a.Events, denied: d.Events, errors: p.errors.Load(), units: a.Weight}
+	out := sample{errors: p.errors.Load()}
+	w := p.w.Load()
+	if w == nil {
+		return out
+	}
+	a, d := w.consumed.Totals(), w.limited.Totals()
+	out.allowed, out.denied, out.units = a.Events, d.Events, a.Weight
 	for i := range out.tags {
 		out.tags[i] = a.Tags[i] + d.Tags[i]
 	}
@@ -261,8 +267,11 @@ func (s *Status) Snapshot() *Snapshot {
 
 	for i, ps := range states {
 		p := &out.Policies[i]
-		p.TopLimited = s.keys(ps.limited.Top(s.o.Top), ps.policy)
-		p.TopConsuming = s.keys(ps.consumed.Top(s.o.Top), nil)
+		p.TopLimited, p.TopConsuming = []KeyCount{}, []KeyCount{}
+		if w := ps.w.Load(); w != nil {
+			p.TopLimited = s.keys(w.limited.Top(s.o.Top), ps.policy)
+			p.TopConsuming = s.keys(w.consumed.Top(s.o.Top), nil)
+		}
 	}
 	slices.SortFunc(out.Policies, func(a, b PolicyStatus) int {
 		switch {
@@ -281,7 +290,7 @@ func (s *Status) Snapshot() *Snapshot {
 
 // describe is the policy's counts; under s.mu.
 func (ps *policyState) describe(recent int) PolicyStatus {
-	p := PolicyStatus{Name: ps.name, Limits: ps.limits, Overrides: ps.overrides, Points: slices.Clone(ps.points), Sources: map[string]uint64{}}
+	p := PolicyStatus{Name: ps.name, Limits: ps.limits, Overrides: ps.overrides, Points: append([]Point{}, ps.points...), Sources: map[string]uint64{}}
 	now := ps.read()
 	p.Total = Point{Allowed: now.allowed, Denied: now.denied, Errors: now.errors}
 	// The last minute: the chart's points plus what happened since the

@@ -2,6 +2,8 @@ package status
 
 import (
 	"context"
+	"hash/maphash"
+	"runtime"
 	"testing"
 	"time"
 
@@ -172,4 +174,63 @@ func (f fixedSource) AllowN(ctx context.Context, key string, cost int64) (floodg
 	res, err := f.PolicyLimiter.AllowN(ctx, key, cost)
 	res.Source = f.src
 	return res, err
+}
+
+// TestStatusAllocatesOnUse: a policy gets its record of keys on its first
+// decision, not when it is wrapped; one that never decided shows with no
+// history and no keys; a Window holds counters only for the shards and
+// buckets that counted, and gives them back once its buckets are empty.
+func TestStatusAllocatesOnUse(t *testing.T) {
+	ctx := context.Background()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	w := NewWindow(DefaultPerShard, DefaultBuckets)
+	runtime.ReadMemStats(&after)
+	// The Window's own struct (16 padded shards); the counters of every
+	// shard and bucket were about 50 KB more.
+	if n := after.TotalAlloc - before.TotalAlloc; n > 8<<10 {
+		t.Errorf("an empty Window allocated %d bytes", n)
+	}
+	w.Add("k", 1, 0)
+	sh := &w.shards[maphash.String(seed, "k")%Shards]
+	for i := range w.shards {
+		if s := &w.shards[i]; (s.ring != nil) != (s == sh) {
+			t.Fatalf("shard %d has counters: %v", i, s.ring != nil)
+		}
+	}
+	for range DefaultBuckets - 1 {
+		w.Rotate()
+		if sh.ring == nil || len(w.Top(0)) != 1 {
+			t.Fatal("the key left the window early")
+		}
+	}
+	w.Rotate()
+	if sh.ring != nil || len(w.Top(0)) != 0 || w.Totals().Events != 1 {
+		t.Fatalf("after the window passed: counters kept %v, top %v, totals %+v", sh.ring != nil, w.Top(0), w.Totals())
+	}
+
+	s := New(Options{})
+	used := s.Limiter(tinyLimiter(t, "used", floodgate.PerHour(1)))
+	s.Limiter(tinyLimiter(t, "idle", floodgate.PerHour(1)))
+	if s.policies["used"].w.Load() != nil || s.policies["idle"].w.Load() != nil {
+		t.Fatal("a policy has a record before its first decision")
+	}
+	used.Allow(ctx, "k")
+	used.Allow(ctx, "k")
+	s.Tick()
+	if s.policies["idle"].w.Load() != nil {
+		t.Fatal("Tick made a record for a policy that never decided")
+	}
+	snap := s.Snapshot()
+	if len(snap.Policies) != 2 {
+		t.Fatalf("%d policies", len(snap.Policies))
+	}
+	idle, u := snap.Policies[0], snap.Policies[1]
+	if idle.Name != "idle" || idle.Points == nil || len(idle.Points) != 0 || idle.Total != (Point{}) ||
+		idle.TopLimited == nil || len(idle.TopLimited)+len(idle.TopConsuming) != 0 || idle.Limits[0] != "1/h" {
+		t.Errorf("policy that never decided: %+v", idle)
+	}
+	if u.Name != "used" || len(u.Points) != 1 || u.Points[0] != (Point{Allowed: 1, Denied: 1}) || len(u.TopLimited) != 1 || len(u.TopConsuming) != 1 {
+		t.Errorf("policy that decided: %+v", u)
+	}
 }

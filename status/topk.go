@@ -31,7 +31,10 @@ const Shards = 16
 // pair) are counted as one.
 //
 // A Window is safe for concurrent use; Add takes one shard's lock and
-// allocates nothing for keys of up to floodgate.MaxKeyLen bytes.
+// allocates nothing for keys of up to floodgate.MaxKeyLen bytes, except a
+// bucket's counters the first time it counts: a shard's buckets are made
+// on its first weighted Add and dropped by Rotate once all of them are
+// empty, so a Window that counts nothing holds no counters.
 type Window struct {
 	perShard int
 	buckets  int
@@ -43,7 +46,7 @@ type Window struct {
 type shard struct {
 	mu     sync.Mutex
 	cur    int
-	ring   []summary // buckets of one shard, ring[cur] is the one filling
+	ring   []summary // buckets of one shard, ring[cur] is the one filling; nil while all are empty
 	events uint64    // every Add ever, for rates
 	weight uint64    // every Add's weight ever
 	tags   [maxTags]uint64
@@ -54,6 +57,7 @@ type shard struct {
 const maxTags = 12
 
 // summary is one Space-Saving summary: at most len(hash) monitored keys.
+// Its slices are made on its first add.
 type summary struct {
 	n     int
 	total uint64 // weight added to this summary
@@ -68,19 +72,14 @@ var seed = maphash.MakeSeed()
 // NewWindow returns a Window with perShard counters per shard and bucket
 // (at least 1) and buckets time buckets (at least 2).
 func NewWindow(perShard, buckets int) *Window {
-	perShard, buckets = max(perShard, 1), max(buckets, 2)
-	w := &Window{perShard: perShard, buckets: buckets}
-	for i := range w.shards {
-		s := &w.shards[i]
-		s.ring = make([]summary, buckets)
-		for b := range s.ring {
-			s.ring[b] = summary{
-				hash: make([]uint64, perShard), key: make([]string, perShard),
-				count: make([]uint64, perShard), err: make([]uint64, perShard),
-			}
-		}
-	}
+	w := new(Window)
+	w.size(perShard, buckets)
 	return w
+}
+
+// size sets the sizes of w, which counts nothing yet.
+func (w *Window) size(perShard, buckets int) {
+	w.perShard, w.buckets = max(perShard, 1), max(buckets, 2)
 }
 
 // Add counts weight for key and one event under tag (0 ≤ tag < 12; others
@@ -96,12 +95,19 @@ func (w *Window) Add(key string, weight uint64, tag int) {
 		s.tags[tag]++
 	}
 	if weight > 0 {
-		s.ring[s.cur].add(h, key, weight)
+		if s.ring == nil {
+			s.ring = make([]summary, w.buckets)
+		}
+		s.ring[s.cur].add(h, key, weight, w.perShard)
 	}
 	s.mu.Unlock()
 }
 
-func (m *summary) add(h uint64, key string, weight uint64) {
+func (m *summary) add(h uint64, key string, weight uint64, size int) {
+	if m.hash == nil {
+		m.hash, m.key = make([]uint64, size), make([]string, size)
+		m.count, m.err = make([]uint64, size), make([]uint64, size)
+	}
 	m.total += weight
 	// One pass finds the key or, failing that, the least counter.
 	low := 0
@@ -134,7 +140,7 @@ func (m *summary) add(h uint64, key string, weight uint64) {
 // floor is the most weight a key that this summary does not monitor can
 // have had in it: 0 while it has free counters, else its least count.
 func (m *summary) floor() uint64 {
-	if m.n < len(m.hash) {
+	if m.n == 0 || m.n < len(m.hash) {
 		return 0
 	}
 	least := m.count[0]
@@ -149,13 +155,19 @@ func (m *summary) reset() {
 	clear(m.key) // drop the references to the keys' memory
 }
 
-// Rotate starts a new time bucket, forgetting the oldest one.
+// Rotate starts a new time bucket, forgetting the oldest one. A shard
+// whose buckets are then all empty gives their memory back.
 func (w *Window) Rotate() {
 	for i := range w.shards {
 		s := &w.shards[i]
 		s.mu.Lock()
-		s.cur = (s.cur + 1) % len(s.ring)
-		s.ring[s.cur].reset()
+		s.cur = (s.cur + 1) % w.buckets
+		if s.ring != nil {
+			s.ring[s.cur].reset()
+			if !slices.ContainsFunc(s.ring, func(m summary) bool { return m.n > 0 }) {
+				s.ring = nil
+			}
+		}
 		s.mu.Unlock()
 	}
 }

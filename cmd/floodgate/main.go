@@ -139,6 +139,7 @@ func serve(args []string, stderr io.Writer) int {
 				dm.Logger().Info("configuration unchanged", "file", *path)
 			default:
 				_ = dm.Apply(c)
+				releaseLoad()
 			}
 		})
 		if err != nil {
@@ -153,6 +154,7 @@ func serve(args []string, stderr io.Writer) int {
 		return 1
 	}
 	d.Store(dm)
+	releaseLoad()
 	if err := dm.Start(); err != nil {
 		dm.Close()
 		fmt.Fprintf(stderr, "floodgate: %v\n", err)
@@ -338,6 +340,14 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "%s: ok (%d policies, those of postgres and envoy rules included)\n", name, n)
 	return 0
 }
+
+// releaseLoad gives the memory of a configuration's loading back to the
+// system. Decoding a large file (an Envoy file of thousands of
+// descriptors) takes several times the memory of what is built from it;
+// without this, a daemon that then sits idle keeps that peak until the
+// runtime's next forced collection, minutes later, and a memory-limited
+// container counts it all along.
+func releaseLoad() { debug.FreeOSMemory() }
 
 // checkFile runs what serve runs on the file at path, short of binding the
 // listeners: the configuration is loaded and the daemon built (engine,
