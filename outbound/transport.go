@@ -52,6 +52,9 @@ const (
 	WaitPause WaitCause = "pause"
 	// WaitBackoff: a retry waited out its back-off.
 	WaitBackoff WaitCause = "backoff"
+	// WaitLearned: the upstream is paced at the rate learned from its
+	// refusals (see Transport).
+	WaitLearned WaitCause = "learned"
 )
 
 // An Observer is told what a Transport does, for metrics and logs
@@ -118,11 +121,12 @@ type Options struct {
 	Observer Observer
 }
 
-// maxBreakers bounds the upstreams that get a breaker of their own.
-// Upstreams are few in any sane program; one that names an upstream per
-// request (an Upstream function gone wrong) must not grow memory without
-// bound, so upstreams past the bound are sent to without a breaker.
-const maxBreakers = 1024
+// maxUpstreams bounds the upstreams that get a breaker and a learned rate
+// of their own. Upstreams are few in any sane program; one that names an
+// upstream per request (an Upstream function gone wrong) must not grow
+// memory without bound, so upstreams past the bound are sent to without a
+// breaker and without learning.
+const maxUpstreams = 1024
 
 // unbounded is the Guard timeout and slow timeout of a round trip: none, the request's own
 // context bounds it (see callCtx).
@@ -139,6 +143,13 @@ const unbounded = 200 * 365 * 24 * time.Hour
 // request's deadline: a request that cannot wait long enough fails at once
 // with ErrDeadline, or, when it was already refused, returns that answer.
 //
+// A Transport also learns what each upstream really admits, which may be
+// less than the Limiter allows and less than the server advertises: a
+// refusal halves the rate the upstream was being sent at, and from then on
+// its requests are paced at the learned rate, raised a step after every
+// run of admitted answers (LearnedRate; the learn.go comment has the
+// rule). The learned rate is kept in this process, per upstream.
+//
 // A Transport is safe for concurrent use.
 type Transport struct {
 	base       http.RoundTripper
@@ -151,8 +162,14 @@ type Transport struct {
 	brOpts     failover.GuardOptions
 	obs        Observer
 
-	mu       sync.Mutex
-	breakers map[string]*breaker
+	mu  sync.Mutex
+	ups map[string]*upstreamState
+}
+
+// upstreamState is what a Transport keeps of one upstream.
+type upstreamState struct {
+	br    *breaker
+	learn learner
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -167,7 +184,7 @@ func New(o Options) (*Transport, error) {
 	}
 	t := &Transport{base: o.Base, limiter: o.Limiter, upstream: o.Upstream, pauses: o.Pauses,
 		maxRetries: o.MaxRetries, backoff: o.Backoff, maxPause: o.MaxPause, brOpts: o.Breaker, obs: o.Observer,
-		breakers: make(map[string]*breaker)}
+		ups: make(map[string]*upstreamState)}
 	if t.base == nil {
 		t.base = http.DefaultTransport
 	}
@@ -207,35 +224,52 @@ func (t *Transport) Client() *http.Client { return &http.Client{Transport: t} }
 // BreakerState returns the state of upstream's circuit breaker: Closed for
 // an upstream not called yet.
 func (t *Transport) BreakerState(upstream string) failover.BreakerState {
-	t.mu.Lock()
-	b := t.breakers[upstream]
-	t.mu.Unlock()
-	if b == nil {
+	st := t.lookup(upstream)
+	if st == nil {
 		return failover.Closed
 	}
-	return b.guard.State()
+	return st.br.guard.State()
 }
 
 // BreakerStats returns the counters of upstream's breaker, for
 // metrics.WatchGuard-style exports; ok is false for an upstream not
 // called yet.
 func (t *Transport) BreakerStats(upstream string) (s failover.Stats, ok bool) {
-	t.mu.Lock()
-	b := t.breakers[upstream]
-	t.mu.Unlock()
-	if b == nil {
+	st := t.lookup(upstream)
+	if st == nil {
 		return s, false
 	}
-	return b.guard.Stats(), true
+	return st.br.guard.Stats(), true
 }
 
-func (t *Transport) breaker(upstream string) *breaker {
+// LearnedRate returns the rate, in requests per second, at which upstream
+// is paced after its server refused requests the Transport thought it had
+// budget for; ok is false while nothing is learned (no refusal yet, or an
+// upstream not called).
+func (t *Transport) LearnedRate(upstream string) (perSecond float64, ok bool) {
+	st := t.lookup(upstream)
+	if st == nil {
+		return 0, false
+	}
+	r := st.learn.learned()
+	return r, r > 0
+}
+
+func (t *Transport) lookup(upstream string) *upstreamState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if b, ok := t.breakers[upstream]; ok {
-		return b
+	return t.ups[upstream]
+}
+
+// state returns upstream's state, made on its first call; nil past
+// maxUpstreams.
+func (t *Transport) state(upstream string) *upstreamState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st, ok := t.ups[upstream]; ok {
+		return st
 	}
-	if len(t.breakers) >= maxBreakers {
+	if len(t.ups) >= maxUpstreams {
 		return nil
 	}
 	o := t.brOpts
@@ -251,8 +285,10 @@ func (t *Transport) breaker(upstream string) *breaker {
 		// New checked these options; only the name differs.
 		return nil
 	}
-	t.breakers[upstream] = b
-	return b
+	st := &upstreamState{br: b}
+	st.learn.min = 1 / t.maxPause.Seconds()
+	t.ups[upstream] = st
+	return st
 }
 
 type retryKey struct{}
@@ -299,14 +335,19 @@ func unhealthy(code int) bool {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	up := t.upstream(req)
+	st := t.state(up)
 	canRetry := t.maxRetries > 0 && retryable(req)
 	r := req
 	for attempt := 0; ; attempt++ {
-		if err := t.admit(ctx, up); err != nil {
+		if err := t.admit(ctx, up, st); err != nil {
 			closeBody(r)
 			return nil, err
 		}
-		resp, err := t.send(ctx, up, r)
+		sentAt := time.Now()
+		if st != nil {
+			st.learn.sending(sentAt)
+		}
+		resp, err := t.send(ctx, st, r)
 		if err != nil {
 			if t.limiter != nil && errors.Is(err, failover.ErrOpen) {
 				// Not sent: the unit goes back to the budget.
@@ -314,7 +355,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return nil, fmt.Errorf("outbound: %s: %w", up, err)
 		}
-		pause := t.adapt(ctx, up, resp, attempt)
+		pause := t.adapt(ctx, up, st, resp, attempt, sentAt)
 		code := resp.StatusCode
 		if (code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable) || !canRetry || attempt >= t.maxRetries {
 			return resp, nil
@@ -346,24 +387,63 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// admit waits until up is not paused and the budget has a unit for it.
-func (t *Transport) admit(ctx context.Context, up string) error {
+// admit waits until up is not paused, its learned rate has a slot for
+// the request and the budget has a unit for it.
+func (t *Transport) admit(ctx context.Context, up string, st *upstreamState) error {
 	for {
 		if err := t.waitPause(ctx, up); err != nil {
 			return err
 		}
-		slept, err := t.waitBudget(ctx, up)
-		if err != nil || !slept {
+		slot, paced, err := t.waitLearned(ctx, up, st)
+		if err != nil {
 			return err
 		}
-		// A long wait for budget may have overlapped a pause another
-		// caller set: the unit goes back and the pause is waited out.
+		slept, err := t.waitBudget(ctx, up)
+		if err != nil {
+			if st != nil {
+				st.learn.cancel(slot)
+			}
+			return err
+		}
+		if !slept && !paced {
+			return nil
+		}
+		// A wait may have overlapped a pause another caller set: the
+		// unit goes back and the pause is waited out.
 		if t.pauses.PausedUntil(ctx, up).After(time.Now()) {
-			t.limiter.RefundN(context.WithoutCancel(ctx), up, 1)
+			if t.limiter != nil {
+				t.limiter.RefundN(context.WithoutCancel(ctx), up, 1)
+			}
 			continue
 		}
 		return nil
 	}
+}
+
+// waitLearned takes the request's slot at up's learned rate and waits
+// for it, as long as the context allows; it returns the slot (to give
+// back if the request is not sent after all) and whether it slept. A slot
+// that cannot come before the deadline is not taken.
+func (t *Transport) waitLearned(ctx context.Context, up string, st *upstreamState) (slot time.Time, slept bool, err error) {
+	if st == nil {
+		return slot, false, nil
+	}
+	now := time.Now()
+	deadline, hasDeadline := ctx.Deadline()
+	slot, ok := st.learn.reserve(now, deadline, hasDeadline)
+	if !ok {
+		return slot, false, fmt.Errorf("outbound: %s: paced at the learned rate: %w", up, ErrDeadline)
+	}
+	d := slot.Sub(now)
+	if d <= 0 {
+		return slot, false, nil
+	}
+	if err := sleep(ctx, d); err != nil {
+		st.learn.cancel(slot)
+		return slot, false, fmt.Errorf("outbound: %s: waiting for the learned rate: %w", up, err)
+	}
+	t.obs.Waited(up, WaitLearned, d)
+	return slot, true, nil
 }
 
 // waitPause waits out up's pause, plus a jitter of up to a tenth of it (at
@@ -417,14 +497,13 @@ func (t *Transport) waitBudget(ctx context.Context, up string) (slept bool, err 
 // than for the engine's answer.
 const minObservedWait = 10 * time.Millisecond
 
-// send makes one round trip under up's breaker.
-func (t *Transport) send(ctx context.Context, up string, r *http.Request) (*http.Response, error) {
-	b := t.breaker(up)
-	if b == nil {
+// send makes one round trip under the upstream's breaker.
+func (t *Transport) send(ctx context.Context, st *upstreamState, r *http.Request) (*http.Response, error) {
+	if st == nil {
 		return t.base.RoundTrip(r)
 	}
 	rt := &roundTrip{base: t.base, req: r}
-	err := b.do(ctx, rt)
+	err := st.br.do(ctx, rt)
 	switch {
 	case rt.err != nil:
 		return nil, rt.err
@@ -459,37 +538,35 @@ func (rt *roundTrip) run(context.Context) error {
 	return nil
 }
 
-// adapt reads what resp says about up's budget and pauses up when it
-// refused or has nothing left. It returns the pause it set.
-func (t *Transport) adapt(ctx context.Context, up string, resp *http.Response, attempt int) time.Duration {
+// adapt reads what resp, the answer to a request sent at sentAt, says
+// about up's budget: it learns from it and pauses up when it refused or
+// has nothing left. It returns the pause it set.
+func (t *Transport) adapt(ctx context.Context, up string, st *upstreamState, resp *http.Response, attempt int, sentAt time.Time) time.Duration {
 	now := time.Now()
 	a := ParseAdvice(resp.Header, now)
 	code := resp.StatusCode
-	var d time.Duration
-	switch {
-	case code == http.StatusTooManyRequests:
-		switch {
-		case a.RetryAfterKnown:
-			d = a.RetryAfter
-		case a.ResetKnown:
-			d = a.Reset
-		default:
-			d = t.backoffFor(attempt)
-		}
-	case code == http.StatusServiceUnavailable && a.RetryAfterKnown:
-		d = a.RetryAfter
-	case a.RemainingKnown && a.Remaining == 0 && a.ResetKnown:
-		d = a.Reset
-	default:
-		return 0
+	refused := a.Refused(code)
+	if st != nil {
+		st.learn.observe(sentAt, now, refused, !refused && code < 500, a.Rate)
 	}
-	d = min(d, t.maxPause)
+	d := t.pauseFor(a, code, attempt)
 	if d <= 0 {
 		return 0
 	}
 	t.pauses.Pause(ctx, up, now.Add(d))
 	t.obs.Paused(up, code, d)
 	return d
+}
+
+// pauseFor is the pause an answer of code with advice a sets: the wait it
+// names (Advice.Wait), or the back-off for a 429 that names none, capped
+// at MaxPause; 0 for none.
+func (t *Transport) pauseFor(a Advice, code int, attempt int) time.Duration {
+	d, ok := a.Wait(code)
+	if !ok && code == http.StatusTooManyRequests {
+		d = t.backoffFor(attempt)
+	}
+	return max(min(d, t.maxPause), 0)
 }
 
 // backoffFor is the delay of retry attempt+1 when the server named none:

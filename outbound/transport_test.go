@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -459,5 +460,51 @@ func TestBreakerProbeCloses(t *testing.T) {
 	}
 	if n := len(up.seen()); n != 2 {
 		t.Errorf("upstream saw %d; want 2 (the failure and the probe)", n)
+	}
+}
+
+// A reset sent as a Unix time in milliseconds is read as one: the refusal
+// pauses the upstream until then, not for MaxPause, and the retry goes out
+// after it. So are the other shapes servers send the reset in.
+func TestResetShapes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		field string
+		value func(at time.Time) string
+	}{
+		{"X-RateLimit-Reset Unix milliseconds", "X-Ratelimit-Reset", func(at time.Time) string { return strconv.FormatInt(at.UnixMilli(), 10) }},
+		{"X-RateLimit-Reset Unix seconds with a fraction", "X-Ratelimit-Reset", func(at time.Time) string {
+			return strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64)
+		}},
+		{"X-RateLimit-Reset-After", "X-Ratelimit-Reset-After", func(at time.Time) string {
+			return strconv.FormatFloat(time.Until(at).Seconds(), 'f', 3, 64)
+		}},
+		{"RateLimit-Reset Unix seconds", "Ratelimit-Reset", func(at time.Time) string { return strconv.FormatInt(at.Unix()+1, 10) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var at time.Time
+			up := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
+				if n == 0 {
+					at = time.Now().Add(500 * time.Millisecond)
+					w.Header().Set("X-Ratelimit-Remaining", "0")
+					w.Header().Set(tc.field, tc.value(at))
+					w.WriteHeader(http.StatusTooManyRequests)
+					return
+				}
+				io.WriteString(w, "ok")
+			})
+			rec := newRecorder()
+			c := newTransport(t, outbound.Options{Observer: rec}).Client()
+			if code, _ := do(t, c, get(t, within(t, 30*time.Second), up.URL)); code != 200 {
+				t.Fatalf("got %d; want the retry's 200", code)
+			}
+			pauses, _, _ := rec.snapshot()
+			if len(pauses) != 1 || pauses[0] <= 0 || pauses[0] > 2*time.Second {
+				t.Errorf("pauses %v; want one of at most 2s (the reset), not MaxPause", pauses)
+			}
+			if seen := up.seen(); len(seen) != 2 || seen[1].at.Before(at.Add(-time.Millisecond)) {
+				t.Errorf("upstream saw %d requests, the retry before the reset at %s", len(seen), at)
+			}
+		})
 	}
 }
