@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
@@ -32,6 +34,13 @@ const (
 	// that opens the breaker: a transient stall that fails a few calls of
 	// many leaves it closed, a Redis that is gone fails them all.
 	DefaultFailureRate = 0.5
+
+	// UnreachableInRow is how many calls in a row that could not connect
+	// to the remote store open the breaker, whatever MinCalls is (unless
+	// it is lower, or negative): a refused connection is not a slow
+	// machine, and waiting does not answer it. A timeout between two of
+	// them does not break the row; any other outcome does.
+	UnreachableInRow = 3
 
 	// DefaultMinCalls is how many calls the window must hold before its
 	// failure rate counts, so that two failures of the first three calls
@@ -80,7 +89,10 @@ type GuardOptions struct {
 
 	// MinCalls is how many calls the last Window must hold before its
 	// failure rate opens the breaker; as many failures in a row that are
-	// not timeouts (refused connections, a closed server) open it too. 0 means DefaultMinCalls; a negative
+	// not timeouts (errors of a closed server) open it too, and so do
+	// UnreachableInRow calls in a row that could not connect (a refused
+	// or reset connection, an unknown host), or MinCalls of them if that
+	// is fewer. 0 means DefaultMinCalls; a negative
 	// value disables the breaker, so every call is tried and a long outage
 	// costs a timeout per call. A service that makes fewer than MinCalls
 	// calls per Window never opens it: lower MinCalls (or lengthen Window)
@@ -492,6 +504,19 @@ func (g *Guard) invokeProbe(ctx context.Context, op Op, set *algo.Set, key strin
 	res, err := g.invoke(ctx, op, set, key, cost, fn)
 	returned = true
 	return res, err
+}
+
+// unreachable reports whether err says that the remote store could not be
+// connected to at all: a dial that failed other than by timing out (the
+// host refused or reset the connection, or has no address), which go-redis
+// returns as a *net.OpError with Op "dial". A dial that timed out is a
+// timeout like any other: a starved or distant machine makes those too.
+func unreachable(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" && !op.Timeout()
 }
 
 // callerDone returns the error of the caller's context if it has ended or
