@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -196,6 +197,23 @@ func (e *engine) ready(ctx context.Context, st config.Storage) error {
 		return nil
 	}
 	return fmt.Errorf("redis is unreachable and the failure mode is fail_closed: %w", err)
+}
+
+// Warnings returns what is wrong with the daemon's surroundings rather than
+// its configuration, for floodgate validate to print without failing: that
+// the configured Redis cannot be reached within ctx (serve starts all the
+// same and decides by its failure mode until Redis is back).
+func (d *Daemon) Warnings(ctx context.Context) []string {
+	e := d.engine
+	if !e.remote {
+		return nil
+	}
+	st := d.cur.Load().cfg.Storage
+	if err := e.client.Ping(ctx).Err(); err != nil {
+		return []string{fmt.Sprintf("storage.redis: %s cannot be reached (%v); serve starts all the same, %s until it can",
+			strings.Join(st.Redis.Addrs, ", "), err, failover.OutageText("Redis", outageMode(st)))}
+	}
+	return nil
 }
 
 func (e *engine) close() {

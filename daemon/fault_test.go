@@ -185,8 +185,8 @@ admin: {listen: ""}
 	srv.Kill()
 	testkit.Eventually(t, 20*time.Second, "the breaker's opening logged", func() bool {
 		lim.Allow(context.Background(), "k")
-		return strings.Contains(logs.String(), `msg="circuit breaker open" engine=redis from=closed to=open reason="`) &&
-			strings.Contains(logs.String(), "connection refused") && strings.Contains(logs.String(), "failure_mode=fail_open") &&
+		return strings.Contains(logs.String(), `level=WARN msg="circuit breaker open" engine=redis failure_mode=fail_open from=closed to=open reason="`) &&
+			strings.Contains(logs.String(), "connection refused") &&
 			strings.Contains(logs.String(), `detail="allowing every request until Redis is back"`)
 	})
 	srv.Restart()

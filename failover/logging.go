@@ -12,10 +12,10 @@ import (
 // and what mode does ("limiting per instance until Redis is back" for
 // LocalFallback); the probes of the outage, and each that fails, at Debug;
 // the closing at Info. remote names the remote store in the lines
-// ("Redis"); args are further attributes of every line, as slog.Logger.Log
-// takes them.
+// ("Redis"); args are attributes of every line, written first, as
+// slog.Logger.Log takes them.
 func LogTransitions(log *slog.Logger, remote string, mode Mode, args ...any) func(Transition) {
-	meanwhile := mode.meanwhile() + " until " + remote + " is back"
+	meanwhile := OutageText(remote, mode)
 	return func(t Transition) {
 		level, what := slog.LevelDebug, meanwhile
 		switch {
@@ -29,18 +29,22 @@ func LogTransitions(log *slog.Logger, remote string, mode Mode, args ...any) fun
 		if !log.Enabled(context.Background(), level) {
 			return
 		}
-		attrs := append([]any{"from", t.From.String(), "to", t.To.String(), "reason", t.Reason}, args...)
-		log.Log(context.Background(), level, "circuit breaker "+t.To.String(), append(attrs, "detail", what)...)
+		attrs := append(args[:len(args):len(args)], "from", t.From.String(), "to", t.To.String(), "reason", t.Reason, "detail", what)
+		log.Log(context.Background(), level, "circuit breaker "+t.To.String(), attrs...)
 	}
 }
 
-// meanwhile says what the mode decides while the remote store is down.
-func (p Mode) meanwhile() string {
-	switch p {
+// OutageText says what mode decides while the remote store named remote
+// is down: "limiting per instance until Redis is back" for LocalFallback,
+// "allowing every request ..." for FailOpen, "refusing every request ..."
+// for FailClosed.
+func OutageText(remote string, mode Mode) string {
+	what := "limiting per instance"
+	switch mode {
 	case FailOpen:
-		return "allowing every request"
+		what = "allowing every request"
 	case FailClosed:
-		return "refusing every request"
+		what = "refusing every request"
 	}
-	return "limiting per instance"
+	return what + " until " + remote + " is back"
 }
