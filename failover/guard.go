@@ -12,6 +12,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/internal/isnil"
 )
 
 // Defaults for GuardOptions' zero values.
@@ -235,8 +236,8 @@ var _ floodgate.Store = (*Guard)(nil)
 // NewGuard returns a Guard over remote.
 func NewGuard(remote floodgate.Store, o GuardOptions) (*Guard, error) {
 	switch {
-	case remote == nil:
-		return nil, errors.New("failover: no remote store given")
+	case isnil.Value(remote):
+		return nil, fmt.Errorf("failover: no remote store given (the store is nil: %T)", remote)
 	case o.Timeout < 0 || o.SlowTimeout < 0:
 		return nil, fmt.Errorf("failover: timeout %s (slow timeout %s) is negative; use 0 for the defaults of %s and %s", o.Timeout, o.SlowTimeout, DefaultTimeout, DefaultSlowTimeout)
 	case o.Backoff < 0 || o.MaxBackoff < 0:

@@ -11,6 +11,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/internal/isnil"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -100,8 +101,8 @@ func Named(name string) Option {
 // store of the middleware's own.
 func OnStore(store floodgate.Store) Option {
 	return func(c *oneLinerConfig) {
-		if store == nil {
-			c.errs = append(c.errs, errors.New("OnStore(nil); pass a store"))
+		if isnil.Value(store) {
+			c.errs = append(c.errs, fmt.Errorf("OnStore(nil %T); pass a store", store))
 		}
 		c.store = store
 	}
@@ -133,8 +134,8 @@ func OnStore(store floodgate.Store) Option {
 // once.
 func Redis(client redis.UniversalClient) Option {
 	return func(c *oneLinerConfig) {
-		if client == nil {
-			c.errs = append(c.errs, errors.New("Redis(nil); pass a client"))
+		if isnil.Value(client) {
+			c.errs = append(c.errs, fmt.Errorf("Redis(nil %T); pass a client", client))
 		}
 		c.redis = client
 	}
@@ -223,8 +224,8 @@ func must(fn string, n int64, per time.Duration) func(*Middleware, error) *Middl
 // share limits through Redis the same way with it. Its Close closes the
 // stores it made, not client.
 func RedisStore(client redis.UniversalClient) (*SharedStore, error) {
-	if client == nil {
-		return nil, fmt.Errorf("%w: RedisStore(nil); pass a client", ErrInvalidConfig)
+	if isnil.Value(client) {
+		return nil, fmt.Errorf("%w: RedisStore(nil %T); pass a client", ErrInvalidConfig, client)
 	}
 	rs, err := redisstore.New(client, redisstore.Options{})
 	if err != nil {
