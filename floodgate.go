@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/internal/isnil"
 )
 
 // A Limiter decides for keys under one policy. Implementations are safe for
@@ -135,8 +136,8 @@ var _ Limiter = (*PolicyLimiter)(nil)
 // limit the store cannot keep (Store.ValidateLimit) is an error here, never
 // at request time.
 func New(store Store, p Policy) (*PolicyLimiter, error) {
-	if store == nil {
-		return nil, fmt.Errorf("%w: policy %s: no store given", ErrInvalidPolicy, p.Name)
+	if isnil.Value(store) {
+		return nil, fmt.Errorf("%w: policy %s: no store given (the store is nil: %T)", ErrInvalidPolicy, p.Name, store)
 	}
 	c, err := compilePolicy(p, store.ValidateLimit)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -88,18 +89,8 @@ func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, log
 		ContextBound: true, // redisstore returns when the call's context ends
 		// Operators learn that Redis went away, why the breaker thinks so,
 		// and what floodgate does about it, from the log too, not only
-		// from a metric.
-		OnTransition: func(t failover.Transition) {
-			level, what := slog.LevelInfo, "decisions are Redis's again"
-			switch t.To {
-			case failover.Open:
-				level, what = slog.LevelWarn, "decisions follow the failure mode until a probe succeeds"
-			case failover.HalfOpen:
-				what = "decisions follow the failure mode until the probe answers"
-			}
-			log.Log(context.Background(), level, "circuit breaker "+t.To.String(), "engine", "redis", "from", t.From.String(),
-				"to", t.To.String(), "reason", t.Reason, "failure_mode", failureMode(st), "detail", what)
-		},
+		// from a metric: once per outage, not once per probe.
+		OnTransition: failover.LogTransitions(log, "Redis", outageMode(st), "engine", "redis", "failure_mode", failureMode(st)),
 	})
 	// The Guard carries the concurrency limits' leases too (Guard.Do), so
 	// that one breaker judges Redis for both.
@@ -129,8 +120,12 @@ func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, log
 
 // redisClient opens the client the configuration describes. Every command
 // has a deadline from its context (ContextTimeoutEnabled), so a stalled
-// Redis costs a decision its failure timeout, not the socket's. New
-// connections authenticate with what creds returns at the time.
+// Redis costs a decision its failure timeout, not the socket's. A
+// connection is dialled once (DialerRetries 1), not five times 100 ms
+// apart: a refused connection then fails its decision at once, and the
+// breaker, which opens after failover.UnreachableInRow of them, is the
+// only one to try again. New connections authenticate with what creds
+// returns at the time.
 func redisClient(r *config.Redis, creds func() (username, password string)) (redis.UniversalClient, error) {
 	if r == nil {
 		return nil, errors.New("storage.redis is required by the redis and hybrid engines")
@@ -152,6 +147,7 @@ func redisClient(r *config.Redis, creds func() (username, password string)) (red
 		TLSConfig:             tlsConf,
 		PoolSize:              r.PoolSize,
 		DialTimeout:           r.DialTimeout.D(),
+		DialerRetries:         1,
 		ReadTimeout:           r.ReadTimeout.D(),
 		WriteTimeout:          r.WriteTimeout.D(),
 		ContextTimeoutEnabled: true,
@@ -203,10 +199,36 @@ func (e *engine) ready(ctx context.Context, st config.Storage) error {
 	return fmt.Errorf("redis is unreachable and the failure mode is fail_closed: %w", err)
 }
 
+// Warnings returns what is wrong with the daemon's surroundings rather than
+// its configuration, for floodgate validate to print without failing: that
+// the configured Redis cannot be reached within ctx (serve starts all the
+// same and decides by its failure mode until Redis is back).
+func (d *Daemon) Warnings(ctx context.Context) []string {
+	e := d.engine
+	if !e.remote {
+		return nil
+	}
+	st := d.cur.Load().cfg.Storage
+	if err := e.client.Ping(ctx).Err(); err != nil {
+		return []string{fmt.Sprintf("storage.redis: %s cannot be reached (%v); serve starts all the same, %s until it can",
+			strings.Join(st.Redis.Addrs, ", "), err, failover.OutageText("Redis", outageMode(st)))}
+	}
+	return nil
+}
+
 func (e *engine) close() {
 	for _, c := range e.closers {
 		_ = c()
 	}
+}
+
+// outageMode is the failure mode that decides while Redis is down: the
+// hybrid engine's local filter limits per instance, as LocalFallback does.
+func outageMode(st config.Storage) failover.Mode {
+	if st.Engine == config.EngineHybrid {
+		return failover.LocalFallback
+	}
+	return st.Failure.Mode
 }
 
 // failureMode names what decides while Redis is down.

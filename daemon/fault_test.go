@@ -155,7 +155,7 @@ admin: {listen: ""}
 }
 
 // TestBreakerTransitionsLogged: when Redis dies the log says the breaker
-// opened, for which engine, why (the failure rate and the last error) and
+// opened, for which engine, why (the failures and the last error) and
 // what decides meanwhile; when it is back,
 // that it closed.
 func TestBreakerTransitionsLogged(t *testing.T) {
@@ -185,8 +185,9 @@ admin: {listen: ""}
 	srv.Kill()
 	testkit.Eventually(t, 20*time.Second, "the breaker's opening logged", func() bool {
 		lim.Allow(context.Background(), "k")
-		return strings.Contains(logs.String(), `msg="circuit breaker open" engine=redis from=closed to=open reason="`) &&
-			strings.Contains(logs.String(), "calls failed within") && strings.Contains(logs.String(), "failure_mode=fail_open")
+		return strings.Contains(logs.String(), `level=WARN msg="circuit breaker open" engine=redis failure_mode=fail_open from=closed to=open reason="`) &&
+			strings.Contains(logs.String(), "connection refused") &&
+			strings.Contains(logs.String(), `detail="allowing every request until Redis is back"`)
 	})
 	srv.Restart()
 	testkit.Eventually(t, 20*time.Second, "the breaker's closing logged", func() bool {

@@ -65,11 +65,14 @@ type slot struct {
 // breaker is a failure-rate circuit breaker: it opens when, over the last
 // window, at least minCalls calls were made and at least a rate of them
 // failed, or when minCalls calls in a row failed within the window with an
-// error other than a timeout. A burst of errors in a busy service is then a
-// small rate and keeps it closed, and so is a starved machine, whose calls
-// time out together; a dead remote store, which refuses every call, opens
-// it after minCalls calls, however many successes of the seconds before
-// still fill the window.
+// error other than a timeout, or when UnreachableInRow of them in a row
+// could not even connect (see unreachable). A burst of errors in a busy
+// service is then a small rate and keeps it closed, and so is a starved
+// machine, whose calls time out together; a dead remote store, which fails
+// every call, opens it after minCalls calls, however many successes of the
+// seconds before still fill the window; and a remote store whose host
+// refuses the connection, which no amount of waiting answers, opens it
+// after UnreachableInRow calls.
 //
 // The closed state, which is where every healthy decision runs, costs a
 // clock read and an atomic add per call; the slot's counters are reset by
@@ -82,8 +85,8 @@ type breaker struct {
 	opened atomic.Uint64
 	probes atomic.Uint64
 	slots  [windowSlots]slot
-	streak atomic.Int64 // failures since the last answered call, within one window
-	since  atomic.Int64 // clock time of the streak's first failure
+	streak streak // failures other than timeouts since the last answered call
+	down   streak // of those, the failures to connect since the last other outcome
 
 	mu      sync.Mutex
 	backoff time.Duration // the current back-off; under mu
@@ -111,7 +114,35 @@ func (b *breaker) clear() {
 	for i := range b.slots {
 		b.slots[i].epoch.Store(math.MinInt64)
 	}
-	b.streak.Store(0)
+	b.streak.n.Store(0)
+	b.down.n.Store(0)
+}
+
+// A streak counts failures in a row within one window.
+type streak struct {
+	n     atomic.Int64
+	since atomic.Int64 // clock time of the streak's first failure
+}
+
+// add counts a failure at now and returns the length of the streak: a
+// streak that began a window or more ago starts over at now.
+func (s *streak) add(now, window int64) int64 {
+	row := s.n.Add(1)
+	if row == 1 {
+		s.since.Store(now)
+	} else if now-s.since.Load() >= window {
+		s.n.Store(1)
+		s.since.Store(now)
+		row = 1
+	}
+	return row
+}
+
+// reset ends the streak.
+func (s *streak) reset() {
+	if s.n.Load() != 0 {
+		s.n.Store(0)
+	}
 }
 
 // slotAt returns the slot counting the instant now, started over if it
@@ -179,9 +210,8 @@ func (b *breaker) success(probe bool) {
 	// close it.
 	if b.minCalls > 0 && BreakerState(b.state.Load()) == Closed {
 		b.slotAt(b.clock.UnixNano()).calls.Add(1)
-		if b.streak.Load() != 0 {
-			b.streak.Store(0)
-		}
+		b.streak.reset()
+		b.down.reset()
 	}
 }
 
@@ -207,22 +237,22 @@ func (b *breaker) failure(probe bool, err error, timedOut bool) {
 	s := b.slotAt(now)
 	s.calls.Add(1)
 	s.fails.Add(1)
-	var row int64
-	if timedOut {
+	var row, down int64
+	switch {
+	case timedOut:
 		// A stall, which a starved machine makes of many calls at once:
 		// the rate decides. It does not break a streak either.
-		row = b.streak.Load()
-	} else if row = b.streak.Add(1); row == 1 {
-		b.since.Store(now)
-	} else if now-b.since.Load() >= int64(b.window) {
-		// The streak began before the window: start it over here.
-		b.streak.Store(1)
-		b.since.Store(now)
-		row = 1
+		row, down = b.streak.n.Load(), b.down.n.Load()
+	case unreachable(err):
+		row, down = b.streak.add(now, int64(b.window)), b.down.add(now, int64(b.window))
+	default:
+		row = b.streak.add(now, int64(b.window))
+		b.down.reset()
 	}
 	calls, fails := b.tally(now)
 	byRate := calls >= b.minCalls && float64(fails) >= b.rate*float64(calls)
-	if !byRate && row < b.minCalls {
+	byDown := down >= UnreachableInRow
+	if !byRate && !byDown && row < b.minCalls {
 		return
 	}
 	b.mu.Lock()
@@ -239,8 +269,12 @@ func (b *breaker) failure(probe bool, err error, timedOut bool) {
 	b.mu.Unlock()
 	if opened {
 		why := fmt.Sprintf("%d of %d calls failed within %s (%.0f%% >= %.0f%%)", fails, calls, b.window, 100*float64(fails)/float64(calls), 100*b.rate)
-		if !byRate {
+		switch {
+		case byRate:
+		case row >= b.minCalls:
 			why = fmt.Sprintf("%d calls in a row failed", row)
+		default:
+			why = fmt.Sprintf("%d calls in a row could not connect", down)
 		}
 		b.changed(Closed, Open, fmt.Sprintf("%s, the last with: %v; first probe in %s", why, err, wait.Round(time.Millisecond)))
 	}

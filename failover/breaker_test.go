@@ -11,6 +11,8 @@ import (
 	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/redisstore"
+	"github.com/floodgate-go/floodgate/testkit"
+	"github.com/redis/go-redis/v9"
 )
 
 // Failures leave the window as it slides on: failures spread thinner than
@@ -213,5 +215,36 @@ func TestTransitionReasons(t *testing.T) {
 				t.Errorf("transition %d: reason %q lacks %q", i, tr.Reason, part)
 			}
 		}
+	}
+}
+
+// A remote store whose host refuses the connection opens the breaker after
+// UnreachableInRow calls, not MinCalls: waiting answers a slow machine, not
+// a closed port.
+func TestBreakerOpensWhenUnreachable(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: testkit.RefusingAddr(t), ContextTimeoutEnabled: true, DialerRetries: 1})
+	defer client.Close()
+	rs, err := redisstore.New(client, redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	var reasons []string
+	g, err := failover.NewGuard(rs, failover.GuardOptions{ContextBound: true, Backoff: time.Hour,
+		OnTransition: func(tr failover.Transition) { reasons = append(reasons, tr.Reason) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := mustSet(t, floodgate.PerSecond(1000))
+	for i := range failover.UnreachableInRow {
+		if g.State() != failover.Closed {
+			t.Fatalf("state %s after %d refused calls, want closed until %d", g.State(), i, failover.UnreachableInRow)
+		}
+		if _, err := g.Decide(context.Background(), set, "k", 1); err == nil {
+			t.Fatal("a refused connection answered")
+		}
+	}
+	if g.State() != failover.Open || len(reasons) != 1 || !strings.Contains(reasons[0], "could not connect") {
+		t.Fatalf("state %s after %d refused calls, transitions %q; want open, saying why", g.State(), failover.UnreachableInRow, reasons)
 	}
 }

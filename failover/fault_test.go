@@ -270,9 +270,10 @@ func (l *load) awaitRemote(t *testing.T, since time.Time, within time.Duration, 
 // awaitOpen waits until every subject's breaker has opened since before was
 // taken, and returns how long that took after since. Each opening takes
 // failover.DefaultMinCalls calls in the window of which at least
-// failover.DefaultFailureRate failed, each counted once in Stats.Failures,
-// so however the calls were scheduled the failures can never be fewer than
-// that many per opening.
+// failover.DefaultFailureRate failed, or failover.UnreachableInRow calls in
+// a row that could not connect, each counted once in Stats.Failures, so
+// however the calls were scheduled the failures can never be fewer than
+// the least of those per opening.
 func (l *load) awaitOpen(t *testing.T, since time.Time, before map[*subject]failover.Stats) time.Duration {
 	t.Helper()
 	deadline := since.Add(openWithin)
@@ -295,7 +296,7 @@ func (l *load) awaitOpen(t *testing.T, since time.Time, before map[*subject]fail
 	took := time.Since(since)
 	for _, s := range l.subjects {
 		st := s.guard.Stats()
-		each := uint64(math.Ceil(failover.DefaultMinCalls * failover.DefaultFailureRate))
+		each := min(uint64(math.Ceil(failover.DefaultMinCalls*failover.DefaultFailureRate)), failover.UnreachableInRow)
 		if least := each * st.Opened; st.Failures.Decide < least {
 			t.Errorf("%s: opened %d times after %d failures, want at least %d each: %+v",
 				s.name, st.Opened, st.Failures.Decide, each, st)

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/internal/isnil"
 )
 
 // Defaults for GuardOptions' zero values.
@@ -32,6 +35,13 @@ const (
 	// that opens the breaker: a transient stall that fails a few calls of
 	// many leaves it closed, a Redis that is gone fails them all.
 	DefaultFailureRate = 0.5
+
+	// UnreachableInRow is how many calls in a row that could not connect
+	// to the remote store open the breaker, whatever MinCalls is (unless
+	// it is lower, or negative): a refused connection is not a slow
+	// machine, and waiting does not answer it. A timeout between two of
+	// them does not break the row; any other outcome does.
+	UnreachableInRow = 3
 
 	// DefaultMinCalls is how many calls the window must hold before its
 	// failure rate counts, so that two failures of the first three calls
@@ -80,7 +90,10 @@ type GuardOptions struct {
 
 	// MinCalls is how many calls the last Window must hold before its
 	// failure rate opens the breaker; as many failures in a row that are
-	// not timeouts (refused connections, a closed server) open it too. 0 means DefaultMinCalls; a negative
+	// not timeouts (errors of a closed server) open it too, and so do
+	// UnreachableInRow calls in a row that could not connect (a refused
+	// or reset connection, an unknown host), or MinCalls of them if that
+	// is fewer. 0 means DefaultMinCalls; a negative
 	// value disables the breaker, so every call is tried and a long outage
 	// costs a timeout per call. A service that makes fewer than MinCalls
 	// calls per Window never opens it: lower MinCalls (or lengthen Window)
@@ -223,8 +236,8 @@ var _ floodgate.Store = (*Guard)(nil)
 // NewGuard returns a Guard over remote.
 func NewGuard(remote floodgate.Store, o GuardOptions) (*Guard, error) {
 	switch {
-	case remote == nil:
-		return nil, errors.New("failover: no remote store given")
+	case isnil.Value(remote):
+		return nil, fmt.Errorf("failover: no remote store given (the store is nil: %T)", remote)
 	case o.Timeout < 0 || o.SlowTimeout < 0:
 		return nil, fmt.Errorf("failover: timeout %s (slow timeout %s) is negative; use 0 for the defaults of %s and %s", o.Timeout, o.SlowTimeout, DefaultTimeout, DefaultSlowTimeout)
 	case o.Backoff < 0 || o.MaxBackoff < 0:
@@ -492,6 +505,19 @@ func (g *Guard) invokeProbe(ctx context.Context, op Op, set *algo.Set, key strin
 	res, err := g.invoke(ctx, op, set, key, cost, fn)
 	returned = true
 	return res, err
+}
+
+// unreachable reports whether err says that the remote store could not be
+// connected to at all: a dial that failed other than by timing out (the
+// host refused or reset the connection, or has no address), which go-redis
+// returns as a *net.OpError with Op "dial". A dial that timed out is a
+// timeout like any other: a starved or distant machine makes those too.
+func unreachable(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" && !op.Timeout()
 }
 
 // callerDone returns the error of the caller's context if it has ended or

@@ -7,6 +7,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/internal/isnil"
 )
 
 // Options configures a Store.
@@ -46,9 +47,12 @@ func New(remote floodgate.Store, o Options) (*Store, error) {
 	if !o.Mode.valid() {
 		return nil, fmt.Errorf("failover: choose a failure policy (FailOpen, FailClosed or LocalFallback); got %s", o.Mode)
 	}
-	if (o.Mode == LocalFallback) != (o.Local != nil) {
-		if o.Local == nil {
-			return nil, errors.New("failover: LocalFallback needs a Local store to decide on")
+	if isnil.Value(remote) {
+		return nil, fmt.Errorf("failover: no remote store given (the store is nil: %T)", remote)
+	}
+	if hasLocal := !isnil.Value(o.Local); (o.Mode == LocalFallback) != hasLocal {
+		if !hasLocal {
+			return nil, fmt.Errorf("failover: LocalFallback needs a Local store to decide on (Local is nil: %T)", o.Local)
 		}
 		return nil, fmt.Errorf("failover: Local is used only by LocalFallback, not by %s", o.Mode)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/isnil"
 )
 
 // MaxRules is the most rules one Middleware checks. The checks of a request
@@ -264,6 +265,8 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	for i, r := range cfg.Rules {
 		switch {
+		case r.Limiter != nil && isnil.Value(r.Limiter):
+			bad("rule %d: Limiter is a nil %T; set it to a limiter", i+1, r.Limiter)
 		case r.Limiter == nil && r.LimiterFor == nil:
 			bad("rule %d has no Limiter; set Limiter or LimiterFor", i+1)
 		case r.Limiter != nil && r.LimiterFor != nil:

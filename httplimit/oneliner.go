@@ -3,6 +3,7 @@ package httplimit
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/internal/isnil"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -99,8 +101,8 @@ func Named(name string) Option {
 // store of the middleware's own.
 func OnStore(store floodgate.Store) Option {
 	return func(c *oneLinerConfig) {
-		if store == nil {
-			c.errs = append(c.errs, errors.New("OnStore(nil); pass a store"))
+		if isnil.Value(store) {
+			c.errs = append(c.errs, fmt.Errorf("OnStore(nil %T); pass a store", store))
 		}
 		c.store = store
 	}
@@ -108,19 +110,32 @@ func OnStore(store floodgate.Store) Option {
 
 // Redis keeps the limit in Redis through client, so that every instance
 // of the service shares it, with the failure mode
-// failover.LocalFallback: while Redis cannot be reached (each call gets
-// 100 ms, and a circuit breaker stops calling after five failures in a
-// row), every instance limits alone, in memory, on the same numbers —
-// neither an outage of Redis turned into an outage of the service
-// (failover.FailClosed) nor a service left unlimited (failover.FailOpen).
-// Responses then say X-RateLimit-Source: local-fallback when the headers
-// include the source. Give client ContextTimeoutEnabled, so that a
-// deadline cuts short a round trip to a stalled Redis. The store's
-// goroutines live as long as the program: build the one-liner once.
+// failover.LocalFallback: while Redis cannot be reached, every instance
+// limits alone, in memory, on the same numbers — neither an outage of
+// Redis turned into an outage of the service (failover.FailClosed) nor a
+// service left unlimited (failover.FailOpen). Responses then say
+// X-RateLimit-Source: local-fallback when the headers include the source.
+// The store's failover.Guard has the default options: a call is slow
+// after 100 ms and cut off at 500 ms, and a circuit breaker stops calling
+// Redis after failover.UnreachableInRow calls in a row that could not
+// connect (a refused connection), or when half of 20 or more calls failed
+// within 10 s; it then probes Redis from time to time. The opening is
+// logged once per outage on slog.Default, at Warn ("circuit breaker open",
+// detail "limiting per instance until Redis is back"), the closing at Info.
+//
+// Build client with ContextTimeoutEnabled, so that a deadline cuts short a
+// round trip to a stalled Redis, and with DialerRetries 1, so that a
+// refused connection costs one dial: go-redis's default dials five times,
+// 100 ms apart, and a request waits for all of them.
+//
+//	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialerRetries: 1})
+//
+// The store's goroutines live as long as the program: build the one-liner
+// once.
 func Redis(client redis.UniversalClient) Option {
 	return func(c *oneLinerConfig) {
-		if client == nil {
-			c.errs = append(c.errs, errors.New("Redis(nil); pass a client"))
+		if isnil.Value(client) {
+			c.errs = append(c.errs, fmt.Errorf("Redis(nil %T); pass a client", client))
 		}
 		c.redis = client
 	}
@@ -209,8 +224,8 @@ func must(fn string, n int64, per time.Duration) func(*Middleware, error) *Middl
 // share limits through Redis the same way with it. Its Close closes the
 // stores it made, not client.
 func RedisStore(client redis.UniversalClient) (*SharedStore, error) {
-	if client == nil {
-		return nil, fmt.Errorf("%w: RedisStore(nil); pass a client", ErrInvalidConfig)
+	if isnil.Value(client) {
+		return nil, fmt.Errorf("%w: RedisStore(nil %T); pass a client", ErrInvalidConfig, client)
 	}
 	rs, err := redisstore.New(client, redisstore.Options{})
 	if err != nil {
@@ -219,7 +234,7 @@ func RedisStore(client redis.UniversalClient) (*SharedStore, error) {
 	local := memstore.New(memstore.Options{})
 	fs, err := failover.New(rs, failover.Options{
 		Mode: failover.LocalFallback, Local: local,
-		Guard: failover.GuardOptions{ContextBound: true},
+		Guard: failover.GuardOptions{ContextBound: true, OnTransition: logOutage},
 	})
 	if err != nil {
 		rs.Close()
@@ -227,6 +242,12 @@ func RedisStore(client redis.UniversalClient) (*SharedStore, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return &SharedStore{Store: fs, remote: rs, local: local}, nil
+}
+
+// logOutage logs the transitions of a SharedStore's breaker on the
+// slog.Default of the time: the outage once, when it opens.
+func logOutage(t failover.Transition) {
+	failover.LogTransitions(slog.Default(), "Redis", failover.LocalFallback, "component", "floodgate")(t)
 }
 
 // A SharedStore is the store RedisStore returns: a failover.Store over a

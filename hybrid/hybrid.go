@@ -37,6 +37,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/internal/isnil"
 )
 
 // The Sources of a Store's decisions.
@@ -112,8 +113,8 @@ var _ floodgate.Store = (*Store)(nil)
 // o.Guard.
 func New(local, global floodgate.Store, o Options) (*Store, error) {
 	switch {
-	case local == nil || global == nil:
-		return nil, errors.New("hybrid: both a local and a global store are needed")
+	case isnil.Value(local) || isnil.Value(global):
+		return nil, fmt.Errorf("hybrid: both a local and a global store are needed; got local %T and global %T, one of them nil", local, global)
 	case !(o.Fraction >= 0 && o.Fraction <= 1): // also rejects NaN
 		return nil, fmt.Errorf("hybrid: fraction %g is outside (0, 1]; use about 2/N for N instances (see FractionFor)", o.Fraction)
 	}

@@ -315,15 +315,19 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	}
 	name := *path
 	var n int
+	var warnings []string
 	var err error
 	if name == "-" {
 		name = "(stdin)"
 		var data []byte
 		if data, err = yamlpos.ReadAll(os.Stdin); err == nil {
-			n, err = checkConfig(config.Parse(name, data))
+			n, warnings, err = checkConfig(config.Parse(name, data))
 		}
 	} else {
-		n, err = checkFile(name)
+		n, warnings, err = checkFile(name)
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", name, w)
 	}
 	if err != nil {
 		var errs config.Errors
@@ -353,20 +357,24 @@ func releaseLoad() { debug.FreeOSMemory() }
 // listeners: the configuration is loaded and the daemon built (engine,
 // limiters, routes, front ends, TLS files) and released again. A file it
 // passes is one serve starts with; every error serve could give before
-// listening, it gives. It returns the number of policies built.
-func checkFile(path string) (int, error) { return checkConfig(config.Load(path)) }
+// listening, it gives. It returns the number of policies built, and the
+// daemon's warnings (daemon.Daemon.Warnings: a Redis that cannot be
+// reached), which do not fail the file.
+func checkFile(path string) (int, []string, error) { return checkConfig(config.Load(path)) }
 
 // checkConfig builds the daemon of a loaded configuration and releases it.
-func checkConfig(cfg *config.Config, err error) (int, error) {
+func checkConfig(cfg *config.Config, err error) (int, []string, error) {
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	d, err := daemon.New(cfg, daemon.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer d.Close()
-	return d.Policies(), nil
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return d.Policies(), d.Warnings(ctx), nil
 }
 
 // errUsage marks a request that could not even be made (a malformed

@@ -80,7 +80,7 @@ func TestValidateAgreesWithServe(t *testing.T) {
 			// the file.
 			continue
 		}
-		_, verr := checkFile(path)
+		_, _, verr := checkFile(path)
 		serr := serveOnce(path)
 		switch {
 		case (verr == nil) != (serr == nil):
@@ -237,5 +237,34 @@ func TestCheckNeedsAKey(t *testing.T) {
 	var out, errOut strings.Builder
 	if code := run([]string{"check", "-policy", "api"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "-key") {
 		t.Errorf("check without -key: exit %d %q", code, errOut.String())
+	}
+}
+
+// TestValidateWarnsOfUnreachableRedis: a configuration whose Redis cannot
+// be reached is valid (serve starts with it and decides by its failure
+// mode), so validate exits 0, but it says so on standard error; with Redis
+// up it says nothing.
+func TestValidateWarnsOfUnreachableRedis(t *testing.T) {
+	up := testkit.Redis(t)
+	for _, tc := range []struct {
+		addr, warn string
+	}{
+		{testkit.RefusingAddr(t), "cannot be reached"},
+		{up.Addr, ""},
+	} {
+		file := filepath.Join(t.TempDir(), "f.yaml")
+		os.WriteFile(file, []byte(fmt.Sprintf("storage: {engine: redis, redis: {addrs: [%q]}, failure: {mode: local_fallback}}\npolicies: {api: {rate: 1/s}}\ncheck: {listen: 127.0.0.1:0}\nadmin: {listen: \"\"}\n", tc.addr)), 0o644)
+		var out, errOut strings.Builder
+		code := run([]string{"validate", file}, &out, &errOut)
+		if code != 0 || !strings.Contains(out.String(), "ok") {
+			t.Fatalf("Redis at %s: exit %d %s%s, want 0 and ok", tc.addr, code, out.String(), errOut.String())
+		}
+		switch {
+		case tc.warn == "" && errOut.Len() > 0:
+			t.Errorf("Redis up: stderr %q, want nothing", errOut.String())
+		case tc.warn != "" && (!strings.Contains(errOut.String(), file+": warning: storage.redis: "+tc.addr+" "+tc.warn) ||
+			!strings.Contains(errOut.String(), "limiting per instance until Redis is back")):
+			t.Errorf("Redis refusing: stderr %q, want a warning that it %s", errOut.String(), tc.warn)
+		}
 	}
 }
