@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -564,5 +565,22 @@ func TestSlowTimeoutFollowsTimeout(t *testing.T) {
 		if got := c.Storage.Failure.SlowTimeout.D(); got != tc.want {
 			t.Errorf("%s: slow_timeout %s, want %s", tc.failure, got, tc.want)
 		}
+	}
+}
+
+// A secret file is read bounded: a path that names a huge file (a log, a
+// device) is refused by name instead of read whole.
+func TestSecretFileTooLarge(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "token"), bytes.Repeat([]byte("a"), 100<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "floodgate.yaml")
+	if err := os.WriteFile(path, []byte("policies: {api: {rate: 1/s}}\ncheck: {token_file: token}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if err == nil || !strings.Contains(err.Error(), "larger than 64 KiB") || !strings.Contains(err.Error(), "check.token_file") {
+		t.Fatalf("err = %v, want the token file refused as larger than 64 KiB at check.token_file", err)
 	}
 }

@@ -90,10 +90,16 @@ func parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 
 // readSecret reads a secret file, trimming one trailing newline (which
 // editors and `echo` add and which is never part of a password).
+// maxSecretBytes bounds a secret file (a token, a password).
+const maxSecretBytes = 64 << 10
+
 func readSecret(path string) (string, []byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := yamlpos.ReadFile(path) // bounded: the path may name any file
 	if err != nil {
 		return "", nil, fmt.Errorf("cannot read %s: %w", path, err)
+	}
+	if len(b) > maxSecretBytes {
+		return "", b, fmt.Errorf("%s is larger than %d KiB; a secret file holds one token or password", path, maxSecretBytes>>10)
 	}
 	s := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 	if s == "" {

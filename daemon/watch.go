@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/floodgate-go/floodgate/config"
+	"github.com/floodgate-go/floodgate/internal/yamlpos"
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -37,6 +39,7 @@ type Watcher struct {
 	mu      sync.Mutex
 	current *config.Config
 	digest  string
+	files   []string // the files the last load read, missing ones included
 	dirs    map[string]bool
 }
 
@@ -64,6 +67,7 @@ func Watch(ctx context.Context, path string, fn func(*config.Config, error)) (*W
 		done:     make(chan struct{}),
 		current:  c,
 		digest:   config.DigestOf(files),
+		files:    keysOf(files),
 		dirs:     map[string]bool{},
 	}
 	if err := w.watchDirs(files); err != nil {
@@ -91,6 +95,9 @@ func (w *Watcher) Reload() {
 	}
 }
 
+// maxDelay is the longest a check waits after the first event of a burst.
+func (w *Watcher) maxDelay() time.Duration { return 10 * w.debounce }
+
 // Done is closed when the watcher has stopped (its context ended).
 func (w *Watcher) Done() <-chan struct{} { return w.done }
 
@@ -99,6 +106,7 @@ func (w *Watcher) run(ctx context.Context) {
 	defer w.fsw.Close()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	var first time.Time // the first event since the last check
 	for {
 		select {
 		case <-ctx.Done():
@@ -110,7 +118,14 @@ func (w *Watcher) run(ctx context.Context) {
 			}
 			// Any event in a watched directory may concern one of our
 			// files (through a symlink, a rename); the digest decides.
-			timer.Reset(w.debounce)
+			// Each event puts the check off by debounce, but no further
+			// than maxDelay after the first: a file written without pause
+			// in the same directory (a log) must not put it off for ever.
+			now := time.Now()
+			if first.IsZero() {
+				first = now
+			}
+			timer.Reset(min(w.debounce, max(first.Add(w.maxDelay()).Sub(now), 0)))
 		case err, ok := <-w.fsw.Errors:
 			if !ok {
 				return
@@ -118,8 +133,10 @@ func (w *Watcher) run(ctx context.Context) {
 			w.fn(nil, errors.Join(errors.New("watching the configuration for changes"), err))
 		case <-w.reload:
 			timer.Stop()
+			first = time.Time{}
 			w.check(true)
 		case <-timer.C:
+			first = time.Time{}
 			w.check(false)
 		}
 	}
@@ -128,12 +145,29 @@ func (w *Watcher) run(ctx context.Context) {
 // check reads the files again and calls back when their content changed;
 // asked for (Reload), it calls back with neither a configuration nor an
 // error when nothing changed, so that the caller can say so.
+//
+// The files of the last load are read and hashed first, and parsed only
+// when their bytes changed: a directory that also holds a busy file (a
+// log, a socket) sends events all the time, and parsing a large
+// configuration on each would cost the daemon a core and its memory.
+// Whatever the files refer to is named in their bytes, so bytes unchanged
+// mean a load unchanged.
 func (w *Watcher) check(asked bool) {
+	w.mu.Lock()
+	last, lastDigest := w.files, w.digest
+	w.mu.Unlock()
+	if config.DigestOf(readAll(last)) == lastDigest {
+		unchangedChecks.Add(1)
+		if asked {
+			w.fn(nil, nil)
+		}
+		return
+	}
 	c, files, err := config.LoadFiles(w.path)
 	d := config.DigestOf(files)
 	w.mu.Lock()
 	changed := d != w.digest
-	w.digest = d
+	w.digest, w.files = d, keysOf(files)
 	if changed && err == nil {
 		w.current = c
 	}
@@ -179,4 +213,30 @@ func (w *Watcher) watchDirs(files map[string][]byte) error {
 		w.mu.Unlock()
 	}
 	return errors.Join(errs...)
+}
+
+// unchangedChecks counts the checks that found the bytes unchanged and
+// parsed nothing; tests read it.
+var unchangedChecks atomic.Int64
+
+// readAll reads files as config.LoadFiles records them: each file's bytes,
+// nil for one that cannot be read.
+func readAll(files []string) map[string][]byte {
+	m := make(map[string][]byte, len(files))
+	for _, f := range files {
+		b, err := yamlpos.ReadFile(f)
+		if err != nil {
+			b = nil
+		}
+		m[f] = b
+	}
+	return m
+}
+
+func keysOf(files map[string][]byte) []string {
+	names := make([]string, 0, len(files))
+	for f := range files {
+		names = append(names, f)
+	}
+	return names
 }

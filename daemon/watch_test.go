@@ -3,6 +3,7 @@ package daemon
 import (
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/envoyrules"
+	"github.com/floodgate-go/floodgate/testkit"
 
 	"context"
 	"os"
@@ -238,5 +239,52 @@ func TestWatchSymlinkTarget(t *testing.T) {
 	replace(t, target, watchConfig("2/h"))
 	if got := rateOf(t, nextGood(t, ch)); got != "2/h" {
 		t.Fatalf("after editing the target: %s", got)
+	}
+}
+
+// A file written without pause in the configuration's directory (a log)
+// neither puts a change off for ever nor makes the watcher parse the
+// configuration on each write: the checks it causes find the bytes
+// unchanged and parse nothing, and a change to the configuration is still
+// applied.
+func TestWatchBusyNeighbour(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "floodgate.yaml")
+	write(t, path, watchConfig("1/s"))
+	_, ch := startWatch(t, path)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f, err := os.Create(filepath.Join(dir, "access.log"))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer f.Close()
+		tick := time.NewTicker(5 * time.Millisecond) // far more often than the debounce
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				f.WriteString("GET / 200\n")
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	before := unchangedChecks.Load()
+	testkit.Eventually(t, eventTimeout, "checks of the unchanged configuration while the log is written", func() bool {
+		return unchangedChecks.Load() >= before+2
+	})
+	select {
+	case r := <-ch:
+		t.Fatalf("a log written beside the configuration called back: %+v", r)
+	default:
+	}
+	replace(t, path, watchConfig("2/s"))
+	if got := rateOf(t, next(t, ch)); got != "2/s" {
+		t.Fatalf("after a change beside a busy log: %s", got)
 	}
 }
