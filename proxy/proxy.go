@@ -2,13 +2,14 @@
 // matched to routes, each route's limits decided through httplimit, and what
 // passes is forwarded upstream with httputil.ReverseProxy (streaming,
 // WebSockets, HTTP/2 over TLS with certificate rotation, shadow routes, 502
-// on upstream failure).
+// on upstream failure, 400 for a path no upstream should be handed).
 package proxy
 
 import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -369,6 +370,11 @@ func (p *Proxy) compile(i int, rt Route) (*route, error) {
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := httplimit.CheckPath(r.URL.Path); err != nil {
+		// No route can be trusted to see this path as the upstream will.
+		badPath(w, err)
+		return
+	}
 	if clean := pathnet.CleanPath(r.URL.Path); clean != r.URL.Path && r.URL.Path != "*" {
 		// Routes decide on the path the upstream will serve: a client must
 		// not dodge the limits of /admin/ by asking for /public/../admin/.
@@ -386,6 +392,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.upstream.ServeHTTP(w, r)
+}
+
+// badPath answers 400 for a path httplimit.CheckPath refuses.
+func badPath(w http.ResponseWriter, err error) {
+	w.Header()["Content-Type"] = []string{"application/problem+json"}
+	w.WriteHeader(http.StatusBadRequest)
+	b, _ := json.Marshal(struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}{"about:blank", "Bad Request", http.StatusBadRequest, err.Error()})
+	w.Write(append(b, '\n'))
 }
 
 // loggedLimiter logs the denials of a route's limiter, key redacted. It
