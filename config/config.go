@@ -985,8 +985,9 @@ type Bounds struct {
 
 	// BodyTimeout bounds receiving a request's body, from the end of its
 	// header: a client that sends its body slowly holds an upstream
-	// connection for this long at most, then its request fails. Raise it
-	// for slow uploads. Default 1m.
+	// connection for this long at most, then its request fails (the proxy
+	// answers 408, the client's fault, not the upstream's). Raise it for
+	// slow uploads. Default 1m.
 	BodyTimeout Duration `yaml:"body_timeout,omitempty"`
 
 	// IdleTimeout closes a kept-alive connection (or a gRPC connection
