@@ -991,7 +991,9 @@ type Bounds struct {
 	BodyTimeout Duration `yaml:"body_timeout,omitempty"`
 
 	// IdleTimeout closes a kept-alive connection (or a gRPC connection
-	// without calls) after this long without a request. Default 2m.
+	// without calls) after this long without a request, and on the proxy
+	// a WebSocket (any upgraded connection) after this long without a byte
+	// either way. Default 2m.
 	IdleTimeout Duration `yaml:"idle_timeout,omitempty"`
 
 	// MaxConcurrentStreams bounds the requests in flight at once on one

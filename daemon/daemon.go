@@ -431,6 +431,9 @@ func (d *Daemon) buildProxy(g *generation) error {
 		OnClientError: func(route string, why proxy.ClientFault) {
 			d.clientErrs.WithLabelValues(route, string(why)).Inc()
 		},
+		// A hijacked connection is no longer the server's to close when
+		// idle: the proxy closes its tunnels itself.
+		TunnelIdleTimeout: p.Bounds.IdleTimeout.D(),
 	}
 	if p.Upstream != config.DemoUpstream {
 		pc.Upstream = p.Upstream

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -229,5 +231,103 @@ func TestProxyResetStreamIsNotADenial(t *testing.T) {
 	}
 	if hits, _ := seen.snapshot(); hits != 1 {
 		t.Errorf("the upstream saw %d requests, want 1", hits)
+	}
+}
+
+// wsServe is a WebSocket server from RFC 6455: after the handshake it
+// echoes every frame on /echo, and on /push sends frames without pause
+// until the connection fails.
+func wsServe(w http.ResponseWriter, r *http.Request) {
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n", wsAccept(r.Header.Get("Sec-WebSocket-Key")))
+	brw.Flush()
+	if r.URL.Path == "/push" {
+		for writeFrame(conn, 1, []byte("pushed"), false) == nil {
+		}
+		return
+	}
+	for {
+		op, p, err := readFrame(brw.Reader)
+		if err != nil || writeFrame(conn, op, p, false) != nil {
+			return
+		}
+	}
+}
+
+// wsDial opens a WebSocket to path through the proxy at addr.
+func wsDial(t *testing.T, addr, path string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef"))
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", path, key)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 101 {
+		t.Fatalf("handshake: %d", resp.StatusCode)
+	}
+	return conn, br
+}
+
+// TestProxyTunnelIdleTimeout: a WebSocket through the proxy is closed once
+// it has carried nothing either way for TunnelIdleTimeout, and stays open
+// as long as either side talks.
+func TestProxyTunnelIdleTimeout(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(wsServe))
+	t.Cleanup(up.Close)
+	for _, shadow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shadow=%v", shadow), func(t *testing.T) {
+			api := memLimiter(t, "api", floodgate.PerMinute(100))
+			_, addr := start(t, Config{
+				Upstream:          up.URL,
+				Routes:            []Route{{Shadow: shadow, Limits: []httplimit.Rule{{Limiter: api, Count: httplimit.CountFailed}}}},
+				TunnelIdleTimeout: 200 * time.Millisecond,
+			})
+
+			// Idle: closed after the timeout (the connection's own
+			// deadline is 30s).
+			conn, br := wsDial(t, addr, "/echo")
+			if err := writeFrame(conn, 1, []byte("hi"), true); err != nil {
+				t.Fatal(err)
+			}
+			if _, p, err := readFrame(br); err != nil || string(p) != "hi" {
+				t.Fatalf("echo: %q %v", p, err)
+			}
+			_, _, err := readFrame(br)
+			var ne net.Error
+			if err == nil || errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("an idle tunnel: %v, want it closed by the proxy", err)
+			}
+
+			// Busy both ways: round trips for 10 idle timeouts.
+			conn, br = wsDial(t, addr, "/echo")
+			for start := time.Now(); time.Since(start) < 1500*time.Millisecond; {
+				if err := writeFrame(conn, 1, []byte("ping"), true); err != nil {
+					t.Fatalf("after %v: %v", time.Since(start), err)
+				}
+				if _, p, err := readFrame(br); err != nil || string(p) != "ping" {
+					t.Fatalf("after %v: %q %v", time.Since(start), p, err)
+				}
+			}
+
+			// Busy one way: the upstream talks, the client only listens.
+			_, br = wsDial(t, addr, "/push")
+			for start := time.Now(); time.Since(start) < 1500*time.Millisecond; {
+				if _, p, err := readFrame(br); err != nil || string(p) != "pushed" {
+					t.Fatalf("after %v: %q %v", time.Since(start), p, err)
+				}
+			}
+		})
 	}
 }

@@ -91,6 +91,11 @@ type Config struct {
 	// request was decided is neither charged nor counted as a denial.
 	OnClientError func(route string, why ClientFault)
 
+	// TunnelIdleTimeout closes a WebSocket (or any other upgraded)
+	// connection after this long without a byte in either direction; 0
+	// means never. The daemon sets it to the listener's idle_timeout.
+	TunnelIdleTimeout time.Duration
+
 	// Transport carries requests upstream. Nil means NewTransport(). Proxies
 	// that replace one another (a reload) share one, so that the upstream
 	// connections they keep open are reused, not left behind.
@@ -416,6 +421,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		u.Path, u.RawPath = clean, ""
 		http.Redirect(w, r, u.RequestURI(), http.StatusPermanentRedirect)
 		return
+	}
+	if p.cfg.TunnelIdleTimeout > 0 && r.Header["Upgrade"] != nil {
+		w = &tunnelWriter{ResponseWriter: w, idle: p.cfg.TunnelIdleTimeout}
 	}
 	for _, rt := range *p.routes.Load() {
 		if rt.match.Match(r) {
