@@ -990,12 +990,15 @@ type Bounds struct {
 
 	// BodyTimeout bounds receiving a request's body, from the end of its
 	// header: a client that sends its body slowly holds an upstream
-	// connection for this long at most, then its request fails. Raise it
-	// for slow uploads. Default 1m.
+	// connection for this long at most, then its request fails (the proxy
+	// answers 408, the client's fault, not the upstream's). Raise it for
+	// slow uploads. Default 1m.
 	BodyTimeout Duration `yaml:"body_timeout,omitempty"`
 
 	// IdleTimeout closes a kept-alive connection (or a gRPC connection
-	// without calls) after this long without a request. Default 2m.
+	// without calls) after this long without a request, and on the proxy
+	// a WebSocket (any upgraded connection) after this long without a byte
+	// either way. Default 2m.
 	IdleTimeout Duration `yaml:"idle_timeout,omitempty"`
 
 	// MaxConcurrentStreams bounds the requests in flight at once on one

@@ -75,6 +75,7 @@ type Daemon struct {
 	lastReload   prometheus.Gauge
 	shadowed     *prometheus.CounterVec
 	upstreamErrs *prometheus.CounterVec
+	clientErrs   *prometheus.CounterVec
 	connsRefused *prometheus.CounterVec
 }
 
@@ -129,14 +130,16 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	d.shadowed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "shadow_denials_total",
 		Help: "Requests a shadow route or descriptor would have refused, by route or descriptor."}, []string{"name"})
 	d.upstreamErrs = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "proxy_upstream_errors_total",
-		Help: "Proxied requests answered 502 because the upstream failed, by route."}, []string{"route"})
+		Help: "Proxied requests answered 502 because the upstream failed, by route; a client's fault is not counted here."}, []string{"route"})
+	d.clientErrs = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "proxy_client_errors_total",
+		Help: "Proxied requests that failed by their client's fault, by route and reason (body_timeout: answered 408; body_broken: 400; gone: the client went away before its answer, e.g. a reset HTTP/2 stream)."}, []string{"route", "reason"})
 	d.connsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "connections_refused_total",
 		Help: "Connections closed as they were accepted, by listener and by the bound they were over (listener: max_connections, per_client: max_connections_per_client)."}, []string{"listener", "reason"})
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Name: "build_info",
 		Help: "The floodgate binary serving: its version, commit and Go version (always 1)."}, []string{"version", "revision", "goversion"})
 	version, revision, goversion := buildVersion()
 	buildInfo.WithLabelValues(version, revision, goversion).Set(1)
-	d.reg.MustRegister(d.reloads, d.reloadErrors, d.lastReload, d.shadowed, d.upstreamErrs, d.connsRefused, buildInfo)
+	d.reg.MustRegister(d.reloads, d.reloadErrors, d.lastReload, d.shadowed, d.upstreamErrs, d.clientErrs, d.connsRefused, buildInfo)
 
 	if d.engine, err = newEngine(cfg.Storage, o.Clock, m, d.log); err != nil {
 		return nil, errAt(cfg, "storage", err)
@@ -425,6 +428,12 @@ func (d *Daemon) buildProxy(g *generation) error {
 		OnUpstreamError: func(route string, _ error) {
 			d.upstreamErrs.WithLabelValues(route).Inc()
 		},
+		OnClientError: func(route string, why proxy.ClientFault) {
+			d.clientErrs.WithLabelValues(route, string(why)).Inc()
+		},
+		// A hijacked connection is no longer the server's to close when
+		// idle: the proxy closes its tunnels itself.
+		TunnelIdleTimeout: p.Bounds.IdleTimeout.D(),
 	}
 	if p.Upstream != config.DemoUpstream {
 		pc.Upstream = p.Upstream

@@ -95,6 +95,10 @@ func (d *Daemon) explainHTTP(ctx context.Context, g *generation, h *admin.HTTPRe
 	}
 	px := g.proxy.Explain(r)
 	ex := &admin.Explanation{Front: "proxy", Redirect: px.Redirect, Checks: []admin.Check{}}
+	if px.BadPath != nil {
+		ex.Notes = append(ex.Notes, "the proxy answers 400 and no route sees the request: "+px.BadPath.Error())
+		return ex, nil
+	}
 	if px.Redirect != "" {
 		ex.Notes = append(ex.Notes, "the path is not clean: the proxy answers 308 to "+px.Redirect+", and the routes see that path")
 	}

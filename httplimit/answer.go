@@ -247,6 +247,16 @@ func (d *Decider) decide(v *Answer) {
 	if cs.n == 0 {
 		return
 	}
+	if err := v.ctx.Err(); err != nil {
+		// The client went away (an HTTP/2 stream reset, a closed
+		// connection) before its request was decided: nothing is asked
+		// of the limiters, so nothing is charged and no decision is
+		// counted, and it is no failure of theirs. Config.OnError gets the
+		// context's error.
+		v.err, v.out = err, outError
+		v.v.res = floodgate.Result{Source: SourceError, Policy: cs.c[0].Limiter.Name()}
+		return
+	}
 	var err error
 	if cs.n == 1 {
 		// One check: its Result is the verdict's (ResultOf reads it there).
@@ -258,7 +268,11 @@ func (d *Decider) decide(v *Answer) {
 	if err != nil {
 		v.err, v.out = err, outError
 		v.v.res = floodgate.Result{Source: SourceError, Policy: cs.c[0].Limiter.Name()}
-		d.logError(v.ctx, err, cs.c[0].Key)
+		if v.ctx.Err() == nil {
+			// An engine that gave up because the client did says
+			// nothing about the engine.
+			d.logError(v.ctx, err, cs.c[0].Key)
+		}
 		return
 	}
 	d.conclude(v)

@@ -207,10 +207,13 @@ type Config struct {
 
 	// OnError decides what happens to a request whose limiter could not
 	// decide (an engine failure its failure policy did not absorb, a closed
-	// store, one key's corrupt state). It either returns true to serve the
-	// request anyway, or writes a response and returns false. Nil means
-	// ServeOnError. Every such error is also logged to Logger, at most once
-	// a second.
+	// store, one key's corrupt state), and to a request whose client went
+	// away before it was decided: err is then the request context's error
+	// (context.Canceled), and no limiter was asked, so nothing was charged
+	// or counted. It either returns true to serve the request anyway, or
+	// writes a response and returns false. Nil means ServeOnError. Every
+	// error but a gone client's is also logged to Logger, at most once a
+	// second.
 	//
 	// Fail-open is the default because a limiter that cannot decide protects
 	// nothing, and refusing every request turns an outage of the limiter

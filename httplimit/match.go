@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/floodgate-go/floodgate/internal/pathnet"
 )
@@ -28,7 +30,22 @@ import (
 //   - without the dots and spaces that end a segment, as Windows and IIS
 //     serve /login. and /login%20 as /login;
 //   - without case, as IIS and case-insensitive file systems serve /LOGIN
-//     as /login;
+//     as /login, a letter folded as its upper case's lower case, as .NET's
+//     case-insensitive comparison sees it: /logın (dotless ı) and /ſignin
+//     (long s) are /login and /signin;
+//   - with the fullwidth forms of ASCII characters (U+FF01 to U+FF5E, and
+//     the ideographic space U+3000) read as those characters, as upstreams
+//     that normalise Unicode (NFKC) or map it to a code page by best fit
+//     (Windows) serve them: /login． (a fullwidth full stop) is /login. and
+//     so /login, /ｌｏｇｉｎ is /login, and ／ is a slash;
+//   - without an NTFS stream suffix, as Windows serves /login::$DATA (and
+//     /login:x:$DATA) as the file /login: a segment holding ":$" ends at its
+//     first ":";
+//   - without an 8.3 short name's "~N", as Windows serves /LOGINP~1 as the
+//     first name beginning with loginp: a segment of at most eight bytes
+//     whose stem of one to six bytes is followed by "~" and digits, up to an
+//     optional extension, is compared as the stem, so /login~1 is /login
+//     and /login~1.asp is /login.asp;
 //   - with a name's extension as a boundary: path_prefix /login matches
 //     /login.json and path /signin matches /signin.json (Spring's suffix
 //     patterns, Rails' formats), and path /signin matches /signin/ too.
@@ -62,8 +79,9 @@ type Match struct {
 	Methods []string `yaml:"methods,omitempty"`
 
 	// CaseSensitive compares Path and PathPrefix with the request's path
-	// as written. Default false: without case, so /LOGIN is /login. Only for
-	// an upstream that serves /LOGIN apart from /login.
+	// as written but for fullwidth forms. Default false: without
+	// case, so /LOGIN is /login. Only for an upstream that serves /LOGIN
+	// apart from /login.
 	CaseSensitive bool `yaml:"case_sensitive,omitempty"`
 
 	// KeepPathParams compares the request's path with its path parameters
@@ -145,13 +163,10 @@ func (m Match) Compile() (*Matcher, error) {
 		bad("path", -1, "set path or path_prefix, not both")
 	}
 	if m.Path != "" {
-		pattern := m.Path
-		if !m.CaseSensitive {
-			// The request's path is compared in lower case, so the
-			// pattern is too (its wildcards' names with it, which only
-			// the pattern itself shows).
-			pattern = strings.ToLower(pattern)
-		}
+		// The request's path is compared with fullwidth forms read as
+		// ASCII and folded, so the pattern is too (its wildcards' names with it,
+		// which only the pattern itself shows).
+		pattern := foldPath(m.Path, !m.CaseSensitive)
 		mux, err := muxOf(pattern)
 		if err != nil {
 			bad("path", -1, "%v", err)
@@ -283,9 +298,10 @@ func (c *Matcher) muxMatches(r *http.Request) bool {
 }
 
 // normPath is the request path p as the Matcher compares it (see Match):
-// clean, a backslash read as a slash, each segment without its path
-// parameters and trailing dots and spaces, and in lower case, but for
-// what CaseSensitive and KeepPathParams keep.
+// with fullwidth forms read as ASCII, clean, a backslash read as a slash, each segment
+// without its path parameters, NTFS stream, short name's "~N" and trailing
+// dots and spaces, and folded, but for what CaseSensitive and
+// KeepPathParams keep.
 func (c *Matcher) normPath(p string) string {
 	if c.asCompared(p) {
 		return p
@@ -295,22 +311,20 @@ func (c *Matcher) normPath(p string) string {
 
 // rewrite is normPath for a path that asCompared does not vouch for.
 func (c *Matcher) rewrite(p string) string {
-	if strings.ContainsAny(p, "\\; .") {
+	p = foldPath(p, !c.caseSensitive)
+	if strings.ContainsAny(p, "\\; .:~") {
 		p = c.normSegments(p)
 	}
-	p = pathnet.CleanPath(p)
-	if !c.caseSensitive {
-		p = lowerASCIIFirst(p)
-	}
-	return p
+	return pathnet.CleanPath(p)
 }
 
 // asCompared reports whether p is already the path normPath makes of it,
 // in one pass over its bytes: the common request path, which then costs
 // no rewriting. It is false for anything normPath could change: a path not
 // rooted, a backslash, a path parameter, a space, an empty segment (//), a
-// segment ending in a dot (".", "..", "x."), and, unless CaseSensitive, an
-// upper case or non-ASCII byte. FuzzAsCompared holds it to normPath.
+// segment ending in a dot (".", "..", "x."), an NTFS stream (":$"), a short
+// name's "~" and digit, a non-ASCII byte, and, unless CaseSensitive, an
+// upper case letter. FuzzAsCompared holds it to normPath.
 func (c *Matcher) asCompared(p string) bool {
 	if p == "" || p[0] != '/' {
 		return false
@@ -325,9 +339,17 @@ func (c *Matcher) asCompared(p string) bool {
 			if i+1 == len(p) || p[i+1] == '/' {
 				return false
 			}
-		case b == '\\' || b == ';' || b == ' ':
+		case b == ':':
+			if i+1 < len(p) && p[i+1] == '$' {
+				return false
+			}
+		case b == '~':
+			if i+1 < len(p) && p[i+1] >= '0' && p[i+1] <= '9' {
+				return false
+			}
+		case b == '\\' || b == ';' || b == ' ' || b >= utf8.RuneSelf:
 			return false
-		case !c.caseSensitive && (b >= 'A' && b <= 'Z' || b >= 0x80):
+		case !c.caseSensitive && b >= 'A' && b <= 'Z':
 			return false
 		}
 	}
@@ -335,8 +357,9 @@ func (c *Matcher) asCompared(p string) bool {
 }
 
 // normSegments rewrites each segment of p: path parameters dropped (unless
-// kept) and trailing dots and spaces trimmed, but for segments of dots
-// only, which CleanPath resolves ("..;x" is "..", as Tomcat reads it).
+// kept), an NTFS stream suffix and a short name's "~N" dropped, and
+// trailing dots and spaces trimmed, but for segments of dots only, which
+// CleanPath resolves ("..;x" is "..", as Tomcat reads it).
 func (c *Matcher) normSegments(p string) string {
 	p = strings.ReplaceAll(p, "\\", "/")
 	segs := strings.Split(p, "/")
@@ -346,6 +369,10 @@ func (c *Matcher) normSegments(p string) string {
 				s = s[:semi]
 			}
 		}
+		if strings.Contains(s, ":$") {
+			s = s[:strings.IndexByte(s, ':')]
+		}
+		s = shortNameStem(s)
 		if strings.Trim(s, ".") != "" {
 			s = strings.TrimRight(s, ". ")
 		}
@@ -354,15 +381,114 @@ func (c *Matcher) normSegments(p string) string {
 	return strings.Join(segs, "/")
 }
 
-// lowerASCIIFirst lower-cases s, without allocating when it has no upper
-// case ASCII letter and is ASCII (the common case).
-func lowerASCIIFirst(s string) string {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= 'A' && c <= 'Z' || c >= 0x80 {
-			return strings.ToLower(s)
+// shortNameStem is the segment s without the "~N" of an 8.3 short name
+// (LOGINP~1, LOGIN~1.ASP): at most eight bytes before the extension, a
+// stem of one to six bytes, "~" and digits. Any other s is returned as it
+// is.
+func shortNameStem(s string) string {
+	tilde := strings.IndexByte(s, '~')
+	if tilde < 1 || tilde > 6 {
+		return s
+	}
+	end := len(s)
+	if dot := strings.IndexByte(s[tilde:], '.'); dot >= 0 {
+		end = tilde + dot
+	}
+	if end > 8 || end == tilde+1 {
+		return s
+	}
+	for _, b := range []byte(s[tilde+1 : end]) {
+		if b < '0' || b > '9' {
+			return s
 		}
 	}
-	return s
+	return s[:tilde] + s[end:]
+}
+
+// foldPath is p with the fullwidth forms of ASCII characters read as those
+// characters (what NFKC makes of them), and when fold is set without case:
+// ASCII letters lower-cased, and every other letter folded as its upper
+// case's lower case (ı, whose upper case is I, is i; ſ is s; the Kelvin
+// sign is k), as case-insensitive comparisons that go through upper case
+// see them. An ASCII path without upper case letters is returned as it
+// is, without allocating.
+func foldPath(p string, fold bool) string {
+	ascii := true
+	upper := false
+	for i := 0; i < len(p); i++ {
+		if b := p[i]; b >= utf8.RuneSelf {
+			ascii = false
+			break
+		} else if b >= 'A' && b <= 'Z' {
+			upper = true
+		}
+	}
+	switch {
+	case ascii && (!fold || !upper):
+		return p
+	case ascii:
+		return strings.ToLower(p)
+	}
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 0xFF01 && r <= 0xFF5E:
+			r -= 0xFF01 - '!'
+		case r == 0x3000:
+			r = ' '
+		}
+		switch {
+		case !fold:
+			return r
+		case r < utf8.RuneSelf:
+			return unicode.ToLower(r)
+		}
+		return unicode.ToLower(unicode.ToUpper(r))
+	}, p)
+}
+
+// ErrBadPath is wrapped by the errors of CheckPath.
+var ErrBadPath = errors.New("httplimit: request path")
+
+// CheckPath reports why the request path p, decoded (a URL's Path), cannot
+// be compared as its upstream will read it (see Match), or nil when it can:
+// it holds a control character (C0, DEL or C1: NUL, tab, CR, LF, ...),
+// invalid UTF-8 (an overlong encoding, %C0%AF), an invisible format or
+// separator character (Unicode categories Cf, Zl, Zp: zero-width space,
+// direction marks, byte order mark), a "?" or "#" (which a decoded path
+// holds only when they were sent encoded), or a "%" followed by two hex
+// digits (an escape sent escaped again, %252e). A path without such
+// characters costs one pass over its bytes and allocates nothing. The
+// proxy answers such a request 400 before any route sees it; a Go service
+// may do the same in front of its middleware.
+func CheckPath(p string) error {
+	for i := 0; i < len(p); {
+		b := p[i]
+		if b < utf8.RuneSelf {
+			switch {
+			case b < 0x20 || b == 0x7f:
+				return fmt.Errorf("%w holds the control character %#02x", ErrBadPath, b)
+			case b == '?' || b == '#':
+				return fmt.Errorf("%w holds an encoded %q", ErrBadPath, b)
+			case b == '%' && i+2 < len(p) && isHex(p[i+1]) && isHex(p[i+2]):
+				return fmt.Errorf("%w holds an escape escaped twice (%%25%s)", ErrBadPath, p[i+1:i+3])
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(p[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			return fmt.Errorf("%w is not valid UTF-8", ErrBadPath)
+		case unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp):
+			return fmt.Errorf("%w holds the invisible character %U", ErrBadPath, r)
+		}
+		i += size
+	}
+	return nil
+}
+
+func isHex(b byte) bool {
+	return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' || b >= 'A' && b <= 'F'
 }
 
 // Empty reports whether m has no condition: it matches every request.

@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"errors"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -84,13 +85,20 @@ func TestPathSpellings(t *testing.T) {
 	}
 	var cases []tc
 	for _, p := range []string{"/login", "/LOGIN", "/Login", "/login;x", "/login;jsessionid=1", "/login%3Bx", "/login.", "/login%2e", "/login%20",
-		"/login.json", "/login/", "/login/x", "/login..", "/login%2E%20", "/login.;x", "/a/..;/login", `/x/..\login`, "/LOGIN;X/y", "/login%2fx"} {
+		"/login.json", "/login/", "/login/x", "/login..", "/login%2E%20", "/login.;x", "/a/..;/login", `/x/..\login`, "/LOGIN;X/y", "/login%2fx",
+		// Windows: NTFS streams and 8.3 short names.
+		"/login::$DATA", "/LOGIN::$data", "/login:x:$DATA/y", "/login~1", "/LOGIN~12", "/login~1.asp",
+		// Unicode: letters whose upper case is ASCII, fullwidth forms.
+		"/log%C4%B1n", "/%C5%BFlogin/../login", "/LOG%C4%B0N", "/login%EF%BC%8E", "/%EF%BD%8C%EF%BD%8F%EF%BD%87%EF%BD%89%EF%BD%8E",
+		"/login%EF%BC%8Fx", "/login%E3%80%80"} {
 		cases = append(cases, tc{prefix, p, true})
 	}
 	for _, p := range []string{"/signin", "/signin/", "/signin%2f", "/SIGNIN", "/signin;x", "/signin.", "/signin%2e", "/signin%20", "/signin.json", "/SignIn;a=b/", "/x/../signin"} {
 		cases = append(cases, tc{exact, p, true})
 	}
-	for _, p := range []string{"/loginx", "/logi", "/log/in", "/x/login", "/signin"} {
+	for _, p := range []string{"/loginx", "/logi", "/log/in", "/x/login", "/signin",
+		// Not short names: a stem over six bytes, a name over eight, no digit.
+		"/loginxyz~1", "/login~123", "/login~x", "/login:x", "/caf%C3%A9"} {
 		cases = append(cases, tc{prefix, p, false})
 	}
 	for _, p := range []string{"/signinx", "/signin/x", "/sign", "/x/signin", "/.signin"} {
@@ -98,7 +106,8 @@ func TestPathSpellings(t *testing.T) {
 	}
 	// Opting out: paths as written.
 	sensitive := httplimit.Match{PathPrefix: []string{"/login"}, CaseSensitive: true}
-	cases = append(cases, tc{sensitive, "/LOGIN", false}, tc{sensitive, "/login;x", true}, tc{sensitive, "/Login", false})
+	cases = append(cases, tc{sensitive, "/LOGIN", false}, tc{sensitive, "/login;x", true}, tc{sensitive, "/Login", false},
+		tc{sensitive, "/log%C4%B1n", false}, tc{sensitive, "/login%EF%BC%8E", true}, tc{sensitive, "/%EF%BC%AC%EF%BD%8F%EF%BD%87%EF%BD%89%EF%BD%8E", false})
 	params := httplimit.Match{PathPrefix: []string{"/login"}, KeepPathParams: true}
 	cases = append(cases, tc{params, "/login;x", false}, tc{params, "/LOGIN", true}, tc{params, "/login.", true})
 	exactSensitive := httplimit.Match{Path: "/SignIn", CaseSensitive: true}
@@ -124,6 +133,31 @@ func TestPathSpellings(t *testing.T) {
 		if c.want && c.m.Path != "" && r.Pattern != c.m.Path {
 			t.Errorf("%+v on %s: Pattern %q, want the path as configured", c.m, c.path, r.Pattern)
 		}
+	}
+}
+
+// TestCheckPath: the paths no Match can compare as every upstream reads
+// them are named, and ordinary paths, non-ASCII ones among them, are not.
+func TestCheckPath(t *testing.T) {
+	for _, p := range []string{"/login%00", "/login%09", "/login%0a", "/login%0D", "/lo%7Fgin", "/login%C2%85", "/login%252e", "/login%2541",
+		"/login%C0%AF", "/login%FF", "/login%3F", "/login%3fx", "/login%23", "/login%E2%80%8B", "/log%E2%80%8Ein", "/%EF%BB%BFlogin", "/login%E2%80%A8"} {
+		r := httptest.NewRequest("GET", "http://x/", nil)
+		u, err := url.Parse("http://x" + p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		r.URL = u
+		if err := httplimit.CheckPath(r.URL.Path); !errors.Is(err, httplimit.ErrBadPath) {
+			t.Errorf("CheckPath(%q) = %v, want ErrBadPath", r.URL.Path, err)
+		}
+	}
+	for _, p := range []string{"/", "/login", "/caf\u00e9/x", "/100%", "/50%off", "/a%2", "/login~1", "/login::$DATA", "/log\u0131n", "*", ""} {
+		if err := httplimit.CheckPath(p); err != nil {
+			t.Errorf("CheckPath(%q) = %v, want nil", p, err)
+		}
+	}
+	if err := httplimit.CheckPath("/login\x00"); err == nil || !strings.Contains(err.Error(), "0x00") {
+		t.Errorf("CheckPath of a NUL: %v, want the byte named", err)
 	}
 }
 

@@ -23,9 +23,14 @@ type Decision struct {
 	// a redirect to the clean path, and no route decides it.
 	Redirect bool
 
+	// BadPath is why ServeHTTP answers the request's path 400 before any
+	// route decides it (httplimit.CheckPath); Status is then 400.
+	BadPath error
+
 	// Status is what the route's limits answer instead of forwarding the
 	// request: 429 when a limit denied it, 503 when the engine failed
-	// closed, 500 for an invalid cost; 0 when they let it through. For a
+	// closed, 500 for an invalid cost; 0 when they let it through (400 for
+	// a BadPath, which no route decides). For a
 	// shadow route it is what the route would have answered.
 	Status int
 
@@ -48,6 +53,9 @@ type Decision struct {
 // answer would; h may be nil. Decide is safe for concurrent use, but a
 // replay decides requests in order.
 func (p *Proxy) Decide(r *http.Request, status int, h http.Header) Decision {
+	if err := httplimit.CheckPath(r.URL.Path); err != nil {
+		return Decision{BadPath: err, Status: http.StatusBadRequest}
+	}
 	if clean := pathnet.CleanPath(r.URL.Path); clean != r.URL.Path && r.URL.Path != "*" {
 		return Decision{Redirect: true}
 	}

@@ -10,6 +10,10 @@ import (
 // An Explanation is what the proxy would do with a request, found without
 // deciding or forwarding anything (Proxy.Explain).
 type Explanation struct {
+	// BadPath is why the proxy answers the request's path 400 before any
+	// route sees it (httplimit.CheckPath); no route is then matched.
+	BadPath error
+
 	// Redirect is the clean path a request whose path has dot segments or
 	// doubled slashes is sent to (308) before any route sees it; the routes
 	// below are matched against it.
@@ -44,6 +48,10 @@ type RouteMatch struct {
 // charged or forwarded; r.Pattern may be set, as routing sets it.
 func (p *Proxy) Explain(r *http.Request) Explanation {
 	ex := Explanation{Route: -1}
+	if err := httplimit.CheckPath(r.URL.Path); err != nil {
+		ex.BadPath = err
+		return ex
+	}
 	if clean := pathnet.CleanPath(r.URL.Path); clean != r.URL.Path && r.URL.Path != "*" {
 		ex.Redirect = clean
 		u := *r.URL

@@ -29,6 +29,13 @@ func memLimiter(t testing.TB, name string, limits ...floodgate.Limit) floodgate.
 // says so) until t ends, and returns it with its address.
 func start(t testing.TB, cfg Config) (*Proxy, string) {
 	t.Helper()
+	return startServer(t, cfg, nil)
+}
+
+// startServer is start with the server's settings changed by set (nil
+// changes none).
+func startServer(t testing.TB, cfg Config, set func(*http.Server)) (*Proxy, string) {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -41,6 +48,9 @@ func start(t testing.TB, cfg Config) (*Proxy, string) {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: p, TLSConfig: p.TLSConfig(), ErrorLog: slog.NewLogLogger(slog.DiscardHandler, slog.LevelWarn)}
+	if set != nil {
+		set(srv)
+	}
 	done := make(chan error, 1)
 	go func() {
 		if srv.TLSConfig != nil {

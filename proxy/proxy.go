@@ -2,13 +2,15 @@
 // matched to routes, each route's limits decided through httplimit, and what
 // passes is forwarded upstream with httputil.ReverseProxy (streaming,
 // WebSockets, HTTP/2 over TLS with certificate rotation, shadow routes, 502
-// on upstream failure).
+// on upstream failure, 408 or 400 when the client fails to send its request,
+// 400 for a path no upstream should be handed).
 package proxy
 
 import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,7 +79,22 @@ type Config struct {
 
 	// OnUpstreamError, when set, is called for every request answered 502
 	// because the upstream could not be reached or failed mid-response.
+	// A request that failed by its client's fault is not the upstream's
+	// and is reported to OnClientError instead.
 	OnUpstreamError func(route string, err error)
+
+	// OnClientError, when set, is called for every request that failed by
+	// its client's fault (see ClientFault): a body sent too slowly or cut
+	// off, or a client gone before its answer (an HTTP/2 stream reset, a
+	// closed connection). Such requests are logged at info level, not as
+	// errors, and are not limiting decisions: a client gone before its
+	// request was decided is neither charged nor counted as a denial.
+	OnClientError func(route string, why ClientFault)
+
+	// TunnelIdleTimeout closes a WebSocket (or any other upgraded)
+	// connection after this long without a byte in either direction; 0
+	// means never. The daemon sets it to the listener's idle_timeout.
+	TunnelIdleTimeout time.Duration
 
 	// Transport carries requests upstream. Nil means NewTransport(). Proxies
 	// that replace one another (a reload) share one, so that the upstream
@@ -137,15 +154,16 @@ type Route struct {
 // Proxy is the rate-limiting reverse proxy, an http.Handler. It is safe for
 // concurrent use; SetRoutes replaces its routes while it serves.
 type Proxy struct {
-	cfg       Config
-	upstream  http.Handler // what requests no route matched go to
-	target    *url.URL     // nil for the demo upstream
-	transport http.RoundTripper
-	trusted   clientip.Prefixes
-	routes    atomic.Pointer[[]*route]
-	sample    *denylog.Sampler
-	errs      denylog.Errors
-	tls       *certfile.Pair
+	cfg        Config
+	upstream   http.Handler // what requests no route matched go to
+	target     *url.URL     // nil for the demo upstream
+	transport  http.RoundTripper
+	trusted    clientip.Prefixes
+	routes     atomic.Pointer[[]*route]
+	sample     *denylog.Sampler
+	errs       denylog.Errors // upstream failures, at error level
+	clientErrs denylog.Errors // client faults, at info level
+	tls        *certfile.Pair
 }
 
 type route struct {
@@ -161,6 +179,7 @@ type route struct {
 func New(cfg Config) (*Proxy, error) {
 	p := &Proxy{cfg: cfg, sample: denylog.New(cfg.Logger, cfg.RawKeys)}
 	p.errs.Log = p.sample.Logger()
+	p.clientErrs.Log, p.clientErrs.Level = p.sample.Logger(), slog.LevelInfo
 	var errs []error
 	trusted, err := clientip.ParsePrefixes(cfg.TrustedProxies)
 	if err != nil {
@@ -209,6 +228,11 @@ func (p *Proxy) reverseProxy(u *url.URL, name string) *httputil.ReverseProxy {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
 			p.forwarded(pr)
+			if pr.Out.Body != nil && pr.Out.Body != http.NoBody {
+				// The request the error handler gets: a body that
+				// failed tells the client's fault from the upstream's.
+				pr.Out.Body = newClientBody(pr.Out.Body)
+			}
 		},
 		Transport: p.transport,
 		// Server-sent events and answers of unknown length (streamed,
@@ -269,15 +293,19 @@ func (p *Proxy) forwarded(pr *httputil.ProxyRequest) {
 	pr.SetXForwarded()
 }
 
-// upstreamError answers 502 through the writer the proxy was given, so a
-// count rule's writer sees the failure: count-failed rules keep the charge.
+// upstreamError answers a request that failed upstream: 502 through the
+// writer the proxy was given, so a count rule's writer sees the failure
+// (count-failed rules keep the charge), unless the client was at fault
+// (clientError).
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, route string, err error) {
+	if why, ok := faultOf(r); ok {
+		p.clientError(w, r, route, why, err)
+		return
+	}
 	if p.cfg.OnUpstreamError != nil {
 		p.cfg.OnUpstreamError(route, err)
 	}
-	if !errors.Is(err, context.Canceled) {
-		p.errs.Error(r.Context(), "proxy: upstream failed", slog.String("route", route), slog.Any("error", err))
-	}
+	p.errs.Error(r.Context(), "proxy: upstream failed", slog.String("route", route), slog.Any("error", err))
 	w.Header()["Content-Type"] = []string{"application/problem+json"}
 	w.WriteHeader(http.StatusBadGateway)
 	w.Write([]byte(badGatewayBody))
@@ -345,7 +373,17 @@ func (p *Proxy) compile(i int, rt Route) (*route, error) {
 			}
 		}
 	}
-	cfg := httplimit.Config{Rules: rules, Headers: p.cfg.Headers, Body: p.cfg.Body, Logger: p.sample.Logger()}
+	name := r.name
+	cfg := httplimit.Config{Rules: rules, Headers: p.cfg.Headers, Body: p.cfg.Body, Logger: p.sample.Logger(),
+		OnError: func(w http.ResponseWriter, r *http.Request, err error) bool {
+			if r.Context().Err() != nil {
+				// The client went away before its request was decided:
+				// nothing was charged or counted, and nothing is sent.
+				p.clientError(w, r, name, ClientGone, err)
+				return false
+			}
+			return httplimit.ServeOnError(w, r, err)
+		}}
 	if rt.Shadow {
 		cfg.Headers = httplimit.Headers{DisableXRateLimit: true, DisableRateLimit: true, DisableRetryAfter: true}
 		cfg.OnLimited = func(w http.ResponseWriter, _ *http.Request, res floodgate.Result) {
@@ -369,6 +407,11 @@ func (p *Proxy) compile(i int, rt Route) (*route, error) {
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := httplimit.CheckPath(r.URL.Path); err != nil {
+		// No route can be trusted to see this path as the upstream will.
+		badPath(w, err)
+		return
+	}
 	if clean := pathnet.CleanPath(r.URL.Path); clean != r.URL.Path && r.URL.Path != "*" {
 		// Routes decide on the path the upstream will serve: a client must
 		// not dodge the limits of /admin/ by asking for /public/../admin/.
@@ -379,6 +422,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, u.RequestURI(), http.StatusPermanentRedirect)
 		return
 	}
+	if p.cfg.TunnelIdleTimeout > 0 && r.Header["Upgrade"] != nil {
+		w = &tunnelWriter{ResponseWriter: w, idle: p.cfg.TunnelIdleTimeout}
+	}
 	for _, rt := range *p.routes.Load() {
 		if rt.match.Match(r) {
 			rt.h.ServeHTTP(w, r)
@@ -386,6 +432,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.upstream.ServeHTTP(w, r)
+}
+
+// badPath answers 400 for a path httplimit.CheckPath refuses.
+func badPath(w http.ResponseWriter, err error) {
+	w.Header()["Content-Type"] = []string{"application/problem+json"}
+	w.WriteHeader(http.StatusBadRequest)
+	b, _ := json.Marshal(struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}{"about:blank", "Bad Request", http.StatusBadRequest, err.Error()})
+	w.Write(append(b, '\n'))
 }
 
 // loggedLimiter logs the denials of a route's limiter, key redacted. It
@@ -424,7 +483,9 @@ type shadowHandler struct {
 func (h *shadowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &shadowWriter{ResponseWriter: w}
 	h.limited.ServeHTTP(sw, r)
-	if sw.passed {
+	if sw.passed || !sw.refused && r.Context().Err() != nil {
+		// Passed and served, or the client went away before its request
+		// was decided (Config.OnClientError has it).
 		return
 	}
 	if !sw.refused {

@@ -748,3 +748,69 @@ func TestProxyPathSpellingsAtLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyPathSpellingsRefusedOrLimited: with /login's limit spent, each
+// spelling of /login that some upstream reads as /login is either refused
+// 400 before any route sees it (a path no rule can compare as every
+// upstream reads it: control characters, invalid UTF-8, an invisible
+// character, an encoded "?" or "#", an escape escaped twice) or limited as
+// /login (429); none reaches the upstream.
+func TestProxyPathSpellingsRefusedOrLimited(t *testing.T) {
+	var mu sync.Mutex
+	var got []string // the paths the upstream was sent, as sent
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.RequestURI)
+		mu.Unlock()
+		io.WriteString(w, "hello")
+	}))
+	t.Cleanup(up.Close)
+	_, addr := start(t, Config{
+		Upstream: up.URL,
+		Routes: []Route{
+			{Name: "login", Match: httplimit.Match{PathPrefix: []string{"/login"}}, Limits: []httplimit.Rule{{Limiter: memLimiter(t, "login", floodgate.PerMinute(1))}}},
+		},
+	})
+	raw := func(path string) int {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := raw("/login"); s != 200 {
+		t.Fatalf("first /login: %d", s)
+	}
+	for _, c := range []struct {
+		path string
+		want int
+	}{
+		{"/login%00", 400}, {"/login%00.json", 400}, {"/login%09", 400}, {"/login%0a", 400}, {"/login%0d", 400},
+		{"/login%252e", 400}, {"/login%C0%AF", 400}, {"/login%3F", 400}, {"/login%3Fx=1", 400}, {"/login%23", 400},
+		{"/login%E2%80%8B", 400}, {"/log%E2%80%8Bin", 400},
+		{"/login::$DATA", 429}, {"/login~1", 429}, {"/log%C4%B1n", 429}, {"/login%EF%BC%8E", 429},
+	} {
+		if s := raw(c.path); s != c.want {
+			t.Errorf("GET %s with /login at its limit: %d, want %d", c.path, s, c.want)
+		}
+	}
+	mu.Lock()
+	if len(got) != 1 {
+		t.Errorf("the upstream was sent %q, want only the first /login", got)
+	}
+	mu.Unlock()
+	// Paths of other resources still pass, non-ASCII and "%" among them.
+	for _, p := range []string{"/caf%C3%A9", "/100%25", "/login~123"} {
+		if s := raw(p); s != 200 {
+			t.Errorf("GET %s: %d, want 200", p, s)
+		}
+	}
+}

@@ -71,12 +71,16 @@ func (s *Sampler) attrs(front, key string, res *floodgate.Result, shadow bool) [
 	}
 }
 
-// An Errors logs errors at error level, at most one a second, with the
-// number left out since the previous line. Its zero value is ready once Log
-// is set.
+// An Errors logs errors at error level (or Level), at most one a second,
+// with the number left out since the previous line. Its zero value is ready
+// once Log is set.
 type Errors struct {
 	// Log receives the lines.
 	Log *slog.Logger
+
+	// Level is the lines' level; nil means slog.LevelError. The faults of
+	// clients, which the operator cannot fix, are logged lower.
+	Level slog.Leveler
 
 	last       atomic.Int64
 	suppressed atomic.Uint64
@@ -91,5 +95,9 @@ func (e *Errors) Error(ctx context.Context, msg string, attrs ...slog.Attr) {
 		return
 	}
 	attrs = append(attrs, slog.Uint64("suppressed", e.suppressed.Swap(0)))
-	e.Log.LogAttrs(ctx, slog.LevelError, msg, attrs...)
+	level := slog.LevelError
+	if e.Level != nil {
+		level = e.Level.Level()
+	}
+	e.Log.LogAttrs(ctx, level, msg, attrs...)
 }
