@@ -426,3 +426,25 @@ proxy:
 		t.Errorf("text report does not mark the shadow route:\n%s", out.String())
 	}
 }
+
+// A path the proxy refuses before any route (a NUL, invalid UTF-8) is its
+// own row, counted as a request but neither allowed nor denied by a limit,
+// and never a flip.
+func TestBadPathsHaveTheirOwnRow(t *testing.T) {
+	cand := configFile(t, "candidate.yaml", "1/min", "ip")
+	cur := configFile(t, "current.yaml", "100/min", "ip")
+	traffic := []logReq{
+		{0, "192.0.2.1", "GET", "/api/a", 200},
+		{time.Second, "192.0.2.1", "GET", "/api/login%00", 400},
+		{2 * time.Second, "192.0.2.1", "GET", "/api/%C0%AF", 400},
+	}
+	rep := run(t, jsonLog(traffic), cand, cur, RunOptions{})
+	bad := row(t, rep.Routes, BadPath)
+	if bad.Requests != 2 || bad.Allowed != 0 || bad.Denied != 0 {
+		t.Errorf("bad paths %+v; want 2 requests, neither allowed nor denied", bad.Counts)
+	}
+	if rep.Flipped.Denied != 0 || rep.Flipped.Allowed != 0 {
+		t.Errorf("flipped %+v; want none", rep.Flipped)
+	}
+}
+

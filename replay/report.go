@@ -105,6 +105,7 @@ type Report struct {
 const (
 	NoRoute        = "(no route)"
 	Unclean        = "(unclean path)"
+	BadPath        = "(bad path: 400)" // refused before any route: neither allowed nor denied by a limit
 	maxFlipTracked = 1 << 17
 )
 
@@ -138,6 +139,8 @@ func newSide(cfg *config.Config) (*side, error) {
 func (s *side) count(d *proxy.Decision) {
 	name := d.Route
 	switch {
+	case d.BadPath != nil:
+		name = BadPath
 	case d.Redirect:
 		name = Unclean
 	case name == "":
@@ -150,9 +153,12 @@ func (s *side) count(d *proxy.Decision) {
 		s.order = append(s.order, name)
 	}
 	c.Requests++
-	if d.Status != 0 {
+	switch {
+	case d.BadPath != nil:
+		// The proxy answers 400 whatever the limits: not a denial.
+	case d.Status != 0:
 		c.Denied++
-	} else {
+	default:
 		c.Allowed++
 	}
 	for i := range d.Checks {
@@ -282,7 +288,7 @@ func Run(ctx context.Context, log io.Reader, candidate, against *config.Config, 
 			continue
 		}
 		ag.count(&da)
-		cDenied, aDenied := dc.Status != 0, da.Status != 0
+		cDenied, aDenied := dc.Status != 0 && dc.BadPath == nil, da.Status != 0 && da.BadPath == nil
 		if cDenied == aDenied {
 			continue
 		}
@@ -357,7 +363,7 @@ func order(cand, ag *side) []string {
 	// The rows of undecided requests go last.
 	slices.SortStableFunc(names, func(a, b string) int {
 		rank := func(s string) int {
-			if s == NoRoute || s == Unclean {
+			if s == NoRoute || s == Unclean || s == BadPath {
 				return 1
 			}
 			return 0
