@@ -447,4 +447,3 @@ func TestBadPathsHaveTheirOwnRow(t *testing.T) {
 		t.Errorf("flipped %+v; want none", rep.Flipped)
 	}
 }
-
