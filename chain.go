@@ -38,7 +38,9 @@ type Check struct {
 
 // AllowAll decides checks in order (for example global → per user → per IP)
 // and stops at the first denial. Checks that had already passed are refunded,
-// so a request that is denied anywhere consumes nothing anywhere. It returns
+// so a request that is denied anywhere consumes nothing anywhere, except on
+// a key where a reservation made meanwhile waits behind the units (RefundN
+// then gives nothing back, so that the reservation never over-admits). It returns
 // the Result of the check that drove the answer and that check's index: when
 // one denies, that check; when every check passes, the most restrictive one,
 // the fewest units remaining among the checks that read state (a fail-open

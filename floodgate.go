@@ -65,7 +65,9 @@ type Limiter interface {
 	// RefundN gives back up to cost units charged earlier to key, e.g. when
 	// a request that was counted turns out not to count (a successful login
 	// under a failures-only limit). It never raises a key above full
-	// capacity.
+	// capacity. A token bucket gives back the newest units charged, and
+	// nothing while the key holds a reservation not yet due, which was
+	// timed behind them (see algo.Transition.Reserved).
 	RefundN(ctx context.Context, key string, cost int64) error
 
 	// Reset forgets key's state: its next request meets full capacity.

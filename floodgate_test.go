@@ -202,6 +202,54 @@ func TestAllowAllRefundsEarlierChecks(t *testing.T) {
 	}
 }
 
+// hookLimiter runs hook, then denies.
+type hookLimiter struct {
+	floodgate.Limiter
+	hook func()
+}
+
+func (h hookLimiter) AllowN(context.Context, string, int64) (floodgate.Result, error) {
+	h.hook()
+	return floodgate.Result{Source: memstore.Source, Policy: "hook"}, nil
+}
+
+// An AllowAll denied by a later link refunds the earlier ones, except
+// where a reservation made meanwhile was timed behind the units it would
+// give back. Burst 2 at 1/s: the chain charges 1 unit at 0, a waiter
+// reserves 2 (due at 1s) before the next link denies; the refund moved the
+// bucket back a unit, so that 2 more reserved were due at 2s: 4 units in
+// [1s, 2s], where the limit allows 3.
+func TestAllowAllRefundKeepsReservations(t *testing.T) {
+	ctx := context.Background()
+	clock := floodgatetest.NewClock(floodgatetest.Start)
+	s := memstore.New(memstore.Options{Clock: clock, SweepInterval: -1})
+	defer s.Close()
+	user, err := floodgate.New(s, floodgate.Policy{Name: "user", Limits: []floodgate.Limit{floodgate.PerSecond(1).WithBurst(2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserve := func() time.Duration {
+		t.Helper()
+		r, err := user.ReserveN(ctx, "alice", 2)
+		if err != nil || !r.OK {
+			t.Fatalf("ReserveN: %+v, %v", r, err)
+		}
+		return r.Delay
+	}
+	var first time.Duration
+	deny := hookLimiter{hook: func() { first = reserve() }}
+	res, drove, err := floodgate.AllowAll(ctx, floodgate.Check{Limiter: user, Key: "alice"}, floodgate.Check{Limiter: deny})
+	if err != nil || res.Allowed || drove != 1 {
+		t.Fatalf("AllowAll = %+v, check %d, %v; want denied by check 1", res, drove, err)
+	}
+	if first != time.Second {
+		t.Fatalf("the waiter's reservation is due after %s, want 1s", first)
+	}
+	if second := reserve(); second != 3*time.Second {
+		t.Fatalf("a second reservation of 2 is due after %s, want 3s (the first one's 2 units are used from 1s)", second)
+	}
+}
+
 type failingStore struct{ floodgate.Store }
 
 var errDown = errors.New("store down")

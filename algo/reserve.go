@@ -129,6 +129,58 @@ func (r *Transition) Unreserve(s State, now, at, prev, next, cost int64) State {
 	return State{A: prev}
 }
 
+// Reserved reports whether s, r's state at now, carries a charge for an
+// instant after now: a reservation not yet due. Only GCRA holds such a
+// charge, and then its TAT lies more than its span ahead of now. Engines
+// refund no transition of a Set while any of them is Reserved (Refund
+// checks its own state too).
+//
+// Why refunds then never over-admit. Take one GCRA transition (interval T,
+// span τ) and the units in use U: every charge not given back, at its
+// instant (an admission's now, a reservation's at). Let V(U) be the
+// largest, over the charges c of U, of c's instant plus T times the units
+// of U at or after it: the TAT that U's charges leave when applied in the
+// order of their instants. Invariant: U conforms and max(s, now) ≥ V(U),
+// where s is the state.
+//
+//   - A charge of n units at a ≥ now passes only when max(s, a) + nT ≤
+//     a + τ (Step at a = now; ReserveAt at a = now + wait, for every
+//     transition of the set, since the wait is the longest). A window
+//     [x, y] holding a and starting at a charge of U at or before a then
+//     holds at most (V(U) − x)/T + n ≤ (max(s, a) + nT − x)/T ≤
+//     (a + τ − x)/T units, and one starting at a at most
+//     (max(s, a) − a)/T + n ≤ τ/T: within the capacity plus (y − x)/T.
+//     The next state, max(s, a) + nT, bounds every term of V of the new U.
+//   - Unreserve gives a reservation R back only while s is still what R
+//     left and R is not yet due: every charge made after R was given back
+//     (a charge moves the state strictly up), refunds since R gave nothing
+//     (R was due later), so U without R is a subset of what was in use
+//     when R was made, and R's prev bounded V of that.
+//   - A refund of n units when no charge of U is dated after now takes the
+//     newest n units out of U. Every charge left keeps all n after it, so
+//     its term falls by nT: V falls by nT, and s − nT (the zero state when
+//     that is not after now) keeps the invariant. Whichever charge the
+//     caller meant, the state is the same, so this is what it gives back.
+//   - A refund while some charge at a > now is in U may give back nothing:
+//     V(U) is then at least a + T × (units at or after a), which can be
+//     a + τ, the state the reservation left.
+//
+// It remains to see that a charge dated after now shows. A reservation of
+// n units that waits is driven by a transition d whose own wait is the
+// longest, so at = s_d + nT_d − τ_d ≤ s_d and its state becomes exactly
+// at + τ_d. While at > now nothing lowers d below that: no admission
+// passes (d refuses it), refunds give nothing back (by this rule), a
+// cancel of a later reservation restores the state before it, which was
+// at least at + τ_d, and a cancel of this one removes it from U. So d is
+// Reserved until at; the other transitions of the set need not be, which
+// is why an engine checks them all. Conversely no admission leaves a state
+// Reserved, so without reservations every refund gives its units back (a
+// clock that stepped back can make a state look Reserved, and then a
+// refund gives nothing, which is safe).
+func (r *Transition) Reserved(s State, now int64) bool {
+	return r.kind == GCRA && r.valid() && s.A-r.span > now
+}
+
 // Reserve decides a reservation of cost units at now on the states of s's
 // transitions (s must be Reservable), waiting at most maxWait (clamped by
 // MaxWait). When every transition fits within the wait, all are charged for

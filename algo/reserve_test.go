@@ -46,8 +46,9 @@ func conforming(adm []admission, interval, capacity int64) (bool, string) {
 }
 
 // TestReservationsNeverOverAdmit drives sets of GCRA limits with random
-// decisions, reservations (some beyond their deadline) and cancellations
-// (some after their instant), and checks after every operation that the
+// decisions, reservations (some beyond their deadline), cancellations
+// (some after their instant) and refunds (none on a set with a Reserved
+// limit, which must show whenever a reservation is due later), and checks after every operation that the
 // units in use, at the instants they were granted, conform to every limit;
 // and, until the first cancellation, that every wait is the shortest
 // possible: one nanosecond earlier would not conform.
@@ -118,7 +119,7 @@ func runReservations(t *testing.T, set *algo.Set, rng *rand.Rand) {
 			now += rng.Int64N(span/4 + 1)
 		}
 		cost := rng.Int64N(set.Capacity()+1) + 0
-		switch op := rng.IntN(10); {
+		switch op := rng.IntN(12); {
 		case op < 3: // a decision now: Step on every limit, all or nothing
 			ok := true
 			for i := range n {
@@ -173,6 +174,39 @@ func runReservations(t *testing.T, set *algo.Set, rng *rand.Rand) {
 			exact:
 				b.adm.at++
 			}
+		case op >= 10: // a refund, given back as the newest units
+			reserved := false
+			for i := range n {
+				reserved = reserved || set.At(i).Reserved(states[i], now)
+			}
+			future := false
+			var units []*admission
+			for i := range adm {
+				units = append(units, &adm[i])
+			}
+			for _, b := range res {
+				if b.live {
+					units = append(units, &b.adm)
+					future = future || b.adm.at > now
+				}
+			}
+			if future && !reserved {
+				t.Fatalf("step %d: a reservation is due after now and no limit is Reserved", step)
+			}
+			if reserved || cost == 0 {
+				continue
+			}
+			for i := range n {
+				states[i] = set.At(i).Refund(states[i], now, cost)
+			}
+			cancelled = true
+			slices.SortStableFunc(units, func(a, b *admission) int { return int(min(max(a.at-b.at, -1), 1)) })
+			for left, i := cost, len(units)-1; left > 0 && i >= 0; i-- {
+				take := min(left, units[i].cost)
+				units[i].cost -= take
+				left -= take
+			}
+			check(step, "refund")
 		default: // cancel a reservation, maybe after its instant
 			if len(res) == 0 {
 				continue

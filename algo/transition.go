@@ -284,9 +284,16 @@ func (r *Transition) Step(s State, now, cost int64) (State, Decision) {
 
 // Refund gives back up to cost units charged earlier, as if they had not
 // passed, without going above full capacity. Units charged in a window that
-// has already ended are not refunded: that window no longer counts.
+// has already ended are not refunded: that window no longer counts. A
+// token bucket's state is one instant, which cannot tell which charge a
+// refund means: it gives back the newest units charged, and nothing while
+// the state carries a reservation not yet due (Reserved), whose charge was
+// timed behind the units being refunded. An engine refunds a Set only when
+// no transition of it is Reserved, since a reservation's charge shows on
+// the transition that made it wait; see Reserved for why this never
+// over-admits.
 func (r *Transition) Refund(s State, now, cost int64) State {
-	if cost <= 0 || !r.valid() {
+	if cost <= 0 || !r.valid() || r.Reserved(s, now) {
 		return s
 	}
 	// No state holds more than a full bucket of charges; the cap also keeps

@@ -92,6 +92,47 @@ func Cases() []Case {
 			},
 		},
 		{
+			// A refund that moved the TAT back past a reservation's
+			// charge let two units in at 2s beside two at 1s under a
+			// burst of 2 at 1/s.
+			Name:     "reserve/a refund keeps what later reservations rely on",
+			Policies: one("refund", fg.PerSecond(1).WithBurst(2)),
+			Steps: []Step{
+				{Cost: 1, Want: allow(1, s)},
+				{Do: DoReserve, Cost: 2, Want: waitFor(0, 3*s, s)},
+				{Do: DoRefund, Cost: 1}, // step 2 is due at 1s: nothing back
+				{Do: DoReserve, Cost: 2, Want: waitFor(0, 5*s, 3*s)},
+				{Do: DoCancel, Ref: 4},
+				{Do: DoCancel, Ref: 2},
+				{Do: DoRefund, Cost: 1}, // nothing is due later: all back
+				{Cost: 0, Want: allow(2, 0)},
+				{Cost: 2, Want: allow(0, 2*s)},
+				{Do: DoReserve, Cost: 1, Want: waitFor(0, 3*s, s)},
+				{Advance: s, Do: DoRefund, Cost: 1}, // step 10 is due: all back
+				{Cost: 0, Want: allow(1, s)},
+			},
+		},
+		{
+			// The reservation waits for the second limit only; the first
+			// is charged as of 1s but not a span ahead. Refunding it
+			// alone would still move it back below that charge.
+			Name: "reserve/a refund waits for every limit's reservations",
+			Policies: []fg.Policy{
+				{Name: "refund2", Limits: []fg.Limit{fg.PerSecond(10).WithBurst(20), fg.PerSecond(1).WithBurst(2)}},
+				{Name: "refund2", Limits: []fg.Limit{fg.PerSecond(10).WithBurst(20)}},
+			},
+			Steps: []Step{
+				{Cost: 1, Want: Want{Allowed: true, Remaining: 1, ResetAfter: s, Limit: 1}},
+				{Do: DoReserve, Cost: 2, Want: Want{Allowed: true, ResetAfter: 3 * s, RetryAfter: s, Limit: 1}},
+				{Do: DoRefund, Cost: 1}, // step 2 is due at 1s: nothing back on either limit
+				{Policy: 1, Cost: 0, Want: allow(8, 1200*ms)},
+				{Do: DoCancel, Ref: 2},
+				{Do: DoRefund, Cost: 1}, // nothing is due later: all back
+				{Policy: 1, Cost: 0, Want: allow(20, 0)},
+				{Cost: 0, Want: Want{Allowed: true, Remaining: 2, Limit: 1}},
+			},
+		},
+		{
 			Name:     "reserve/beyond the deadline charges nothing",
 			Policies: one("deadline", fg.PerMinute(6)),
 			Steps: []Step{

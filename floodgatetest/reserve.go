@@ -73,14 +73,19 @@ func (e reserveError) Error() string { return string(e) }
 const errNotOK = reserveError("a reservation without a deadline was refused")
 
 // RandomReservations drives h's engine with random histories of
-// reservations, decisions and cancellations (many at one instant, so that
-// reservations queue up behind each other and are cancelled in any order)
-// on a pinned clock moved in whole microseconds, and checks after every
-// operation that the units in use conform to every limit: in any window
-// [a, b] between two instants granted, the units at those instants are at
-// most Capacity + Rate×(b−a)/Period. The reference holds every admission
-// that passed and every reservation not cancelled before its instant;
-// nothing in it depends on how the engine keeps its state.
+// reservations, decisions, cancellations and refunds of earlier admissions
+// (many at one instant, so that reservations queue up behind each other
+// and are cancelled in any order) on a pinned clock moved in whole
+// microseconds, and checks after every operation that the units in use
+// conform to every limit: in any window [a, b] between two instants
+// granted, the units at those instants are at most Capacity +
+// Rate×(b−a)/Period. The reference holds every admission that passed and
+// every reservation not cancelled before its instant, less what refunds
+// gave back: a refund of n units gives back the newest n units granted,
+// and only when no units are granted for an instant after it (a state of
+// one instant cannot tell which charge a refund means, nor give back units
+// a later reservation was timed behind). Nothing in it depends on how the
+// engine keeps its state.
 func RandomReservations(t *testing.T, h Harness, histories, steps int) {
 	t.Helper()
 	policies := []floodgate.Policy{
@@ -117,8 +122,9 @@ func randomHistory(t *testing.T, h Harness, p floodgate.Policy, rng *rand.Rand, 
 	}
 	capacity := p.Limits[0].Capacity()
 	span := int64(capacity) * int64(p.Limits[0].Interval())
-	var used []grant // admissions and reservations not taken back
-	var open []held  // reservations not cancelled
+	var used []grant     // admissions and reservations not taken back
+	var open []held      // reservations not cancelled
+	var admitted []int64 // units of each admission not refunded yet
 	var log []string
 	for range steps {
 		if rng.IntN(2) == 0 {
@@ -126,7 +132,7 @@ func randomHistory(t *testing.T, h Harness, p floodgate.Policy, rng *rand.Rand, 
 		}
 		now := clock.UnixNano()
 		cost := rng.Int64N(capacity) + 1
-		switch op := rng.IntN(10); {
+		switch op := rng.IntN(12); {
 		case op < 2:
 			res, err := lim.AllowN(ctx, "k", cost)
 			if err != nil {
@@ -135,6 +141,7 @@ func randomHistory(t *testing.T, h Harness, p floodgate.Policy, rng *rand.Rand, 
 			log = append(log, fmt.Sprintf("%s allow %d: %v", since(now), cost, res.Allowed))
 			if res.Allowed {
 				used = append(used, grant{now, cost})
+				admitted = append(admitted, cost)
 			}
 		case op < 6:
 			r, err := lim.ReserveN(ctx, "k", cost)
@@ -147,6 +154,20 @@ func randomHistory(t *testing.T, h Harness, p floodgate.Policy, rng *rand.Rand, 
 				used = append(used, g)
 				open = append(open, held{r, g})
 			}
+		case op >= 10:
+			if len(admitted) == 0 {
+				continue
+			}
+			k := rng.IntN(len(admitted))
+			n := rng.Int64N(admitted[k]) + 1
+			if admitted[k] -= n; admitted[k] == 0 {
+				admitted = slices.Delete(admitted, k, k+1)
+			}
+			if err := lim.RefundN(ctx, "k", n); err != nil {
+				t.Fatal(err)
+			}
+			log = append(log, fmt.Sprintf("%s refund %d", since(now), n))
+			used = refund(used, now, n)
 		default:
 			if len(open) == 0 {
 				continue
@@ -172,6 +193,25 @@ func randomHistory(t *testing.T, h Harness, p floodgate.Policy, rng *rand.Rand, 
 		}
 	}
 	return true
+}
+
+// refund returns used less the newest n units, or used itself when some
+// are granted for an instant after now: what a refund at now gives back.
+func refund(used []grant, now, n int64) []grant {
+	if slices.ContainsFunc(used, func(g grant) bool { return g.at > now }) {
+		return used
+	}
+	slices.SortStableFunc(used, func(a, b grant) int { return cmp.Compare(a.at, b.at) })
+	for n > 0 && len(used) > 0 {
+		last := &used[len(used)-1]
+		take := min(n, last.cost)
+		last.cost -= take
+		n -= take
+		if last.cost == 0 {
+			used = used[:len(used)-1]
+		}
+	}
+	return used
 }
 
 // overAdmits returns a window in which used holds more units than l

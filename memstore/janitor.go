@@ -209,6 +209,13 @@ func (s *Store) Refund(_ context.Context, set *algo.Set, key string, cost int64)
 	defer sh.mu.Unlock()
 	now := s.clock.UnixNano()
 	for i := range set.Len() {
+		// A reservation not yet due was timed behind the units a refund
+		// would give back: nothing back on any limit (algo's Reserved).
+		if r := set.At(i); r.Reserved(algo.State{A: sh.tat(ruleKey(h, i))}, now) {
+			return nil
+		}
+	}
+	for i := range set.Len() {
 		r := set.At(i)
 		k := ruleKey(h, i)
 		switch r.Kind() {
@@ -266,6 +273,9 @@ func (sh *shard) refundGCRA(r *algo.Transition, k uint64, now, cost int64) {
 	}
 	for {
 		v := slot.tat.Load()
+		if r.Reserved(algo.State{A: v}, now) {
+			return // a lock-free reservation came first
+		}
 		next := r.Refund(algo.State{A: v}, now, cost)
 		if next.A == 0 {
 			if t.kill(slot, v) {

@@ -165,7 +165,10 @@ end
 
 -- refund reads and checks every rule's state, then takes cost back from
 -- each; it answers 0, or the problem of the first corrupt rule, having
--- written nothing.
+-- written nothing. While a GCRA rule's TAT lies more than its span ahead
+-- of now it carries a reservation not yet due, which was timed behind the
+-- units a refund would give back: it then writes nothing (algo's
+-- Reserved).
 local function refund(rules, k, cost)
   scratch()
   for r = 1, #rules do
@@ -181,6 +184,14 @@ local function refund(rules, k, cost)
     end
     if bad then
       fail(r, bad)
+      return
+    end
+  end
+  for r = 1, #rules do
+    local p = rules[r]
+    if p[1] == GCRA and sa[r] - p[4] > now_us then
+      out[n + 1] = 0
+      n = n + 1
       return
     end
   end
