@@ -149,17 +149,9 @@ func (c *conn) serve() {
 	// The deadline covers the PROXY header, TLS and the startup packet.
 	_ = c.raw.SetDeadline(time.Now().Add(c.p.cfg.StartupTimeout))
 	c.cr = bufio.NewReaderSize(c.raw, bufSize)
-	peer := addrOf(c.raw.RemoteAddr())
-	c.setIP(peer)
-	if c.p.trustedPeer(peer) {
-		addr, err := readProxyHeader(c.cr)
-		if err != nil {
-			c.fail("PROXY protocol header", c.raw, err)
-			return
-		}
-		if addr.IsValid() {
-			c.setIP(addr)
-		}
+	if err := c.readClientAddr(); err != nil {
+		c.fail("PROXY protocol header", c.raw, err)
+		return
 	}
 	packet, ok := c.startup()
 	if !ok {
@@ -169,9 +161,32 @@ func (c *conn) serve() {
 	c.relay(packet)
 }
 
+// readClientAddr sets the client's address: the peer's, or the one named
+// by a PROXY header, which is read only when the peer is trusted to send
+// one (Config.ProxyProtocolFrom, matched by clientip.Prefixes: zone
+// removed, IPv4 written in IPv6 folded to IPv4).
+func (c *conn) readClientAddr() error {
+	peer := addrOf(c.raw.RemoteAddr())
+	c.setIP(peer)
+	if !c.p.trusted.Contains(peer) {
+		return nil
+	}
+	addr, err := readProxyHeader(c.cr)
+	if err != nil {
+		return err
+	}
+	if addr.IsValid() {
+		c.setIP(addr)
+	}
+	return nil
+}
+
+// setIP sets the client's address and its per-IP key, which clientip
+// spells (clientip.Resolver.AddrKey, with its default prefixes), as it does
+// for the listener's connection bound.
 func (c *conn) setIP(a netip.Addr) {
-	c.ip = a.Unmap()
-	c.ipKey, c.ipLog = ipKey(c.ip), redactIP(c.ip)
+	c.ip = a
+	c.ipKey, c.ipLog = ipKey(a), redactIP(a.Unmap().WithZone(""))
 }
 
 // fail logs why a client connection is closed before it is relayed. A

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 )
@@ -68,8 +68,12 @@ type Config struct {
 	// protocol header (v1 or v2) naming the real client. A connection from
 	// one of them may start with such a header; from any other peer, a
 	// header is not read (the connection then fails as malformed), so no
-	// client can choose its own address.
-	ProxyProtocolFrom []netip.Prefix
+	// client can choose its own address. Entries follow clientip's rule of
+	// a trusted peer (clientip.ParsePrefix: no host bits set, not every
+	// address; IPv4 written in IPv6 read as IPv4) and a peer is matched as
+	// clientip.Prefixes.Contains matches it (its zone removed, so
+	// fe80::1%eth0 is in fe80::/10).
+	ProxyProtocolFrom clientip.Prefixes
 
 	// ChargeEmptyQuery charges simple queries that hold only whitespace,
 	// semicolons and comments, such as the "-- ping" and ";" connection
@@ -183,7 +187,7 @@ type Proxy struct {
 	upTLS     *tls.Config
 	log       *slog.Logger
 	limits    atomic.Pointer[Limits]
-	trusted   []netip.Prefix
+	trusted   clientip.Prefixes
 	cancels   cancelMap
 	queues    waitQueues
 	clock     clock
@@ -264,10 +268,16 @@ func New(cfg Config) (*Proxy, error) {
 		}
 	}
 	for _, pfx := range cfg.ProxyProtocolFrom {
+		// Each entry is held to clientip's rule of a trusted peer, as
+		// clientip.ParsePrefixes (the daemon's reader) holds it.
 		if !pfx.IsValid() {
 			return nil, errors.New("pgproxy: Config.ProxyProtocolFrom holds an invalid prefix")
 		}
-		p.trusted = append(p.trusted, pfx.Masked())
+		folded, err := clientip.ParsePrefix(pfx.String())
+		if err != nil {
+			return nil, fmt.Errorf("pgproxy: Config.ProxyProtocolFrom %s: %v", pfx, err)
+		}
+		p.trusted = append(p.trusted, folded)
 	}
 	p.cancels.m = make(map[uint32]*conn)
 	p.queues.init()

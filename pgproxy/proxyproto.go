@@ -135,23 +135,15 @@ func readProxyV2(r *bufio.Reader) (netip.Addr, error) {
 	return netip.Addr{}, nil // UNSPEC or Unix: no client address
 }
 
-func (p *Proxy) trustedPeer(a netip.Addr) bool {
-	for _, pfx := range p.trusted {
-		if pfx.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// addrOf returns the IP address of a connection's peer, IPv4-mapped
-// addresses unmapped.
+// addrOf returns the IP address of a connection's peer, as the connection
+// reports it (zone included); clientip normalises it where it is compared
+// and keyed.
 func addrOf(a net.Addr) netip.Addr {
 	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.AddrPort().Addr().Unmap()
+		return ta.AddrPort().Addr()
 	}
 	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
-		return ap.Addr().Unmap()
+		return ap.Addr()
 	}
 	return netip.Addr{}
 }

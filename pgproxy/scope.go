@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 )
 
@@ -89,19 +90,10 @@ func scopeKey(s scopeID, user, ipKey string) string {
 	return ipKey
 }
 
-// ipKey is the per-IP key of a client: its address, or its /64 for IPv6,
-// since one host usually holds a whole /64 and could otherwise rotate
-// through it to escape its limit.
-func ipKey(a netip.Addr) string {
-	if !a.IsValid() {
-		return "unknown"
-	}
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.String()
-	}
-	return a.String()
-}
+// ipKey is the per-IP key of a client: clientip's key of its address
+// (IPv6 by /64, IPv4 written in IPv6 as IPv4, "unknown" when there is no
+// address), the key the listener's connection bound uses too.
+func ipKey(a netip.Addr) string { return (*clientip.Resolver)(nil).AddrKey(a) }
 
 // redactIP hides the host part of an address in logs: the last octet of an
 // IPv4 address, all but the /48 of an IPv6 one.
