@@ -18,6 +18,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
+	"github.com/floodgate-go/floodgate/pgproxy/proxyproto"
 )
 
 var errTooManyFiles = syscall.EMFILE
@@ -162,8 +163,8 @@ func (c *conn) serve() {
 }
 
 // readClientAddr sets the client's address: the peer's, or the one named
-// by a PROXY header, which is read only when the peer is trusted to send
-// one (Config.ProxyProtocolFrom, matched by clientip.Prefixes: zone
+// by a PROXY header (package proxyproto, v1 or v2), which is read only when
+// the peer is trusted to send one (Config.ProxyProtocolFrom, matched by clientip.Prefixes: zone
 // removed, IPv4 written in IPv6 folded to IPv4).
 func (c *conn) readClientAddr() error {
 	peer := addrOf(c.raw.RemoteAddr())
@@ -171,14 +172,31 @@ func (c *conn) readClientAddr() error {
 	if !c.p.trusted.Contains(peer) {
 		return nil
 	}
-	addr, err := readProxyHeader(c.cr)
+	h, err := proxyproto.Read(c.cr)
+	var he *proxyproto.HeaderError
+	if errors.As(err, &he) {
+		return pgwire.Violation("%s", he.Message)
+	}
 	if err != nil {
 		return err
 	}
-	if addr.IsValid() {
-		c.setIP(addr)
+	if a := h.Client(); a.IsValid() { // else the peer is the client (LOCAL, UNKNOWN)
+		c.setIP(a)
 	}
 	return nil
+}
+
+// addrOf returns the IP address of a connection's peer, as the connection
+// reports it (zone included); clientip normalises it where it is compared
+// and keyed.
+func addrOf(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr()
+	}
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return ap.Addr()
+	}
+	return netip.Addr{}
 }
 
 // setIP sets the client's address and its per-IP key, which clientip

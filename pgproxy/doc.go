@@ -44,7 +44,8 @@
 //
 // A client that breaks the protocol is answered FATAL 08P01 with what was
 // wrong, then closed. Package pgwire holds the protocol's framing and the
-// few messages the proxy reads and writes.
+// few messages the proxy reads and writes; package proxyproto reads the
+// PROXY protocol header a trusted load balancer may send first.
 //
 // # Operating
 //
