@@ -9,7 +9,7 @@ import (
 	"github.com/floodgate-go/floodgate/hybrid"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 	"github.com/floodgate-go/floodgate/memstore"
-	"github.com/floodgate-go/floodgate/pgproxy"
+	"github.com/floodgate-go/floodgate/pgproxy/pgmode"
 	"github.com/floodgate-go/floodgate/redisstore"
 
 	"github.com/floodgate-go/floodgate/clientip"
@@ -826,7 +826,7 @@ type Postgres struct {
 	// Replication is what happens to replication connections: charge (the
 	// default: their queries are charged like any other), exempt, or
 	// refuse.
-	Replication pgproxy.ReplicationMode `yaml:"replication,omitempty"`
+	Replication pgmode.ReplicationMode `yaml:"replication,omitempty"`
 
 	// Bounds limit what connections may hold of this listener: how many,
 	// for how long, and how much of a request is buffered.

@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/concurrency"
+	"github.com/floodgate-go/floodgate/pgproxy/pgmode"
 	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 )
 
@@ -110,19 +111,21 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// ReplicationMode says how replication connections are treated.
-type ReplicationMode uint8
+// ReplicationMode says how replication connections are treated; it lives
+// in package pgmode, which the configuration reads without this package.
+type ReplicationMode = pgmode.ReplicationMode
 
+// The replication modes.
 const (
 	// ReplicationCharge limits the queries of replication connections like
 	// any other (replication commands are simple queries).
-	ReplicationCharge ReplicationMode = iota
+	ReplicationCharge = pgmode.ReplicationCharge
 	// ReplicationExempt relays replication connections without query
 	// limits; connection limits still apply.
-	ReplicationExempt
+	ReplicationExempt = pgmode.ReplicationExempt
 	// ReplicationRefuse answers replication connections FATAL 28000 before
 	// they reach the server.
-	ReplicationRefuse
+	ReplicationRefuse = pgmode.ReplicationRefuse
 )
 
 // Limits are the limits a Proxy applies. A zero Limits limits nothing.

@@ -1,8 +1,27 @@
-package pgproxy
+// Package pgmode holds the modes of pgproxy that a configuration names,
+// apart from the proxy, so that the configuration can read and check them
+// without linking the proxy (pgproxy re-exports them).
+package pgmode
 
 import (
 	"fmt"
 	"strings"
+)
+
+// ReplicationMode says how replication connections (a startup parameter
+// replication other than false/off/no/0) are treated.
+type ReplicationMode uint8
+
+const (
+	// ReplicationCharge limits the queries of replication connections like
+	// any other (replication commands are simple queries).
+	ReplicationCharge ReplicationMode = iota
+	// ReplicationExempt relays replication connections without query
+	// limits; connection limits still apply.
+	ReplicationExempt
+	// ReplicationRefuse answers replication connections FATAL 28000 before
+	// they reach the server.
+	ReplicationRefuse
 )
 
 var replicationNames = [...]string{ReplicationCharge: "charge", ReplicationExempt: "exempt", ReplicationRefuse: "refuse"}
