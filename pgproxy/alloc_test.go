@@ -25,7 +25,8 @@ func TestRelayAllocs(t *testing.T) {
 		}
 		return Scope{Limiter: lim}
 	}
-	p, err := New(Config{Upstream: "127.0.0.1:1", Limits: Limits{Global: scope("g"), PerUser: scope("u"), PerIP: scope("i")}})
+	obs := &counts{}
+	p, err := New(Config{Upstream: "127.0.0.1:1", Limits: Limits{Global: scope("g"), PerUser: scope("u"), PerIP: scope("i")}, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestRelayAllocs(t *testing.T) {
 	}
 	run() // warm up: the key entries, the buffers
 	allocs := testing.AllocsPerRun(5, run)
-	if got := p.metrics.queries[scopeIP][decisionAllowed].Load(); got != 7*cycles { // our warm-up, AllocsPerRun's, and 5 runs
+	if got := obs.queries[scopeIP][Allowed].Load(); got != 7*cycles { // our warm-up, AllocsPerRun's, and 5 runs
 		t.Fatalf("%d cycles charged to the ip scope, want %d", got, 7*cycles)
 	}
 	// serverToClient's buffer is its one allocation per connection.

@@ -138,10 +138,10 @@ func (c *conn) close() {
 }
 
 func (c *conn) serve() {
-	m := &c.p.metrics
-	m.clientConns.Add(1)
+	m := c.p.obs
+	m.ClientConnected()
 	defer func() {
-		m.clientConns.Add(-1)
+		m.ClientDisconnected()
 		c.close()
 		c.dropSlot()
 		c.p.cancels.remove(c)
@@ -217,7 +217,7 @@ func (c *conn) fail(stage string, w net.Conn, err error) {
 	}
 	var pe *pgwire.ProtocolError
 	if errors.As(err, &pe) {
-		c.p.metrics.malformed.Add(1)
+		c.p.obs.Malformed()
 		if w != nil {
 			_ = w.SetWriteDeadline(time.Now().Add(time.Second))
 			_, _ = w.Write(pe.Fatal().Append(nil))
@@ -393,7 +393,7 @@ func (c *conn) relay(startup []byte) {
 	}
 	up, err := c.dialUpstream(c.ctx)
 	if err != nil {
-		p.metrics.upstreamErrors.Add(1)
+		p.obs.UpstreamError()
 		p.log.Error("pgproxy: cannot connect to the upstream server", "upstream", p.cfg.Upstream, "client", c.ipLog, "err", err)
 		c.reject(pgwire.ErrorResponse{Severity: "FATAL", Code: "08006", Message: "the proxy could not connect to the database server",
 			Hint: "The server may be down or unreachable from the proxy; see the proxy's log."})
@@ -409,11 +409,11 @@ func (c *conn) relay(startup []byte) {
 	c.connMu.Unlock()
 	c.uw = bufio.NewWriterSize(up, bufSize)
 	if _, err := up.Write(startup); err != nil {
-		p.metrics.upstreamErrors.Add(1)
+		p.obs.UpstreamError()
 		p.log.Error("pgproxy: cannot write to the upstream server", "upstream", p.cfg.Upstream, "err", err)
 		return
 	}
-	p.metrics.toServer.Add(uint64(len(startup)))
+	p.obs.Relayed(ClientToServer, len(startup))
 	// The server owes the ReadyForQuery that ends the startup.
 	c.expected.Store(1)
 	c.status.Store('I')
@@ -456,7 +456,7 @@ func (c *conn) relay(startup []byte) {
 			continue
 		}
 		if errors.Is(e.err, pgwire.ErrProtocol) {
-			p.metrics.malformed.Add(1)
+			p.obs.Malformed()
 			p.log.Warn("pgproxy: closing a connection that broke the protocol", "direction", e.dir, "user", c.params.User, "client", c.ipLog, "err", e.err)
 			continue
 		}
@@ -489,7 +489,7 @@ func (c *conn) admitConnection() bool {
 	}
 	scope := denied
 	p := c.p
-	p.metrics.connDenied[scope].Add(1)
+	p.obs.ConnectionDenied(scope)
 	e := pgwire.ErrorResponse{Severity: "FATAL", Code: "53300", Message: "too many new connections"}
 	if err != nil {
 		p.log.Error("pgproxy: connection limit check failed; refusing the connection", "scope", scope.String(), "user", c.params.User, "client", c.ipLog, "err", err)

@@ -50,7 +50,8 @@
 // # Operating
 //
 // SetLimits swaps the limits atomically without dropping a connection. The
-// Proxy is a prometheus.Collector; register it with your registry. Idle
+// Proxy reports what it does to Config.Observer; metrics.NewPostgres is the
+// Prometheus one, so this package imports no Prometheus. Idle
 // per-key state is dropped by the engines, so the proxy keeps no registry
 // of keys itself.
 package pgproxy

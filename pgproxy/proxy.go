@@ -109,6 +109,11 @@ type Config struct {
 	// Logger receives connection errors and sampled rejections. Nil
 	// discards them.
 	Logger *slog.Logger
+
+	// Observer is told what the proxy does: queries decided, waits,
+	// connections, bytes relayed. metrics.NewPostgres returns one that
+	// exports Prometheus metrics. Nil means nobody.
+	Observer Observer
 }
 
 // ReplicationMode says how replication connections are treated; it lives
@@ -194,7 +199,7 @@ type Proxy struct {
 	cancels   cancelMap
 	queues    waitQueues
 	clock     clock
-	metrics   metrics
+	obs       Observer
 	rejectLog [numScopes]sampler
 
 	mu        sync.Mutex
@@ -285,7 +290,9 @@ func New(cfg Config) (*Proxy, error) {
 	p.cancels.m = make(map[uint32]*conn)
 	p.queues.init()
 	p.clock = systemClock{}
-	p.metrics.init()
+	if p.obs = cfg.Observer; p.obs == nil {
+		p.obs = nopObserver{}
+	}
 	p.limits.Store(&cfg.Limits)
 	return p, nil
 }

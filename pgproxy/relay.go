@@ -36,7 +36,7 @@ import (
 func (c *conn) serverToClient() error {
 	buf := make([]byte, serverBufSize)
 	have, skip := 0, 0 // bytes in buf; bytes of a message in transit still to come
-	m := &c.p.metrics
+	m := c.p.obs
 	for {
 		n, rerr := c.up.Read(buf[have:])
 		if n == 0 && rerr != nil {
@@ -127,7 +127,7 @@ func (c *conn) serverToClient() error {
 				}
 			}
 			c.wmu.Unlock()
-			m.toClient.Add(uint64(pos))
+			m.Relayed(ServerToClient, pos)
 			if readys > 0 && c.holding.Load() {
 				// Again, now that received counts them: a query refused
 				// meanwhile (slotDone) may have seen the old count.
@@ -211,7 +211,7 @@ const fatalWait = time.Second
 func (c *conn) clientToServer() error {
 	r := c.cr
 	max := c.p.cfg.MaxMessageSize
-	m := &c.p.metrics
+	m := c.p.obs
 	for {
 		if r.Buffered() < pgwire.HeaderSize {
 			if err := c.flush(); err != nil {
@@ -264,7 +264,7 @@ func (c *conn) clientToServer() error {
 			charge := true
 			if c.exempt {
 				charge = false
-				m.uncharged[reasonReplication].Add(1)
+				m.QueryUncharged(UnchargedReplication)
 			} else if typ == 'Q' && !c.p.cfg.ChargeEmptyQuery && size-pgwire.HeaderSize <= pgwire.MaxEmptyCheck && size <= r.Size() {
 				b, err := c.peek(size)
 				if err != nil {
@@ -272,7 +272,7 @@ func (c *conn) clientToServer() error {
 				}
 				if pgwire.EmptyQuery(b[pgwire.HeaderSize:]) {
 					charge = false
-					m.uncharged[reasonEmpty].Add(1)
+					m.QueryUncharged(UnchargedEmpty)
 				}
 			}
 			if charge {
@@ -295,7 +295,7 @@ func (c *conn) clientToServer() error {
 			if !c.inCycle {
 				c.inCycle = true
 				if c.exempt {
-					m.uncharged[reasonReplication].Add(1)
+					m.QueryUncharged(UnchargedReplication)
 				} else if b, _ := r.Peek(r.Buffered()); pgwire.CycleExecutes(b) {
 					ok, err := c.takeSlot(true)
 					if err == nil && ok {
@@ -409,7 +409,7 @@ func (c *conn) skip(size int) error {
 // flush sends what is buffered for the server.
 func (c *conn) flush() error {
 	if c.upN > 0 {
-		c.p.metrics.toServer.Add(uint64(c.upN))
+		c.p.obs.Relayed(ClientToServer, c.upN)
 		c.upN = 0
 	}
 	return c.uw.Flush()

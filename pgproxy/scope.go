@@ -15,28 +15,15 @@ import (
 )
 
 // A scopeID names a level of limits, in the order they are checked.
-type scopeID uint8
+type scopeID = Level
 
 const (
-	scopeGlobal scopeID = iota
-	scopeUser
-	scopeIP
-	numScopes
-	scopeNone = numScopes // no scope denied
+	scopeGlobal         = LevelGlobal
+	scopeUser           = LevelUser
+	scopeIP             = LevelIP
+	numScopes   scopeID = 3
+	scopeNone           = numScopes // no scope denied
 )
-
-// String is the scope's name in metrics and logs.
-func (s scopeID) String() string {
-	switch s {
-	case scopeGlobal:
-		return "global"
-	case scopeUser:
-		return "user"
-	case scopeIP:
-		return "ip"
-	}
-	return "none"
-}
 
 // label is the scope's name in messages to clients.
 func (s scopeID) label() string {

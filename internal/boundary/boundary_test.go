@@ -50,6 +50,15 @@ func TestLayers(t *testing.T) {
 			}
 		}
 	}
+	// Packages that report through an Observer leave Prometheus to
+	// package metrics, which implements it.
+	for _, p := range []string{"/outbound", "/pgproxy"} {
+		for _, d := range deps(t, mod+p) {
+			if strings.HasPrefix(d, "github.com/prometheus/") {
+				t.Errorf("%s%s depends on %s: it reports to an Observer, and metrics exports", mod, p, d)
+			}
+		}
+	}
 	// The configuration is a file model: no front end, no daemon, no
 	// metrics. The enumerations it reads from a front end live in a leaf
 	// package of their own (pgproxy/pgmode).
