@@ -833,7 +833,13 @@ type Postgres struct {
 	Bounds Bounds `yaml:"bounds"`
 }
 
-func (p *Postgres) setDefaults() { p.Listen = DefaultPostgresListen; p.Bounds.defaults(boundsPostgres) }
+func (p *Postgres) setDefaults() {
+	p.Listen = DefaultPostgresListen
+	p.Bounds.defaults(boundsPostgres)
+	// header_timeout is the proxy's startup bound: the library's default,
+	// one constant for serve and Go programs alike.
+	p.Bounds.HeaderTimeout = Duration(pgmode.DefaultStartupTimeout)
+}
 
 // PostgresConcurrency bounds the queries of each database user in flight
 // at once (pgproxy.Limits.ConcurrentQueries): a query is in flight from the
@@ -980,7 +986,9 @@ type Bounds struct {
 	// HeaderTimeout bounds receiving a request's header from the
 	// connection's first byte or the previous request (and the TLS
 	// handshake); on the Envoy listener the connection's setup, on the
-	// PostgreSQL listener a client's startup. Default 10s.
+	// PostgreSQL listener a client's startup (pgproxy.Config.StartupTimeout,
+	// whose default, pgproxy.DefaultStartupTimeout, is also 10s). Default
+	// 10s.
 	HeaderTimeout Duration `yaml:"header_timeout,omitempty"`
 
 	// BodyTimeout bounds receiving a request's body, from the end of its

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/config"
+	"github.com/floodgate-go/floodgate/pgproxy"
 	"github.com/floodgate-go/floodgate/testkit"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -79,5 +81,18 @@ admin: {listen: ""}
 				t.Errorf("floodgate_pg_concurrent_queries_refused_total = %v, want 1", v)
 			}
 		}
+	}
+}
+
+// TestPostgresStartupTimeoutDefault: the postgres listener's
+// header_timeout, its clients' startup bound, defaults to the library's
+// pgproxy.DefaultStartupTimeout, so serve and a Go program agree.
+func TestPostgresStartupTimeoutDefault(t *testing.T) {
+	c, err := config.Parse("test.yaml", []byte("policies: {api: {rate: 1/s}}\npostgres: {upstream: 127.0.0.1:5432}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Postgres.Bounds.HeaderTimeout.D(); got != pgproxy.DefaultStartupTimeout {
+		t.Errorf("postgres.bounds.header_timeout defaults to %s; pgproxy.DefaultStartupTimeout is %s", got, pgproxy.DefaultStartupTimeout)
 	}
 }

@@ -31,8 +31,9 @@ const (
 	// DefaultStartupTimeout bounds a client's startup: from accepting the
 	// connection to the StartupMessage (or CancelRequest), TLS handshake and
 	// PROXY header included. Authentication is the server's to time out
-	// (authentication_timeout).
-	DefaultStartupTimeout = 30 * time.Second
+	// (authentication_timeout). It is pgmode.DefaultStartupTimeout, which
+	// the daemon's postgres.bounds.header_timeout defaults to as well.
+	DefaultStartupTimeout = pgmode.DefaultStartupTimeout
 	// DefaultRejectLogInterval is the least time between two log lines about
 	// rejected queries of one scope.
 	DefaultRejectLogInterval = time.Second

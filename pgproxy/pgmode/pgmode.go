@@ -1,12 +1,24 @@
-// Package pgmode holds the modes of pgproxy that a configuration names,
-// apart from the proxy, so that the configuration can read and check them
-// without linking the proxy (pgproxy re-exports them).
+// Package pgmode holds what of pgproxy a configuration names (the
+// replication modes, the startup bound's default), apart from the proxy,
+// so that the configuration can read, check and default them without
+// linking the proxy (pgproxy re-exports them).
 package pgmode
 
 import (
 	"fmt"
 	"strings"
+	"time"
 )
+
+// DefaultStartupTimeout is the one default bound of a client's startup:
+// from accepting the connection to its StartupMessage (or CancelRequest),
+// PROXY header and TLS handshake included; authentication is the
+// server's to time out (authentication_timeout). Ten seconds are plenty
+// for a client that means to connect, and short enough that a client
+// which opens connections and sends nothing holds each for little time.
+// pgproxy.Config.StartupTimeout's zero value and the daemon's
+// postgres.bounds.header_timeout default to it.
+const DefaultStartupTimeout = 10 * time.Second
 
 // ReplicationMode says how replication connections (a startup parameter
 // replication other than false/off/no/0) are treated.
