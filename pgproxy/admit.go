@@ -29,8 +29,8 @@ func (c *conn) admitQuery(extended bool) (bool, error) {
 	w := c.waiter
 	for s := range numScopes {
 		w.keys[s] = ""
-		if c.lims[s] != nil {
-			w.keys[s] = c.key(s)
+		if c.adm.lims[s] != nil {
+			w.keys[s] = c.adm.key(s)
 		}
 	}
 	w.seq = 0
@@ -61,9 +61,9 @@ func (c *conn) admitQuery(extended bool) (bool, error) {
 		if !owed && q.joinFirst(w, now, mayWait) {
 			return c.waitTurn(extended, time.Time{})
 		}
-		res, scope, err := c.allow(c.ctx)
+		res, scope, err := c.adm.allow(c.ctx)
 		if err == nil && scope == scopeNone {
-			c.countAllowed()
+			c.adm.countAllowed()
 			return true, nil
 		}
 		if c.ctx.Err() != nil {
@@ -140,9 +140,9 @@ func (c *conn) waitInLine(extended bool, due time.Time) (bool, func() error, err
 		var until time.Time
 		switch {
 		case turn && (due.IsZero() || !now.Before(due)):
-			r, denied, err := c.allow(c.ctx)
+			r, denied, err := c.adm.allow(c.ctx)
 			if err == nil && denied == scopeNone {
-				c.countAllowed()
+				c.adm.countAllowed()
 				return true, nil, nil
 			}
 			if c.ctx.Err() != nil {
@@ -204,15 +204,6 @@ func (c *conn) waitInLine(extended bool, due time.Time) (bool, func() error, err
 	}
 }
 
-func (c *conn) countAllowed() {
-	m := c.p.obs
-	for i := range c.lims {
-		if c.lims[i] != nil {
-			m.QueryDecided(scopeID(i), Allowed)
-		}
-	}
-}
-
 // deny counts and logs a query refused by scope (err: the check failed)
 // and answers it.
 func (c *conn) deny(scope scopeID, res floodgate.Result, err error, extended bool) error {
@@ -228,13 +219,13 @@ func (c *conn) deny(scope scopeID, res floodgate.Result, err error, extended boo
 			"scope", scope.String(), "user", c.params.User, "client", c.ipLog,
 			"source", string(res.Source), "retry_after", res.RetryAfter)
 	}
-	return c.replyDenied(c.rejection(scope, res, err != nil), extended)
+	return c.replyDenied(c.adm.rejection(scope, res, err != nil), extended)
 }
 
 // waitedOut is the ErrorResponse of a query whose turn did not come
 // within MaxWait.
 func (c *conn) waitedOut(scope scopeID, maxWait time.Duration) pgwire.ErrorResponse {
-	e := c.rejection(scope, floodgate.Result{}, false)
-	e.Detail = fmt.Sprintf("The %s query rate limit%s is reached, and the query waited its max_wait (%s) in line without its turn coming.", scope.label(), c.who(scope), maxWait)
+	e := c.adm.rejection(scope, floodgate.Result{}, false)
+	e.Detail = fmt.Sprintf("The %s query rate limit%s is reached, and the query waited its max_wait (%s) in line without its turn coming.", scope.label(), c.adm.who(scope), maxWait)
 	return e
 }

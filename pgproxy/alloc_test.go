@@ -38,7 +38,7 @@ func TestRelayAllocs(t *testing.T) {
 
 	up := &fakeConn{}
 	c := newConn(p, &fakeConn{})
-	c.params.User, c.ipKey = "alice", "192.0.2.1"
+	c.params.User, c.adm.user, c.adm.ipKey = "alice", "alice", "192.0.2.1"
 	c.uw = bufio.NewWriterSize(up, bufSize)
 	c.status.Store('I')
 	c.started = true

@@ -54,8 +54,8 @@ func TestClientAddr(t *testing.T) {
 			if err := c.readClientAddr(); err != nil {
 				t.Fatalf("readClientAddr: %v", err)
 			}
-			if c.ipKey != tc.key {
-				t.Errorf("per-IP key %q, want %q", c.ipKey, tc.key)
+			if c.adm.ipKey != tc.key {
+				t.Errorf("per-IP key %q, want %q", c.adm.ipKey, tc.key)
 			}
 			rest, _ := c.cr.Peek(5)
 			if read := string(rest) != "PROXY"; read != (tc.key == "192.0.2.7") {

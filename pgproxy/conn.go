@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 	"github.com/floodgate-go/floodgate/pgproxy/proxyproto"
@@ -41,8 +40,7 @@ type conn struct {
 	client net.Conn // raw, or the TLS connection over it
 	cr     *bufio.Reader
 	ip     netip.Addr // the client's address (PROXY protocol applied)
-	ipKey  string
-	ipLog  string // ip redacted for logs
+	ipLog  string     // ip redacted for logs
 
 	params pgwire.StartupParams
 
@@ -83,16 +81,14 @@ type conn struct {
 	readyCh      chan struct{} // signalled on every ReadyForQuery
 
 	// client-to-server state
-	started      bool                         // the server has ended the startup (its first ReadyForQuery)
-	authAnswered int64                        // answers to authentication requests forwarded
-	upMid        bool                         // the last write to the server ended inside a message
-	inCycle      bool                         // inside an extended-protocol cycle (after its first message, before Sync)
-	discarding   bool                         // dropping a rejected cycle's messages up to its Sync
-	exempt       bool                         // no query limits (replication)
-	lims         [numScopes]floodgate.Limiter // by scope, set before each decision; nil skips the scope
-	checkBuf     [numScopes]floodgate.Check
-	checkScope   [numScopes]scopeID // the scope of each check passed to AllowAll
-	out          []byte             // scratch for replies
+	started      bool      // the server has ended the startup (its first ReadyForQuery)
+	authAnswered int64     // answers to authentication requests forwarded
+	upMid        bool      // the last write to the server ended inside a message
+	inCycle      bool      // inside an extended-protocol cycle (after its first message, before Sync)
+	discarding   bool      // dropping a rejected cycle's messages up to its Sync
+	exempt       bool      // no query limits (replication)
+	adm          admission // the decisions under the limits (scope.go)
+	out          []byte    // scratch for replies
 
 	// The connection's concurrent-query slot (slot.go).
 	slotMu     sync.Mutex
@@ -108,6 +104,7 @@ func newConn(p *Proxy, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
 		p:          p,
+		adm:        admission{obs: p.obs},
 		raw:        nc,
 		client:     nc,
 		ctx:        ctx,
@@ -204,7 +201,7 @@ func addrOf(a net.Addr) netip.Addr {
 // for the listener's connection bound.
 func (c *conn) setIP(a netip.Addr) {
 	c.ip = a
-	c.ipKey, c.ipLog = ipKey(a), redactIP(a.Unmap().WithZone(""))
+	c.adm.ipKey, c.ipLog = ipKey(a), redactIP(a.Unmap().WithZone(""))
 }
 
 // fail logs why a client connection is closed before it is relayed. A
@@ -291,6 +288,7 @@ func (c *conn) startup() (packet []byte, ok bool) {
 				return nil, false
 			}
 			c.params = sp
+			c.adm.user = sp.User
 			return packet, true
 		}
 	}
@@ -478,12 +476,10 @@ func (c *conn) terminateUpstream() {
 
 // admitConnection applies the connection limits.
 func (c *conn) admitConnection() bool {
-	lim := c.p.limits.Load().Connections
-	if lim.PerUser == nil && lim.PerIP == nil {
+	if !c.adm.forConnection(c.p.limits.Load().Connections) {
 		return true
 	}
-	c.lims = [numScopes]floodgate.Limiter{scopeUser: lim.PerUser, scopeIP: lim.PerIP}
-	res, denied, err := c.allow(c.ctx)
+	res, denied, err := c.adm.allow(c.ctx)
 	if err == nil && denied == scopeNone {
 		return true
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 )
 
@@ -433,10 +432,9 @@ func (c *conn) replyDenied(e pgwire.ErrorResponse, extended bool) error {
 // those, or nil when no scope limits queries.
 func (c *conn) loadLimits() *Limits {
 	lim := c.p.limits.Load()
-	if lim.Global.Limiter == nil && lim.PerUser.Limiter == nil && lim.PerIP.Limiter == nil {
+	if !c.adm.forQueries(lim) {
 		return nil
 	}
-	c.lims = [numScopes]floodgate.Limiter{lim.Global.Limiter, lim.PerUser.Limiter, lim.PerIP.Limiter}
 	return lim
 }
 
