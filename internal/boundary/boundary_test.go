@@ -26,7 +26,7 @@ func deps(t *testing.T, pkg string) []string {
 }
 
 func TestLayers(t *testing.T) {
-	library := []string{"", "/algo", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httplimit"}
+	library := []string{"", "/algo", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httplimit", "/pgproxy/pgwire", "/pgproxy/proxyproto", "/pgproxy/pgmode"}
 	forbidden := []string{
 		mod + "/config", mod + "/daemon", mod + "/internal/yamlpos",
 		mod + "/proxy", mod + "/checkapi", mod + "/envoyrls", mod + "/envoyrules", mod + "/admin", mod + "/status",
@@ -51,12 +51,26 @@ func TestLayers(t *testing.T) {
 			}
 		}
 	}
-	// The configuration is a file model: no front end, no daemon.
+	// Packages that report through an Observer leave Prometheus to
+	// package metrics, which implements it.
+	for _, p := range []string{"/outbound", "/pgproxy"} {
+		for _, d := range deps(t, mod+p) {
+			if strings.HasPrefix(d, "github.com/prometheus/") {
+				t.Errorf("%s%s depends on %s: it reports to an Observer, and metrics exports", mod, p, d)
+			}
+		}
+	}
+	// The configuration is a file model: no front end, no daemon, no
+	// metrics. The enumerations it reads from a front end live in a leaf
+	// package of their own (pgproxy/pgmode).
 	for _, d := range deps(t, mod+"/config") {
-		for _, f := range []string{"/daemon", "/proxy", "/checkapi", "/envoyrls", "/admin", "/status"} {
+		for _, f := range []string{"/daemon", "/proxy", "/checkapi", "/envoyrls", "/pgproxy", "/admin", "/status", "/metrics"} {
 			if d == mod+f {
 				t.Errorf("config depends on %s: the front ends build on the configuration, not the reverse", d)
 			}
+		}
+		if strings.HasPrefix(d, "github.com/prometheus/") {
+			t.Errorf("config depends on %s: the configuration links no metrics library", d)
 		}
 	}
 }
