@@ -6,6 +6,7 @@ import (
 	"github.com/floodgate-go/floodgate/envoyrules"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 	"github.com/floodgate-go/floodgate/hybrid"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 	"github.com/floodgate-go/floodgate/memstore"
@@ -548,7 +549,7 @@ type Route struct {
 	Name string `yaml:"name"`
 
 	// Match selects the requests; absent matches every request.
-	Match httplimit.Match `yaml:"match"`
+	Match httpmatch.Match `yaml:"match"`
 
 	// Shadow decides and counts but never denies, to try limits on real
 	// traffic first: requests that would be denied are logged and counted.

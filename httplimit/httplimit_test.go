@@ -18,6 +18,7 @@ import (
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 )
 
 const client = "203.0.113.7:4711"
@@ -332,8 +333,8 @@ func TestSkip(t *testing.T) {
 func TestMatch(t *testing.T) {
 	e := newEnv(t)
 	h := mustNew(t, httplimit.Config{Rules: []httplimit.Rule{
-		{Limiter: e.limiter("a", floodgate.PerMinute(2)), Match: httplimit.PathPrefix("/a")},
-		{Limiter: e.limiter("b", floodgate.PerMinute(2)), Match: httplimit.PathPrefix("/b/")},
+		{Limiter: e.limiter("a", floodgate.PerMinute(2)), Match: httpmatch.PathPrefix("/a")},
+		{Limiter: e.limiter("b", floodgate.PerMinute(2)), Match: httpmatch.PathPrefix("/b/")},
 	}}).Handler(ok)
 	for _, p := range []string{"/a", "/a/x"} {
 		if rec := get(h, p, client); rec.Code != 200 {

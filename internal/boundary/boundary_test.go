@@ -1,7 +1,8 @@
 // Package boundary holds the test that keeps floodgate's layers apart: the
 // library a Go service imports never pulls in the daemon's configuration,
-// a YAML library, gRPC or Prometheus, and the observers (metrics, status)
-// depend on no engine. It also holds the checks of the repository's
+// a YAML library, gRPC or Prometheus, the request matcher (httpmatch)
+// depends on no limiter, and the observers (metrics, status) depend on no
+// engine. It also holds the checks of the repository's
 // Markdown (docs_test.go).
 package boundary
 
@@ -26,7 +27,7 @@ func deps(t *testing.T, pkg string) []string {
 }
 
 func TestLayers(t *testing.T) {
-	library := []string{"", "/algo", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httplimit", "/pgproxy/pgwire", "/pgproxy/proxyproto", "/pgproxy/pgmode"}
+	library := []string{"", "/algo", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httpmatch", "/httplimit", "/pgproxy/pgwire", "/pgproxy/proxyproto", "/pgproxy/pgmode"}
 	forbidden := []string{
 		mod + "/config", mod + "/daemon", mod + "/internal/yamlpos",
 		mod + "/proxy", mod + "/checkapi", mod + "/envoyrls", mod + "/envoyrules", mod + "/admin", mod + "/status",
@@ -49,6 +50,14 @@ func TestLayers(t *testing.T) {
 					t.Errorf("%s%s depends on %s%s: observers take interfaces, not an engine's concrete type", mod, p, mod, e)
 				}
 			}
+		}
+	}
+	// The request matcher is a leaf: the proxy's routes and the
+	// configuration's checks select requests without the middleware or any
+	// limiter.
+	for _, d := range deps(t, mod+"/httpmatch") {
+		if (d == mod || strings.HasPrefix(d, mod+"/")) && d != mod+"/httpmatch" && !strings.HasPrefix(d, mod+"/internal/") {
+			t.Errorf("httpmatch depends on %s: the matcher needs no limiter, middleware or front end", d)
 		}
 	}
 	// Packages that report through an Observer leave Prometheus to
