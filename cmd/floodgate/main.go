@@ -33,6 +33,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/daemon"
+	_ "github.com/floodgate-go/floodgate/internal/sighup" // before the other packages initialise
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 )
 
