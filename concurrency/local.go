@@ -79,8 +79,12 @@ type localKey struct{ name, key string }
 
 type holders struct {
 	tokens   map[string]int64 // token → expiry in clock nanoseconds, 0 for none
+	counted  int              // holds without a token (see acquire)
 	expiring int              // tokens with an expiry
 }
+
+// n is the number of holders.
+func (h *holders) n() int { return len(h.tokens) + h.counted }
 
 // NewLocal returns an empty Local store with the default options.
 func NewLocal() *Local { return NewLocalWith(LocalOptions{}) }
@@ -112,20 +116,29 @@ var _ Store = (*Local)(nil)
 
 // Acquire implements Store. It fails only with ErrStoreFull.
 func (s *Local) Acquire(_ context.Context, name, key, token string, limit int, ttl time.Duration) (Grant, error) {
+	return s.acquire(name, key, token, false, limit, ttl)
+}
+
+// acquire is Acquire, and when counted is true a hold without a token:
+// a Permit of a Limiter over this store, whose one Release the Limiter
+// guarantees, is counted rather than named, so that a request pays for no
+// token and no entry of its own (the admitted path of an in-process
+// Throttle). Counted holds never expire; they are released by release.
+func (s *Local) acquire(name, key, token string, counted bool, limit int, ttl time.Duration) (Grant, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := localKey{name, key}
 	h := s.keys[k]
-	if h != nil && len(h.tokens) >= limit && h.expiring > 0 {
+	if h != nil && h.n() >= limit && h.expiring > 0 {
 		h = s.expire(k, h, s.clock.UnixNano())
 	}
 	if h != nil {
-		if _, ok := h.tokens[token]; ok {
+		if _, ok := h.tokens[token]; ok && !counted {
 			// A token already holding is not a second holder.
-			return Grant{Acquired: true, InFlight: len(h.tokens), Lease: max(ttl, 0), Source: LocalSource}, nil
+			return Grant{Acquired: true, InFlight: h.n(), Lease: max(ttl, 0), Source: LocalSource}, nil
 		}
-		if len(h.tokens) >= limit {
-			return Grant{InFlight: len(h.tokens), Source: LocalSource}, nil
+		if h.n() >= limit {
+			return Grant{InFlight: h.n(), Source: LocalSource}, nil
 		}
 	} else if limit <= 0 {
 		return Grant{Source: LocalSource}, nil
@@ -138,7 +151,7 @@ func (s *Local) Acquire(_ context.Context, name, key, token string, limit int, t
 		if s.holds >= s.maxHolds {
 			n := 0
 			if h != nil {
-				n = len(h.tokens)
+				n = h.n()
 			}
 			return Grant{InFlight: n, Source: LocalSource}, ErrStoreFull
 		}
@@ -148,14 +161,18 @@ func (s *Local) Acquire(_ context.Context, name, key, token string, limit int, t
 		s.keys[k] = h
 		s.peak = max(s.peak, len(s.keys))
 	}
+	s.holds++
+	if counted {
+		h.counted++
+		return Grant{Acquired: true, InFlight: h.n(), Source: LocalSource}, nil
+	}
 	var exp int64
 	if ttl > 0 {
 		exp = s.clock.UnixNano() + int64(ttl)
 		s.expires(h, exp)
 	}
 	h.tokens[token] = exp
-	s.holds++
-	return Grant{Acquired: true, InFlight: len(h.tokens), Lease: max(ttl, 0), Source: LocalSource}, nil
+	return Grant{Acquired: true, InFlight: h.n(), Lease: max(ttl, 0), Source: LocalSource}, nil
 }
 
 // Renew implements Store. A hold without expiry stays without one unless
@@ -196,10 +213,26 @@ func (s *Local) Release(_ context.Context, name, key, token string) error {
 	if exp, ok := h.tokens[token]; ok {
 		s.forget(h, token, exp)
 	}
-	if len(h.tokens) == 0 {
+	if h.n() == 0 {
 		s.drop(k, h)
 	}
 	return nil
+}
+
+// releaseCounted ends one counted hold of key (see acquire).
+func (s *Local) releaseCounted(name, key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := localKey{name, key}
+	h := s.keys[k]
+	if h == nil || h.counted == 0 {
+		return // cannot happen: the Limiter releases each counted hold once
+	}
+	h.counted--
+	s.holds--
+	if h.n() == 0 {
+		s.drop(k, h)
+	}
 }
 
 // expires counts a hold of h that runs out at exp, and has the janitor
@@ -288,7 +321,7 @@ func (s *Local) expire(k localKey, h *holders, now int64) *holders {
 			s.forget(h, t, exp)
 		}
 	}
-	if len(h.tokens) == 0 {
+	if h.n() == 0 {
 		s.drop(k, h)
 		return nil
 	}
@@ -331,7 +364,18 @@ func (s *Local) InFlight(name, key string) int {
 	if h = s.expire(k, h, s.clock.UnixNano()); h == nil {
 		return 0
 	}
-	return len(h.tokens)
+	return h.n()
+}
+
+// count returns the number of holds of key under name, those whose
+// lease ran out but that no sweep has dropped yet included.
+func (s *Local) count(name, key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.keys[localKey{name, key}]; h != nil {
+		return h.n()
+	}
+	return 0
 }
 
 // Len returns the number of holds the store keeps, those whose lease ran
