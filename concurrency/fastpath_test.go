@@ -3,6 +3,7 @@ package concurrency_test
 import (
 	"context"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -138,11 +139,14 @@ func TestHandOffRespectsLoweredLimit(t *testing.T) {
 	ctx := context.Background()
 	_, p1 := l.Acquire(ctx, "")
 	_, p2 := l.Acquire(ctx, "")
-	got := make(chan concurrency.Result, 1)
+	type answer struct {
+		r concurrency.Result
+		p *concurrency.Permit
+	}
+	got := make(chan answer, 1)
 	go func() {
 		r, p := l.Acquire(ctx, "")
-		got <- r
-		p.Release()
+		got <- answer{r, p}
 	}()
 	waitQueued(t, l, 1)
 	rec.mu.Lock()
@@ -154,9 +158,11 @@ func TestHandOffRespectsLoweredLimit(t *testing.T) {
 		t.Fatalf("after the first release %d holders, want 1 (limit 1)", n)
 	}
 	p2.Release()
-	if r := <-got; !r.Allowed || r.InFlight != 1 || r.Limit != 1 {
-		t.Fatalf("waiter: %+v", r)
+	a := <-got
+	if !a.r.Allowed || a.r.InFlight != 1 || a.r.Limit != 1 {
+		t.Fatalf("waiter: %+v", a.r)
 	}
+	a.p.Release()
 	if n := store.InFlight(concurrency.DefaultName, ""); n != 0 {
 		t.Fatalf("%d holders left", n)
 	}
@@ -228,5 +234,29 @@ func TestDoReleasesOnPanic(t *testing.T) {
 	defer rec.mu.Unlock()
 	if len(rec.samples) != 2 {
 		t.Fatalf("samples %+v, want the two Releases' only", rec.samples)
+	}
+}
+
+// TestEmptiedKeysAreForgotten: a Local keeps a key emptied of holders for
+// a while (a busy key empties between most requests), but only the latest
+// few: slots taken and freed on as many keys as clients care to name cost
+// no memory once freed.
+func TestEmptiedKeysAreForgotten(t *testing.T) {
+	store := concurrency.NewLocal()
+	l := newLimiter(t, store, concurrency.Options{Limit: 1})
+	work := func(concurrency.Result) concurrency.Outcome { return concurrency.Success }
+	l.Do(context.Background(), "warm", work)
+	before := liveHeap()
+	for i := range 100_000 {
+		if !l.Do(context.Background(), "client:"+strconv.Itoa(i), work).Allowed {
+			t.Fatal("refused")
+		}
+	}
+	after := liveHeap()
+	if grew := int64(after) - int64(before); grew > 1<<20 {
+		t.Fatalf("heap grew %d bytes after 100,000 keys were freed", grew)
+	}
+	if n := store.Len(); n != 0 {
+		t.Fatalf("%d holds left", n)
 	}
 }

@@ -150,7 +150,7 @@ func (l *Limiter) Acquire(ctx context.Context, key string) (Result, *Permit) {
 	if !res.Allowed {
 		return res, nil
 	}
-	p := &Permit{l: l, key: key, inFlight: res.InFlight}
+	p := &Permit{l: l, key: key, local: g.local, inFlight: res.InFlight}
 	if l.ctl != nil {
 		p.start = time.Now() // only a Controller reads the work's latency
 	}
@@ -182,7 +182,7 @@ func (l *Limiter) Do(ctx context.Context, key string, work func(Result) Outcome)
 		o = work(res)
 		return res
 	}
-	res, _ := l.acquire(ctx, key, "", 0)
+	res, g := l.acquire(ctx, key, "", 0)
 	if !res.Allowed {
 		return res
 	}
@@ -191,16 +191,17 @@ func (l *Limiter) Do(ctx context.Context, key string, work func(Result) Outcome)
 		start = time.Now()
 	}
 	o := Ignore
-	defer func() { l.releaseCounted(key, start, res.InFlight, o) }()
+	defer func() { l.releaseCounted(key, g.local, start, res.InFlight, o) }()
 	o = work(res)
 	return res
 }
 
-// releaseCounted frees a counted slot of key (see Acquire), granted at
-// start with inFlight holders, whose work ended with o.
-func (l *Limiter) releaseCounted(key string, start time.Time, inFlight int, o Outcome) {
-	if l.waiting.Load() == 0 || !l.handOff(key) {
-		l.local.releaseCounted(l.name, key)
+// releaseCounted frees a counted slot of key, whose holders in the Local
+// are h (see Acquire), granted at start with inFlight holders, whose work
+// ended with o.
+func (l *Limiter) releaseCounted(key string, h *holders, start time.Time, inFlight int, o Outcome) {
+	if l.waiting.Load() == 0 || !l.handOff(key, h) {
+		l.local.releaseCounted(l.name, key, h)
 		l.wake(key)
 	}
 	l.observe(start, inFlight, o)
@@ -365,6 +366,7 @@ type waiter struct {
 	// number of holders then.
 	granted  atomic.Bool
 	inFlight int
+	local    *holders // the holders of the slot handed over
 
 	deadline *time.Timer // stopped while the waiter is not in a queue
 }
@@ -390,6 +392,7 @@ func putWaiter(w *waiter) {
 	}
 	w.head.Store(false)
 	w.granted.Store(false)
+	w.local = nil
 	waiters.Put(w)
 }
 
@@ -482,7 +485,7 @@ func (l *Limiter) granted(w *waiter, start time.Time) (Result, Grant) {
 	if !start.IsZero() {
 		res.Waited = time.Since(start)
 	}
-	return res, Grant{Acquired: true, InFlight: w.inFlight, Source: LocalSource}
+	return res, Grant{Acquired: true, InFlight: w.inFlight, Source: LocalSource, local: w.local}
 }
 
 // leave takes w out of key's queue, under mu, unless a release handed it
@@ -531,19 +534,19 @@ func (l *Limiter) remove(key string, q *queue, i int, more bool) {
 // key's queue when it waits for a counted slot and the limit has room for
 // it still (a Controller may have lowered it), and reports whether it did.
 // The slot then stays held in the store, by the waiter.
-func (l *Limiter) handOff(key string) bool {
+func (l *Limiter) handOff(key string, h *holders) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	q := l.queues[key]
 	if q == nil || len(q.w) == 0 || !q.w[0].counted {
 		return false
 	}
-	n := l.local.count(l.name, key)
+	n := l.local.holding(h)
 	if n > l.Limit() {
 		return false
 	}
 	w := q.w[0]
-	w.inFlight = n
+	w.inFlight, w.local = n, h
 	w.granted.Store(true)
 	l.remove(key, q, 0, n < l.Limit())
 	signal(w.ch)
@@ -593,6 +596,7 @@ type Permit struct {
 	l        *Limiter
 	key      string
 	h        *hold       // the slot held by token; nil for a counted slot of a Local
+	local    *holders    // a counted slot's holders in the Local
 	released atomic.Bool // for a counted slot (a hold has its own)
 	start    time.Time   // of the grant, when the Limiter has a Controller
 	inFlight int
@@ -633,7 +637,7 @@ func (p *Permit) ReleaseWith(o Outcome) {
 		return
 	}
 	if p.released.CompareAndSwap(false, true) {
-		p.l.releaseCounted(p.key, p.start, p.inFlight, o)
+		p.l.releaseCounted(p.key, p.local, p.start, p.inFlight, o)
 	}
 }
 

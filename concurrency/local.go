@@ -69,6 +69,7 @@ type Local struct {
 	keys       map[localKey]*holders
 	peak       int        // the most keys since keys was last rebuilt
 	spare      []*holders // empty, for reuse; under mu
+	parked     parkedKeys // keys emptied of holders, kept a while
 	holds      int        // tokens of every key
 	expiring   int        // of them, those with an expiry
 	nextExpiry int64      // no hold expires before; math.MaxInt64 for none
@@ -81,6 +82,7 @@ type holders struct {
 	tokens   map[string]int64 // token → expiry in clock nanoseconds, 0 for none
 	counted  int              // holds without a token (see acquire)
 	expiring int              // tokens with an expiry
+	parked   bool             // in Local.parked
 }
 
 // n is the number of holders.
@@ -130,7 +132,7 @@ func (s *Local) acquire(name, key, token string, counted bool, limit int, ttl ti
 	k := localKey{name, key}
 	h := s.keys[k]
 	if h != nil && h.n() >= limit && h.expiring > 0 {
-		h = s.expire(k, h, s.clock.UnixNano())
+		s.expire(k, h, s.clock.UnixNano())
 	}
 	if h != nil {
 		if _, ok := h.tokens[token]; ok && !counted {
@@ -164,7 +166,7 @@ func (s *Local) acquire(name, key, token string, counted bool, limit int, ttl ti
 	s.holds++
 	if counted {
 		h.counted++
-		return Grant{Acquired: true, InFlight: h.n(), Source: LocalSource}, nil
+		return Grant{Acquired: true, InFlight: h.n(), Source: LocalSource, local: h}, nil
 	}
 	var exp int64
 	if ttl > 0 {
@@ -214,25 +216,33 @@ func (s *Local) Release(_ context.Context, name, key, token string) error {
 		s.forget(h, token, exp)
 	}
 	if h.n() == 0 {
-		s.drop(k, h)
+		s.emptied(k, h)
 	}
 	return nil
 }
 
-// releaseCounted ends one counted hold of key (see acquire).
-func (s *Local) releaseCounted(name, key string) {
+// releaseCounted ends one counted hold of key, whose holders are h (the
+// Grant's): h stays the key's while the hold lasts, so the release looks
+// nothing up.
+func (s *Local) releaseCounted(name, key string, h *holders) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := localKey{name, key}
-	h := s.keys[k]
-	if h == nil || h.counted == 0 {
+	if h.counted == 0 {
 		return // cannot happen: the Limiter releases each counted hold once
 	}
 	h.counted--
 	s.holds--
 	if h.n() == 0 {
-		s.drop(k, h)
+		s.emptied(localKey{name, key}, h)
 	}
+}
+
+// holding returns the number of holders in h, the holders of a key the
+// caller holds.
+func (s *Local) holding(h *holders) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return h.n()
 }
 
 // expires counts a hold of h that runs out at exp, and has the janitor
@@ -294,7 +304,7 @@ func (s *Local) sweep(now int64) {
 		if h.expiring == 0 {
 			continue
 		}
-		if s.expire(k, h, now) == nil {
+		if s.expire(k, h, now); h.n() == 0 {
 			continue
 		}
 		for _, exp := range h.tokens {
@@ -313,19 +323,16 @@ func (s *Local) sweep(now int64) {
 	}
 }
 
-// expire drops the holds of h, the holders of k, that ran out by now,
-// and k itself when none is left: it returns h, or nil when k is gone.
-func (s *Local) expire(k localKey, h *holders, now int64) *holders {
+// expire drops the holds of h, the holders of k, that ran out by now.
+func (s *Local) expire(k localKey, h *holders, now int64) {
 	for t, exp := range h.tokens {
 		if exp != 0 && exp <= now {
 			s.forget(h, t, exp)
 		}
 	}
 	if h.n() == 0 {
-		s.drop(k, h)
-		return nil
+		s.emptied(k, h)
 	}
-	return h
 }
 
 // newHolders returns an empty holders, a spare one when there is one: a
@@ -340,15 +347,48 @@ func (s *Local) newHolders() *holders {
 	return &holders{tokens: make(map[string]int64)}
 }
 
-// drop forgets key k, whose holders h is empty, and keeps h as a spare.
-func (s *Local) drop(k localKey, h *holders) {
-	delete(s.keys, k)
-	if len(s.spare) < maxSpare {
-		s.spare = append(s.spare, h)
+// emptied parks key k, whose holders h has just emptied: k stays in the
+// map until maxSpare keys emptied after it, so that a key whose work is
+// short (empty between most of its requests) is not deleted and inserted
+// again on every request. The oldest parked key is then forgotten if it is
+// empty still, and its holders kept as a spare. At most maxSpare empty keys
+// are kept.
+func (s *Local) emptied(k localKey, h *holders) {
+	if h.parked {
+		return
 	}
+	p := &s.parked
+	if p.n == len(p.keys) {
+		old := p.keys[p.first]
+		p.keys[p.first] = parkedKey{}
+		p.first = (p.first + 1) % len(p.keys)
+		p.n--
+		old.h.parked = false
+		if old.h.n() == 0 {
+			delete(s.keys, old.k)
+			if len(s.spare) < maxSpare {
+				s.spare = append(s.spare, old.h)
+			}
+		}
+	}
+	h.parked = true
+	p.keys[(p.first+p.n)%len(p.keys)] = parkedKey{k, h}
+	p.n++
 }
 
-// maxSpare bounds the spare holders a Local keeps.
+// parkedKeys is a ring of keys whose holders emptied, oldest first. A key
+// is in it once (holders.parked): it may have holders again meanwhile.
+type parkedKeys struct {
+	keys     [maxSpare]parkedKey
+	first, n int
+}
+
+type parkedKey struct {
+	k localKey
+	h *holders
+}
+
+// maxSpare bounds the spare holders a Local keeps, and its parked keys.
 const maxSpare = 64
 
 // InFlight returns the number of live holders of key under the Limiter
@@ -361,21 +401,8 @@ func (s *Local) InFlight(name, key string) int {
 	if h == nil {
 		return 0
 	}
-	if h = s.expire(k, h, s.clock.UnixNano()); h == nil {
-		return 0
-	}
+	s.expire(k, h, s.clock.UnixNano())
 	return h.n()
-}
-
-// count returns the number of holds of key under name, those whose
-// lease ran out but that no sweep has dropped yet included.
-func (s *Local) count(name, key string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h := s.keys[localKey{name, key}]; h != nil {
-		return h.n()
-	}
-	return 0
 }
 
 // Len returns the number of holds the store keeps, those whose lease ran
