@@ -1,7 +1,7 @@
 // Package boundary holds the test that keeps floodgate's layers apart: the
 // library a Go service imports never pulls in the daemon's configuration,
-// a YAML library, gRPC or Prometheus, and the observers (metrics, status)
-// depend on no engine. It also holds the checks of the repository's
+// a YAML library, gRPC or Prometheus, httplimit links no engine and no
+// Redis client, and the observers (metrics, status) depend on no engine. It also holds the checks of the repository's
 // Markdown (docs_test.go).
 package boundary
 
@@ -26,7 +26,7 @@ func deps(t *testing.T, pkg string) []string {
 }
 
 func TestLayers(t *testing.T) {
-	library := []string{"", "/algo", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httplimit"}
+	library := []string{"", "/algo", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httplimit", "/httplimit/quick"}
 	forbidden := []string{
 		mod + "/config", mod + "/daemon", mod + "/internal/yamlpos",
 		mod + "/proxy", mod + "/checkapi", mod + "/envoyrls", mod + "/envoyrules", mod + "/admin", mod + "/status",
@@ -48,6 +48,17 @@ func TestLayers(t *testing.T) {
 				if d == mod+e {
 					t.Errorf("%s%s depends on %s%s: observers take interfaces, not an engine's concrete type", mod, p, mod, e)
 				}
+			}
+		}
+	}
+	// The middleware takes any floodgate.Limiter, so it links no engine and
+	// no Redis client: the program chooses its store, or httplimit/quick
+	// chooses one for it. failover is forbidden whole, its stores and its
+	// Guard alike: httplimit needs neither.
+	for _, d := range deps(t, mod+"/httplimit") {
+		for _, e := range []string{mod + "/memstore", mod + "/redisstore", mod + "/hybrid", mod + "/failover", "github.com/redis/go-redis/"} {
+			if d == e || strings.HasPrefix(d, strings.TrimSuffix(e, "/")+"/") {
+				t.Errorf("%s/httplimit depends on %s: the middleware takes a limiter, it does not choose an engine (the one-liners that do live in httplimit/quick)", mod, d)
 			}
 		}
 	}
