@@ -36,6 +36,7 @@ var docPackages = map[string]string{
 	"floodgatetest": "github.com/floodgate-go/floodgate/floodgatetest",
 	"httplimit":     "github.com/floodgate-go/floodgate/httplimit",
 	"httpmatch":     "github.com/floodgate-go/floodgate/httpmatch",
+	"quick":         "github.com/floodgate-go/floodgate/httplimit/quick",
 	"hybrid":        "github.com/floodgate-go/floodgate/hybrid",
 	"memstore":      "github.com/floodgate-go/floodgate/memstore",
 	"redisstore":    "github.com/floodgate-go/floodgate/redisstore",

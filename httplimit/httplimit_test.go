@@ -640,50 +640,6 @@ func TestHandlerAddsToFields(t *testing.T) {
 	}
 }
 
-func TestOneLiners(t *testing.T) {
-	user := func(r *http.Request) string { return r.Header.Get("X-Test-User") }
-	for _, tc := range []struct {
-		name string
-		mw   func(http.Handler) http.Handler
-		a, b []string // header pairs of two clients that share an address
-	}{
-		{"LimitByIP", httplimit.LimitByIP(2, time.Minute), nil, nil},
-		{"LimitByHeader", httplimit.LimitByHeader("X-API-Key", 2, time.Minute), []string{"X-API-Key", "a"}, []string{"X-API-Key", "b"}},
-		{"LimitByUser", httplimit.LimitByUser(user, 2, time.Minute), []string{"X-Test-User", "alice"}, []string{"X-Test-User", "bob"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := tc.mw(ok)
-			for i, want := range []int{200, 200, 429} {
-				if rec := get(h, "/", client, tc.a...); rec.Code != want || rec.Header().Get("X-RateLimit-Limit") != "2" {
-					t.Fatalf("request %d: %d %v, want %d with headers", i+1, rec.Code, rec.Header(), want)
-				}
-			}
-			other := get(h, "/", "198.51.100.9:1", tc.b...)
-			if tc.b != nil {
-				// Another key from the same address.
-				other = get(h, "/", client, tc.b...)
-			}
-			if other.Code != 200 {
-				t.Fatalf("another client: %d, want its own limit", other.Code)
-			}
-		})
-	}
-	for _, bad := range []func(){
-		func() { httplimit.LimitByIP(0, time.Minute) },
-		func() { httplimit.LimitByIP(10, 0) },
-		func() { httplimit.LimitByHeader("X-Key", -1, time.Second) },
-	} {
-		func() {
-			defer func() {
-				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "httplimit: LimitBy") {
-					t.Errorf("recover() = %v, want a panic naming the call", r)
-				}
-			}()
-			bad()
-		}()
-	}
-}
-
 // TestTierOfOncePerRequest: the tier is looked up when the request is
 // decided, and the headers describe the set the Result names, so TierOf
 // runs once per request, as Policy.TierOf documents.

@@ -1,8 +1,9 @@
 // Package boundary holds the test that keeps floodgate's layers apart: the
 // library a Go service imports never pulls in the daemon's configuration,
 // a YAML library, gRPC or Prometheus, the request matcher (httpmatch)
-// depends on no limiter, and the observers (metrics, status) depend on no
-// engine. It also holds the checks of the repository's
+// depends on no limiter, httplimit links no engine and no Redis client, and
+// the observers (metrics, status) depend on no engine. It also holds the
+// checks of the repository's
 // Markdown (docs_test.go).
 package boundary
 
@@ -27,7 +28,7 @@ func deps(t *testing.T, pkg string) []string {
 }
 
 func TestLayers(t *testing.T) {
-	library := []string{"", "/algo", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httpmatch", "/httplimit", "/pgproxy/pgwire", "/pgproxy/proxyproto", "/pgproxy/pgmode"}
+	library := []string{"", "/algo", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httpmatch", "/httplimit", "/httplimit/quick", "/pgproxy/pgwire", "/pgproxy/proxyproto", "/pgproxy/pgmode"}
 	forbidden := []string{
 		mod + "/config", mod + "/daemon", mod + "/internal/yamlpos",
 		mod + "/proxy", mod + "/checkapi", mod + "/envoyrls", mod + "/envoyrules", mod + "/admin", mod + "/status",
@@ -49,6 +50,17 @@ func TestLayers(t *testing.T) {
 				if d == mod+e {
 					t.Errorf("%s%s depends on %s%s: observers take interfaces, not an engine's concrete type", mod, p, mod, e)
 				}
+			}
+		}
+	}
+	// The middleware takes any floodgate.Limiter, so it links no engine and
+	// no Redis client: the program chooses its store, or httplimit/quick
+	// chooses one for it. failover is forbidden whole, its stores and its
+	// Guard alike: httplimit needs neither.
+	for _, d := range deps(t, mod+"/httplimit") {
+		for _, e := range []string{mod + "/memstore", mod + "/redisstore", mod + "/hybrid", mod + "/failover", "github.com/redis/go-redis/"} {
+			if d == e || strings.HasPrefix(d, strings.TrimSuffix(e, "/")+"/") {
+				t.Errorf("%s/httplimit depends on %s: the middleware takes a limiter, it does not choose an engine (the one-liners that do live in httplimit/quick)", mod, d)
 			}
 		}
 	}
