@@ -135,17 +135,6 @@ func (g *Guard) Reset(ctx context.Context, set *algo.Set, key string) error {
 	return nil
 }
 
-// Do makes fn a call of the Guard's remote backend under its Breaker, as
-// Decide's calls are, with op and policy naming it in an *Error.
-//
-// Deprecated: call fn through Breaker().Do.
-func (g *Guard) Do(ctx context.Context, op Op, policy string, fn func(context.Context) error) error {
-	if st, err := g.br.call(ctx, op, policy, fn); st != ok {
-		return &Error{Op: op, Policy: policy, Err: err}
-	}
-	return nil
-}
-
 // A remoteCall is a call of the remote store that call makes in place of
 // one of its Store methods.
 type remoteCall func(context.Context) (algo.Verdict, error)
