@@ -12,8 +12,8 @@ const RetryNever = algo.Never
 
 // A Source names what made a decision. Engines and compositions define
 // their own (memstore.Source is "memory", redisstore.Source "redis", the
-// hybrid package's "hybrid:local", "hybrid:global" and
-// "hybrid:local-fallback"); the ones below are shared by every front end.
+// hybrid package's "hybrid:local" and "hybrid:global"); the ones below are
+// shared by every engine and front end.
 type Source string
 
 // The sources front ends act on.
@@ -26,6 +26,14 @@ const (
 	// request. The limiter, not the client, failed: an HTTP front end
 	// answers 503, not 429.
 	SourceFailClosed Source = "fail-closed"
+
+	// SourceLocalFallback: the remote engine failed, timed out or was cut
+	// off by its circuit breaker, and a store in this process decided
+	// instead: a failover.Store's Options.Local under LocalFallback (the
+	// whole limit, per instance) or a hybrid store's local filter (its share
+	// of the limit). The limit holds per instance until the remote engine is
+	// back.
+	SourceLocalFallback Source = "local-fallback"
 
 	// SourcePolicy: the policy alone decided, without asking an engine: the
 	// cost is above a limit's capacity and can never pass.

@@ -19,9 +19,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/envoyrules"
-	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
-	"github.com/floodgate-go/floodgate/hybrid"
 )
 
 // kind is what a descriptor's rule does with its limit.
@@ -640,7 +638,7 @@ func (s *Service) addHeaders(ctx context.Context, rs *ruleSet, resp *rlsv3.RateL
 // by the storage (which the Result's Source names).
 func outage(src floodgate.Source) bool {
 	switch src {
-	case floodgate.SourceFailOpen, floodgate.SourceFailClosed, failover.SourceLocalFallback, hybrid.SourceLocalFallback:
+	case floodgate.SourceFailOpen, floodgate.SourceFailClosed, floodgate.SourceLocalFallback:
 		return true
 	}
 	return false
