@@ -80,6 +80,31 @@ type Result struct {
 	Policy string
 }
 
+// FromFailureMode reports whether a failure mode decided r because the
+// remote engine failed, timed out or was cut off by its circuit breaker:
+// whether r.Source is SourceFailOpen, SourceFailClosed or
+// SourceLocalFallback. No other Source counts: SourcePolicy is a decision
+// made without an engine, not a failure, and an engine's own Sources
+// (memory, redis, hybrid:local, hybrid:global) are decisions on the state
+// it holds.
+func (r Result) FromFailureMode() bool {
+	switch r.Source {
+	case SourceFailOpen, SourceFailClosed, SourceLocalFallback:
+		return true
+	}
+	return false
+}
+
+// HasState reports whether r's Limit, Remaining and ResetAfter describe
+// the state of a limit that was read: false when r has no Set (a
+// fail-open Result, or the Result of an error) or its Source is
+// SourceFailOpen or SourceFailClosed, the failure modes that decide
+// without reading any state. A SourceLocalFallback Result has state, the
+// local store's. Front ends advertise a quota only for a Result with state.
+func (r Result) HasState() bool {
+	return r.Set != nil && r.Source != SourceFailOpen && r.Source != SourceFailClosed
+}
+
 // result builds the Result of set's Verdict v.
 func (s *LimitSet) result(v algo.Verdict) Result {
 	return Result{

@@ -427,7 +427,7 @@ func appendResult(b []byte, res *floodgate.Result) []byte {
 	b = appendJSONString(b, res.Policy)
 	b = append(b, `,"source":`...)
 	b = appendJSONString(b, string(res.Source))
-	if res.Set != nil && res.Source != floodgate.SourceFailOpen && res.Source != floodgate.SourceFailClosed {
+	if res.HasState() {
 		l := res.Limit
 		b = append(b, `,"limit":{"rate":`...)
 		b = strconv.AppendInt(b, l.Rate, 10)
