@@ -53,7 +53,9 @@ type Config struct {
 	// MaxBody bounds the request body in bytes; 0 means DefaultMaxBody.
 	MaxBody int64
 
-	// Headers selects the rate-limit header fields, as for the proxy.
+	// Headers selects the rate-limit header fields, as for the proxy:
+	// DisableRetryAfter leaves Retry-After out of 429 and fail-closed 503
+	// answers alike.
 	Headers httplimit.Headers
 
 	// Policies are the limiters by policy name. SetPolicies replaces them.
@@ -352,10 +354,9 @@ func (c *API) serveCheck(w http.ResponseWriter, r *http.Request) {
 		c.sample.Denied(r.Context(), "check", st.charges[drive].Key, &res, false)
 	}
 	h := w.Header()
+	// The headers include a fail-closed denial's Retry-After, unless
+	// Headers.DisableRetryAfter leaves it out.
 	v.Headers(func(name, value string) { h[name] = append(h[name], value) })
-	if status == http.StatusServiceUnavailable && res.RetryAfter > 0 && res.RetryAfter != floodgate.RetryNever {
-		h["Retry-After"] = []string{strconv.FormatInt(max(int64((res.RetryAfter+time.Second-1)/time.Second), 1), 10)}
-	}
 	h["Content-Type"] = []string{"application/json"}
 	b := appendResult(st.out, &res)
 	if batch {
