@@ -344,13 +344,14 @@ func (c *API) serveCheck(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, "the rate limiter could not decide: "+err.Error())
 		return
 	}
-	status := http.StatusOK
-	switch {
-	case res.Allowed:
-	case res.Source == floodgate.SourceFailClosed:
-		status = http.StatusServiceUnavailable
-	default:
-		status = http.StatusTooManyRequests
+	// The status of a refusal is the middleware's (429 for a limit's
+	// denial, 503 when the engine failed closed); what is served is 200
+	// here, with the Result as its body.
+	status := v.Status()
+	switch status {
+	case 0:
+		status = http.StatusOK
+	case http.StatusTooManyRequests:
 		c.sample.Denied(r.Context(), "check", st.charges[drive].Key, &res, false)
 	}
 	h := w.Header()
