@@ -12,8 +12,8 @@ const RetryNever = algo.Never
 
 // A Source names what made a decision. Engines and compositions define
 // their own (memstore.Source is "memory", redisstore.Source "redis", the
-// hybrid package's "hybrid:local", "hybrid:global" and
-// "hybrid:local-fallback"); the ones below are shared by every front end.
+// hybrid package's "hybrid:local" and "hybrid:global"); the ones below are
+// shared by every engine and front end.
 type Source string
 
 // The sources front ends act on.
@@ -26,6 +26,14 @@ const (
 	// request. The limiter, not the client, failed: an HTTP front end
 	// answers 503, not 429.
 	SourceFailClosed Source = "fail-closed"
+
+	// SourceLocalFallback: the remote engine failed, timed out or was cut
+	// off by its circuit breaker, and a store in this process decided
+	// instead: a failover.Store's Options.Local under LocalFallback (the
+	// whole limit, per instance) or a hybrid store's local filter (its share
+	// of the limit). The limit holds per instance until the remote engine is
+	// back.
+	SourceLocalFallback Source = "local-fallback"
 
 	// SourcePolicy: the policy alone decided, without asking an engine: the
 	// cost is above a limit's capacity and can never pass.
@@ -70,6 +78,31 @@ type Result struct {
 
 	// Policy is the name of the policy that decided.
 	Policy string
+}
+
+// FromFailureMode reports whether a failure mode decided r because the
+// remote engine failed, timed out or was cut off by its circuit breaker:
+// whether r.Source is SourceFailOpen, SourceFailClosed or
+// SourceLocalFallback. No other Source counts: SourcePolicy is a decision
+// made without an engine, not a failure, and an engine's own Sources
+// (memory, redis, hybrid:local, hybrid:global) are decisions on the state
+// it holds.
+func (r Result) FromFailureMode() bool {
+	switch r.Source {
+	case SourceFailOpen, SourceFailClosed, SourceLocalFallback:
+		return true
+	}
+	return false
+}
+
+// HasState reports whether r's Limit, Remaining and ResetAfter describe
+// the state of a limit that was read: false when r has no Set (a
+// fail-open Result, or the Result of an error) or its Source is
+// SourceFailOpen or SourceFailClosed, the failure modes that decide
+// without reading any state. A SourceLocalFallback Result has state, the
+// local store's. Front ends advertise a quota only for a Result with state.
+func (r Result) HasState() bool {
+	return r.Set != nil && r.Source != SourceFailOpen && r.Source != SourceFailClosed
 }
 
 // result builds the Result of set's Verdict v.

@@ -53,7 +53,9 @@ type Config struct {
 	// MaxBody bounds the request body in bytes; 0 means DefaultMaxBody.
 	MaxBody int64
 
-	// Headers selects the rate-limit header fields, as for the proxy.
+	// Headers selects the rate-limit header fields, as for the proxy:
+	// DisableRetryAfter leaves Retry-After out of 429 and fail-closed 503
+	// answers alike.
 	Headers httplimit.Headers
 
 	// Policies are the limiters by policy name. SetPolicies replaces them.
@@ -342,20 +344,20 @@ func (c *API) serveCheck(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, "the rate limiter could not decide: "+err.Error())
 		return
 	}
-	status := http.StatusOK
-	switch {
-	case res.Allowed:
-	case res.Source == floodgate.SourceFailClosed:
-		status = http.StatusServiceUnavailable
-	default:
-		status = http.StatusTooManyRequests
+	// The status of a refusal is the middleware's (429 for a limit's
+	// denial, 503 when the engine failed closed); what is served is 200
+	// here, with the Result as its body.
+	status := v.Status()
+	switch status {
+	case 0:
+		status = http.StatusOK
+	case http.StatusTooManyRequests:
 		c.sample.Denied(r.Context(), "check", st.charges[drive].Key, &res, false)
 	}
 	h := w.Header()
+	// The headers include a fail-closed denial's Retry-After, unless
+	// Headers.DisableRetryAfter leaves it out.
 	v.Headers(func(name, value string) { h[name] = append(h[name], value) })
-	if status == http.StatusServiceUnavailable && res.RetryAfter > 0 && res.RetryAfter != floodgate.RetryNever {
-		h["Retry-After"] = []string{strconv.FormatInt(max(int64((res.RetryAfter+time.Second-1)/time.Second), 1), 10)}
-	}
 	h["Content-Type"] = []string{"application/json"}
 	b := appendResult(st.out, &res)
 	if batch {
@@ -427,7 +429,7 @@ func appendResult(b []byte, res *floodgate.Result) []byte {
 	b = appendJSONString(b, res.Policy)
 	b = append(b, `,"source":`...)
 	b = appendJSONString(b, string(res.Source))
-	if res.Set != nil && res.Source != floodgate.SourceFailOpen && res.Source != floodgate.SourceFailClosed {
+	if res.HasState() {
 		l := res.Limit
 		b = append(b, `,"limit":{"rate":`...)
 		b = strconv.AppendInt(b, l.Rate, 10)

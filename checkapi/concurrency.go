@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/concurrency"
+	"github.com/floodgate-go/floodgate/httplimit"
 )
 
 // The paths of the concurrency lease endpoints.
@@ -124,7 +125,7 @@ func (c *API) serveLease(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if res.RetryAfter > 0 {
-			w.Header()["Retry-After"] = []string{strconv.FormatInt(max(int64((res.RetryAfter+time.Second-1)/time.Second), 1), 10)}
+			w.Header()["Retry-After"] = []string{strconv.FormatInt(httplimit.RetryAfterSeconds(res.RetryAfter), 10)}
 		}
 		if res.Reason == concurrency.ReasonFull {
 			writeError(w, http.StatusTooManyRequests, fmt.Sprintf("all %d slots of the key are held; retry when one is released", res.Limit))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/testkit"
 )
@@ -52,7 +53,7 @@ admin: {listen: ""}
 	d.engine.client.AddHook(dials)
 	lim := d.cur.Load().limiters["api"]
 	for range failover.UnreachableInRow {
-		if res, err := lim.Allow(context.Background(), "k"); err != nil || res.Source != failover.SourceLocalFallback {
+		if res, err := lim.Allow(context.Background(), "k"); err != nil || res.Source != floodgate.SourceLocalFallback {
 			t.Fatalf("with Redis refusing: %+v, %v; want a local-fallback decision", res, err)
 		}
 	}

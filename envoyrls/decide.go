@@ -19,9 +19,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/envoyrules"
-	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
-	"github.com/floodgate-go/floodgate/hybrid"
 )
 
 // kind is what a descriptor's rule does with its limit.
@@ -154,11 +152,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			s.errs.Error(ctx, "envoy: undecided", slog.String("policy", c.lim.Name()), slog.Any("error", c.err))
 			return nil, status.Errorf(codes.Unavailable, "rate limiter could not decide: %v", c.err)
 		}
-		src := c.res.Source
-		if m.ErrorStatus && outage(src) {
+		if m.ErrorStatus && c.res.FromFailureMode() {
 			return nil, status.Error(codes.Unavailable, "rate limit storage unavailable")
 		}
-		failClosed = failClosed || (src == floodgate.SourceFailClosed && !c.res.Allowed)
+		failClosed = failClosed || (c.res.Source == floodgate.SourceFailClosed && !c.res.Allowed)
 		s.fill(statuses[c.desc], c)
 		denied := !c.res.Allowed
 		switch c.kind {
@@ -411,7 +408,7 @@ func (s *Service) chargeDenied(ctx context.Context, lim floodgate.Limiter, key s
 		}
 		left = peek.Remaining
 	}
-	if left > 0 && res.Source != floodgate.SourceFailOpen && res.Source != floodgate.SourceFailClosed {
+	if left > 0 && res.HasState() {
 		if _, err := lim.AllowN(ctx, key, left); err != nil {
 			s.errs.Error(ctx, "envoy: charging a denied request failed", slog.String("limit", lim.Name()), slog.Any("error", err))
 		}
@@ -583,7 +580,7 @@ func (s *Service) fill(st *rlsv3.RateLimitResponse_DescriptorStatus, c *check) {
 		st.DurationUntilReset = durationpb.New(windowLeft(c.rule.BlockedPeriod))
 		return
 	}
-	if res.Set == nil || res.Source == floodgate.SourceFailOpen || res.Source == floodgate.SourceFailClosed {
+	if !res.HasState() {
 		return
 	}
 	st.CurrentLimit = currentLimit(res.Limit, c.rule.Name)
@@ -634,16 +631,6 @@ func (s *Service) addHeaders(ctx context.Context, rs *ruleSet, resp *rlsv3.RateL
 	v.Headers(func(name, value string) {
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: strings.ToLower(name), Value: value})
 	})
-}
-
-// outage reports whether a decision was made by a failure mode rather than
-// by the storage (which the Result's Source names).
-func outage(src floodgate.Source) bool {
-	switch src {
-	case floodgate.SourceFailOpen, floodgate.SourceFailClosed, failover.SourceLocalFallback, hybrid.SourceLocalFallback:
-		return true
-	}
-	return false
 }
 
 // MaxOverrides bounds the limiters the service keeps for limits sent in

@@ -49,7 +49,7 @@ func TestPolicies(t *testing.T) {
 	}{
 		{failover.FailOpen, floodgate.Result{Allowed: true, Source: floodgate.SourceFailOpen, Policy: "api"}},
 		{failover.FailClosed, floodgate.Result{Limit: limit, RetryAfter: failover.DefaultBackoff, Source: floodgate.SourceFailClosed, Policy: "api"}},
-		{failover.LocalFallback, floodgate.Result{Allowed: true, Limit: limit, Remaining: 9, ResetAfter: 100 * time.Millisecond, Source: failover.SourceLocalFallback, Policy: "api"}},
+		{failover.LocalFallback, floodgate.Result{Allowed: true, Limit: limit, Remaining: 9, ResetAfter: 100 * time.Millisecond, Source: floodgate.SourceLocalFallback, Policy: "api"}},
 	} {
 		t.Run(tc.policy.String(), func(t *testing.T) {
 			clock := newClock()
@@ -476,7 +476,7 @@ func TestFallbackLocalRefundAndReset(t *testing.T) {
 	remote.set(failing)
 	mustAllow(t, lim, "k")
 	mustAllow(t, lim, "k")
-	if res := mustAllow(t, lim, "k"); res.Allowed || res.Source != failover.SourceLocalFallback {
+	if res := mustAllow(t, lim, "k"); res.Allowed || res.Source != floodgate.SourceLocalFallback {
 		t.Fatalf("third request during the outage: %+v, want denied by the local fallback", res)
 	}
 	// The remote store cannot take the refund, so the local store does.

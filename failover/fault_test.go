@@ -132,16 +132,16 @@ func subjects(t *testing.T, rs floodgate.Store) []*subject {
 		fallback := map[failover.Mode]floodgate.Source{
 			failover.FailOpen:      floodgate.SourceFailOpen,
 			failover.FailClosed:    floodgate.SourceFailClosed,
-			failover.LocalFallback: failover.SourceLocalFallback,
+			failover.LocalFallback: floodgate.SourceLocalFallback,
 		}[p]
 		sub.remote, sub.fallback = redisstore.Source, fallback
 		sub.allowed = map[floodgate.Source]bool{
-			redisstore.Source: true, floodgate.SourceFailOpen: true, floodgate.SourceFailClosed: false, failover.SourceLocalFallback: true,
+			redisstore.Source: true, floodgate.SourceFailOpen: true, floodgate.SourceFailClosed: false, floodgate.SourceLocalFallback: true,
 		}
 		add(sub, s, s.Guard())
 	}
-	sub := &subject{name: "hybrid", remote: hybrid.SourceGlobal, fallback: hybrid.SourceLocalFallback,
-		allowed: map[floodgate.Source]bool{hybrid.SourceGlobal: true, hybrid.SourceLocalFallback: true}}
+	sub := &subject{name: "hybrid", remote: hybrid.SourceGlobal, fallback: floodgate.SourceLocalFallback,
+		allowed: map[floodgate.Source]bool{hybrid.SourceGlobal: true, floodgate.SourceLocalFallback: true}}
 	h, err := hybrid.New(localStore(t), rs, hybrid.Options{Fraction: 0.5, Guard: failover.GuardOptions{OnError: sub.onError(began)}})
 	if err != nil {
 		t.Fatal(err)

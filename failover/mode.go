@@ -26,23 +26,19 @@ const (
 	FailClosed
 
 	// LocalFallback decides on Options.Local, a store in this process, with
-	// the same limits. Result.Source is SourceLocalFallback. While the remote
+	// the same limits. Result.Source is floodgate.SourceLocalFallback. While the remote
 	// store is down each instance enforces the whole limit on its own, so N
 	// instances admit up to N times the limit; the hybrid package falls back
 	// on a fraction of the limit instead.
 	LocalFallback
 )
 
-// SourceLocalFallback is the Source of a decision that LocalFallback made
-// on the local store.
-const SourceLocalFallback = "local-fallback"
-
 // modeNames are the modes' names, the same words the Sources of their
 // decisions use.
 var modeNames = [...]string{
 	FailOpen:      string(floodgate.SourceFailOpen),
 	FailClosed:    string(floodgate.SourceFailClosed),
-	LocalFallback: SourceLocalFallback,
+	LocalFallback: string(floodgate.SourceLocalFallback),
 }
 
 // String returns the mode's name: "fail-open", "fail-closed" or

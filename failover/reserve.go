@@ -87,7 +87,7 @@ func (s *Store) Reserve(ctx context.Context, set *algo.Set, key string, cost int
 	if err != nil {
 		return algo.Verdict{}, algo.Ticket{}, fmt.Errorf("failover: policy %s: local fallback: %w", set.Policy(), err)
 	}
-	v.Source = SourceLocalFallback
+	v.Source = string(floodgate.SourceLocalFallback)
 	t.Path = pathLocal
 	return v, t, nil
 }

@@ -60,7 +60,7 @@ func TestReserveFailureModes(t *testing.T) {
 					t.Fatalf("Wait = %v, want ErrWaitDeadline", err)
 				}
 			case failover.LocalFallback:
-				if !r1.OK || r1.Delay != 0 || !r2.OK || r2.Delay != time.Hour || r2.Result.Source != failover.SourceLocalFallback {
+				if !r1.OK || r1.Delay != 0 || !r2.OK || r2.Delay != time.Hour || r2.Result.Source != floodgate.SourceLocalFallback {
 					t.Fatalf("%+v then %+v; want the local store's line", r1, r2)
 				}
 				if err := r2.Cancel(ctx); err != nil {

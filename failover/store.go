@@ -101,7 +101,7 @@ func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 	if err != nil {
 		return algo.Verdict{}, fmt.Errorf("failover: policy %s: local fallback: %w", set.Policy(), err)
 	}
-	v.Source = SourceLocalFallback
+	v.Source = string(floodgate.SourceLocalFallback)
 	return v, nil
 }
 

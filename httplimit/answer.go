@@ -383,7 +383,7 @@ func (v *Answer) Headers(set func(name, value string)) {
 			set(headerSource, string(v.v.res.Source))
 		}
 		if retry := v.v.res.RetryAfter; v.out == outFailClosed && !v.d.hdr.DisableRetryAfter && retry > 0 && retry != floodgate.RetryNever {
-			set(headerRetryAfter, itoa(max(ceilSeconds(retry), 1)))
+			set(headerRetryAfter, itoa(RetryAfterSeconds(retry)))
 		}
 	}
 }
@@ -422,7 +422,7 @@ func (v *Answer) AppendBody(b []byte) []byte {
 func (v *Answer) appendRefused(b []byte, status int) []byte {
 	retry := int64(0)
 	if r := v.v.res.RetryAfter; status == http.StatusServiceUnavailable && r > 0 && r != floodgate.RetryNever {
-		retry = max(ceilSeconds(r), 1)
+		retry = RetryAfterSeconds(r)
 	}
 	switch v.d.body {
 	case BodyJSON:

@@ -68,7 +68,7 @@
 //     Everything is read from the Results (Result.Set names the limits that
 //     applied), so a wrapper around a limiter loses no field.
 //   - X-RateLimit-Source (off by default): what decided, e.g. "memory" or
-//     "hybrid:local-fallback".
+//     "local-fallback".
 //
 // Each family can be turned off in Headers. net/http writes the names in
 // its canonical form (X-Ratelimit-Limit); HTTP field names are

@@ -246,7 +246,7 @@ func (v *Answer) fields(f *fields, contentType bool, buf []byte, vb *valBlock, a
 	if !res.Allowed && !never {
 		// Rounded up, and at least 1: a client that waits this long finds
 		// the request passes, never a moment early.
-		retrySecs = max(ceilSeconds(res.RetryAfter), 1)
+		retrySecs = RetryAfterSeconds(res.RetryAfter)
 	}
 	if draft {
 		if nl == 0 {
@@ -410,6 +410,14 @@ func policyName(s string) string {
 	return s
 }
 
+// RetryAfterSeconds is the Retry-After value, in whole seconds, of a wait
+// of d > 0: d rounded up, and at least 1, so that a client that waits this
+// long finds the request passes, never a moment early. Every Retry-After
+// floodgate writes (httplimit, checkapi, the proxy) is this; the caller
+// leaves the field out for a request that can never pass
+// (floodgate.RetryNever).
+func RetryAfterSeconds(d time.Duration) int64 { return max(ceilSeconds(d), 1) }
+
 // ceilSeconds is d in whole seconds, rounded up; 0 for d <= 0.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
@@ -520,7 +528,7 @@ func (v *Answer) appendLimited(b []byte) []byte {
 	never := res.RetryAfter == floodgate.RetryNever
 	secs := int64(0)
 	if !never {
-		secs = max(ceilSeconds(res.RetryAfter), 1)
+		secs = RetryAfterSeconds(res.RetryAfter)
 	}
 	switch v.d.body {
 	case BodyJSON:

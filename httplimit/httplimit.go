@@ -140,7 +140,7 @@ type Headers struct {
 	DisableRetryAfter bool `yaml:"disable_retry_after,omitempty"`
 
 	// Source adds X-RateLimit-Source, naming what decided (memory, redis,
-	// hybrid:local-fallback, …). It tells operators more than clients, so it
+	// local-fallback, …). It tells operators more than clients, so it
 	// is off by default: false leaves it out.
 	Source bool `yaml:"source,omitempty"`
 

@@ -294,7 +294,7 @@ func (t *Throttler) writeHeaders(w http.ResponseWriter, res concurrency.Result) 
 
 func (t *Throttler) refuse(w http.ResponseWriter, r *http.Request, res concurrency.Result) {
 	if res.Reason == concurrency.ReasonFailClosed && res.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.FormatInt(max(ceilSeconds(res.RetryAfter), 1), 10))
+		w.Header().Set(headerRetryAfter, strconv.FormatInt(RetryAfterSeconds(res.RetryAfter), 10))
 	}
 	if t.onRefused != nil {
 		t.onRefused(w, r, res)

@@ -83,7 +83,7 @@ func ExampleNew() {
 	// true 3 hybrid:global <nil>
 	// true 2 hybrid:global <nil>
 	// false 0 hybrid:local <nil>
-	// true 1 hybrid:local-fallback <nil>
+	// true 1 local-fallback <nil>
 }
 
 // flaky is a store that can be switched off.

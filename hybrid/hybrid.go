@@ -13,8 +13,10 @@
 //
 //   - hybrid:local: the local filter denied; Redis was not asked.
 //   - hybrid:global: the filter passed and Redis decided.
-//   - hybrid:local-fallback: the filter passed and Redis failed, timed out or
-//     is cut off by the circuit breaker, so the filter's verdict stands.
+//   - local-fallback (floodgate.SourceLocalFallback, the Source every
+//     failover to a store in this process carries): the filter passed and
+//     Redis failed, timed out or is cut off by the circuit breaker, so the
+//     filter's verdict stands.
 //
 // Calls to Redis go through a failover.Guard (per-call timeout, circuit
 // breaker); a decision never returns an error for a Redis failure.
@@ -48,10 +50,10 @@ const (
 	// SourceGlobal: the local filter passed the request and the global
 	// store decided it.
 	SourceGlobal = "hybrid:global"
-	// SourceLocalFallback: the local filter passed the request and the
-	// global store failed, was too slow, or was cut off by its circuit
-	// breaker, so the filter's verdict stands.
-	SourceLocalFallback = "hybrid:local-fallback"
+	// When the local filter passed the request and the global store
+	// failed, was too slow, or was cut off by its circuit breaker, the
+	// filter's verdict stands and its Source is
+	// floodgate.SourceLocalFallback.
 )
 
 // DefaultHeadroom is the headroom FractionFor uses when given none.
@@ -184,7 +186,7 @@ func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 		}
 		return algo.Verdict{}, err
 	}
-	lres.Source = SourceLocalFallback
+	lres.Source = string(floodgate.SourceLocalFallback)
 	return lres, nil
 }
 

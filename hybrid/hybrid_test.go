@@ -66,7 +66,7 @@ func TestSources(t *testing.T) {
 	global.fail.Store(true)
 	clock.Advance(200 * time.Millisecond)
 	res = mustAllow(t, lim, "k")
-	want = floodgate.Result{Allowed: true, Limit: limit, ResetAfter: time.Second, Source: hybrid.SourceLocalFallback, Policy: "api", Set: lim.LimitsFor("k")}
+	want = floodgate.Result{Allowed: true, Limit: limit, ResetAfter: time.Second, Source: floodgate.SourceLocalFallback, Policy: "api", Set: lim.LimitsFor("k")}
 	if res != want {
 		t.Fatalf("global store down: %+v\nwant %+v", res, want)
 	}
@@ -80,7 +80,7 @@ func TestSources(t *testing.T) {
 	}
 	before := global.decides.Load()
 	clock.Advance(200 * time.Millisecond)
-	if res := mustAllow(t, lim, "k"); res.Source != hybrid.SourceLocalFallback || !res.Allowed {
+	if res := mustAllow(t, lim, "k"); res.Source != floodgate.SourceLocalFallback || !res.Allowed {
 		t.Fatalf("breaker open: %+v, want allowed by the local fallback", res)
 	}
 	if global.decides.Load() != before {
@@ -234,7 +234,7 @@ func TestCallerCancelUndoesLocalCharge(t *testing.T) {
 	// filter would deny this one.
 	global.hang.Store(false)
 	global.fail.Store(true)
-	if res := mustAllow(t, lim, "k"); !res.Allowed || res.Source != hybrid.SourceLocalFallback {
+	if res := mustAllow(t, lim, "k"); !res.Allowed || res.Source != floodgate.SourceLocalFallback {
 		t.Fatalf("after a canceled request: %+v, want the filter's share intact", res)
 	}
 	if st := s.Guard().Stats(); st.Canceled != 1 || st.Failures.Decide != 1 {

@@ -178,7 +178,7 @@ func TestRedisThreeInstances(t *testing.T) {
 	if admitted < 1000 || admitted > 1010 {
 		t.Errorf("three hybrid instances admitted %d, want the global limit of 1000 (+1%%)", admitted)
 	}
-	if n := bySource[hybrid.SourceLocalFallback]; n > 0 {
+	if n := bySource[floodgate.SourceLocalFallback]; n > 0 {
 		t.Errorf("%d decisions fell back to the local filter with Redis up", n)
 	}
 	// Redis sees what the filters pass: at most fraction × instances = 1.5

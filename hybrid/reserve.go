@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/failover"
 )
@@ -25,7 +26,7 @@ const (
 // refuses (it does not fit before the deadline) is taken back from the
 // filter: its units lie in the future, and keeping them would push every
 // later wait of this instance back. When Redis fails, the filter's
-// reservation stands (SourceLocalFallback).
+// reservation stands (floodgate.SourceLocalFallback).
 func (s *Store) Reserve(ctx context.Context, set *algo.Set, key string, cost int64, maxWait time.Duration) (algo.Verdict, algo.Ticket, error) {
 	ls, err := s.localSet(set)
 	if err != nil {
@@ -64,7 +65,7 @@ func (s *Store) Reserve(ctx context.Context, set *algo.Set, key string, cost int
 		undo()
 		return algo.Verdict{}, algo.Ticket{}, err
 	}
-	lv.Source = SourceLocalFallback
+	lv.Source = string(floodgate.SourceLocalFallback)
 	lt.Path = pathLocal
 	return lv, lt, nil
 }

@@ -63,7 +63,7 @@ func TestReserve(t *testing.T) {
 	}
 	// Redis down: b's share decides alone.
 	global.fail.Store(true)
-	if r, err := lb.ReserveN(within(time.Hour), "k", 1); err != nil || !r.OK || r.Delay != 0 || r.Result.Source != hybrid.SourceLocalFallback {
+	if r, err := lb.ReserveN(within(time.Hour), "k", 1); err != nil || !r.OK || r.Delay != 0 || r.Result.Source != floodgate.SourceLocalFallback {
 		t.Fatalf("%+v, %v; want the share's reservation, local-fallback", r, err)
 	}
 }

@@ -220,7 +220,7 @@ floodgate_decisions_total{decision="error",policy="api",source="fail-open"} 0
 
 // TestHybridRedisKilled is the course's degradation experiment: with Redis
 // stopped, traffic keeps flowing on the local filter, the decisions' source
-// becomes hybrid:local-fallback and the engine error counter grows.
+// becomes local-fallback and the engine error counter grows.
 func TestHybridRedisKilled(t *testing.T) {
 	srv := testkit.Redis(t)
 	m, reg := newMetrics(t, metrics.Options{})
@@ -244,16 +244,16 @@ func TestHybridRedisKilled(t *testing.T) {
 
 	decide(t, lim, 3, true, hybrid.SourceGlobal)
 	srv.Kill()
-	decide(t, lim, 2, true, hybrid.SourceLocalFallback)
+	decide(t, lim, 2, true, floodgate.SourceLocalFallback)
 	decide(t, lim, 2, false, hybrid.SourceLocal) // the filter's 5 are spent; redis is not asked
 
 	compare(t, reg, decisionsHelp+`
 floodgate_decisions_total{decision="allowed",policy="api",source="hybrid:global"} 3
 floodgate_decisions_total{decision="denied",policy="api",source="hybrid:global"} 0
 floodgate_decisions_total{decision="error",policy="api",source="hybrid:global"} 0
-floodgate_decisions_total{decision="allowed",policy="api",source="hybrid:local-fallback"} 2
-floodgate_decisions_total{decision="denied",policy="api",source="hybrid:local-fallback"} 0
-floodgate_decisions_total{decision="error",policy="api",source="hybrid:local-fallback"} 0
+floodgate_decisions_total{decision="allowed",policy="api",source="local-fallback"} 2
+floodgate_decisions_total{decision="denied",policy="api",source="local-fallback"} 0
+floodgate_decisions_total{decision="error",policy="api",source="local-fallback"} 0
 floodgate_decisions_total{decision="allowed",policy="api",source="hybrid:local"} 0
 floodgate_decisions_total{decision="denied",policy="api",source="hybrid:local"} 2
 floodgate_decisions_total{decision="error",policy="api",source="hybrid:local"} 0

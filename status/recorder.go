@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/failover"
 )
 
 // The tags a Recorder counts decisions under, by the Source that decided.
@@ -16,7 +15,6 @@ const (
 	tagRedis
 	tagHybridLocal
 	tagHybridGlobal
-	tagHybridFallback
 	tagFailOpen
 	tagFailClosed
 	tagLocalFallback
@@ -25,8 +23,9 @@ const (
 // tagNames are the sources of the tags, as Results spell them.
 var tagNames = [maxTags]string{
 	tagOther: "other", tagMemory: "memory", tagRedis: "redis",
-	tagHybridLocal: "hybrid:local", tagHybridGlobal: "hybrid:global", tagHybridFallback: "hybrid:local-fallback",
-	tagFailOpen: "fail-open", tagFailClosed: "fail-closed", tagLocalFallback: failover.SourceLocalFallback,
+	tagHybridLocal: "hybrid:local", tagHybridGlobal: "hybrid:global",
+	tagFailOpen: string(floodgate.SourceFailOpen), tagFailClosed: string(floodgate.SourceFailClosed),
+	tagLocalFallback: string(floodgate.SourceLocalFallback),
 }
 
 func tagOf(src floodgate.Source) int {
@@ -39,13 +38,11 @@ func tagOf(src floodgate.Source) int {
 		return tagHybridLocal
 	case "hybrid:global":
 		return tagHybridGlobal
-	case "hybrid:local-fallback":
-		return tagHybridFallback
 	case floodgate.SourceFailOpen:
 		return tagFailOpen
 	case floodgate.SourceFailClosed:
 		return tagFailClosed
-	case failover.SourceLocalFallback:
+	case floodgate.SourceLocalFallback:
 		return tagLocalFallback
 	}
 	return tagOther

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/memstore"
 )
 
@@ -147,10 +146,10 @@ func TestStatusSourcesAndOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := s.Limiter(fixedSource{pl, failover.SourceLocalFallback})
+	lim := s.Limiter(fixedSource{pl, floodgate.SourceLocalFallback})
 	lim.Allow(context.Background(), "user:1")
 	p := s.Snapshot().Policies[0]
-	if p.Sources[failover.SourceLocalFallback] != 1 || p.Sources["other"] != 0 {
+	if p.Sources[string(floodgate.SourceLocalFallback)] != 1 || p.Sources["other"] != 0 {
 		t.Errorf("sources %v", p.Sources)
 	}
 	if len(p.Overrides) != 1 || p.Overrides[0].Key != "user:batch" || p.Overrides[0].Limits[0] != "50/s" {

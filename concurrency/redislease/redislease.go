@@ -194,7 +194,7 @@ func (s *Store) Acquire(ctx context.Context, name, key, token string, limit int,
 		return concurrency.Grant{InFlight: -1, Source: floodgate.SourceFailClosed, RetryAfter: s.br.RetryIn()}, nil
 	}
 	g, err := s.local.Acquire(ctx, name, key, token, limit, 0)
-	g.Source, g.Lease = failover.SourceLocalFallback, 0
+	g.Source, g.Lease = floodgate.SourceLocalFallback, 0
 	return g, err
 }
 

@@ -263,7 +263,7 @@ func TestFailureModes(t *testing.T) {
 		t.Fatalf("fail-closed: %+v", res)
 	}
 	res, lp := local.Acquire(ctx, "k")
-	if !res.Allowed || res.Source != failover.SourceLocalFallback {
+	if !res.Allowed || res.Source != floodgate.SourceLocalFallback {
 		t.Fatalf("local fallback: %+v", res)
 	}
 	if r, _ := local.Acquire(ctx, "k"); r.Allowed || r.Reason != concurrency.ReasonFull {

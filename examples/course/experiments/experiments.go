@@ -12,7 +12,7 @@
 //     replicas), then shares sized for two, which admit the global limit;
 //     X-RateLimit-Source says which level decided;
 //  4. degradation: Redis stopped under load, traffic keeps flowing, Source
-//     becomes hybrid:local-fallback and the Redis error counter grows;
+//     becomes local-fallback and the Redis error counter grows;
 //  5. spoofing: with the clients' own address trusted as a proxy (the naive
 //     key), a new X-Forwarded-For per request lets everything through; with
 //     the peer's address as the key, it does nothing.
@@ -48,7 +48,7 @@ type Findings struct {
 	Limit          int64 // the burst both modes were asked to admit
 	SourcesSeen    []string
 	FlowedDown     int64   // 4: requests answered while Redis was down
-	FallbackSeen   bool    // 4: Source hybrid:local-fallback while down
+	FallbackSeen   bool    // 4: Source local-fallback while down
 	RedisErrors    float64 // 4: floodgate_engine_errors_total{engine="redis"} after the outage
 	NaiveAdmitted  int64   // 5: of 200 spoofed requests, with the clients' address trusted as a proxy
 	SpoofAdmitted  int64   // 5: of 200 requests with distinct spoofed X-Forwarded-For, keyed by peer
@@ -268,13 +268,13 @@ func Run(ctx context.Context, w io.Writer) (*Findings, error) {
 		if resp.StatusCode == 200 || resp.StatusCode == 429 {
 			f.FlowedDown++
 		}
-		if resp.Header.Get("X-Ratelimit-Source") == "hybrid:local-fallback" {
+		if resp.Header.Get("X-Ratelimit-Source") == "local-fallback" {
 			f.FallbackSeen = true
 		}
 		time.Sleep(10 * time.Millisecond) // a client's pace: a bounded load, not a flood
 	}
 	f.RedisErrors = gathered(d4, "floodgate_engine_errors_total", "decide")
-	fmt.Fprintf(w, "   %d requests answered in 3 s with Redis down; Source hybrid:local-fallback seen: %v; floodgate_engine_errors_total{engine=\"redis\",op=\"decide\"} = %g\n",
+	fmt.Fprintf(w, "   %d requests answered in 3 s with Redis down; Source local-fallback seen: %v; floodgate_engine_errors_total{engine=\"redis\",op=\"decide\"} = %g\n",
 		f.FlowedDown, f.FallbackSeen, f.RedisErrors)
 	if err := rs.Start(); err != nil {
 		return nil, err
