@@ -81,13 +81,14 @@ type GradientOptions struct {
 	ProbeInterval time.Duration
 	ProbeSamples  int
 
-	// ProbeAfter is how many windows in a row may shed (their latency
-	// above Tolerance × baseline) before the baseline is measured again,
-	// whatever ProbeInterval says. Queueing that the limit causes ends
-	// within a few windows of shedding; latency that stays high however
-	// far the limit falls is a resource that turned slower, and without a
-	// new baseline the limit would sit near Min until the next probe. 0
-	// means DefaultProbeAfter; -1 never probes early.
+	// ProbeAfter is how many windows in a row may shed with the limit
+	// already near Min (at most twice Min) and latency still above
+	// Tolerance × baseline before the baseline is measured again, whatever
+	// ProbeInterval says. Queueing that the limit causes ends once the
+	// limit has fallen; latency that stays high however far the limit
+	// falls is a resource that turned slower, and without a new baseline
+	// the limit would sit near Min until the next probe. 0 means
+	// DefaultProbeAfter; -1 never probes early.
 	ProbeAfter int
 
 	// Clock times the windows; nil means floodgate.SystemClock.
@@ -216,7 +217,12 @@ func (g *Gradient) Observe(s concurrency.Sample) {
 		return
 	}
 	latency := g.winSum / float64(g.winN)
-	if latency > g.o.Tolerance*g.baseline {
+	// At a steady overload the limit settles where latency is above the
+	// baseline by the √limit headroom, so a window above Tolerance alone
+	// says nothing new. Latency that stays high once the limit has fallen
+	// near Min, where this limit's own queue is short, does: the
+	// resource turned slower than its baseline.
+	if latency > g.o.Tolerance*g.baseline && g.limit <= float64(2*g.o.Min) {
 		g.shedding++
 	} else {
 		g.shedding = 0

@@ -257,3 +257,32 @@ func TestStepChangesRecover(t *testing.T) {
 		})
 	}
 }
+
+// At a steady overload of a resource whose speed does not change, the
+// Gradient settles above its baseline (by the √limit headroom) and never
+// probes before ProbeInterval: a probe holds the limit at Min, and one a
+// second cost the benchmark a tenth of its goodput.
+func TestGradientSteadyOverloadDoesNotProbe(t *testing.T) {
+	const n, service = 16, 20 * time.Millisecond
+	c := &fakeClock{now: 1}
+	g, err := adaptive.NewGradient(adaptive.GradientOptions{Clock: c, ProbeInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(g, c, n, service, 3*time.Second) // the first probe and the climb
+	end := c.now + int64(20*time.Second)
+	for c.now < end {
+		l := g.Limit()
+		if l == adaptive.DefaultMin {
+			t.Fatalf("probing again at %s of a steady overload", time.Duration(c.now))
+		}
+		rtt := service
+		if l > n {
+			rtt = service * time.Duration(l) / n
+		}
+		for range l {
+			c.add(rtt / time.Duration(l))
+			g.Observe(ok(rtt, l))
+		}
+	}
+}
