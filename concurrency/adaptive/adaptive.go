@@ -41,7 +41,7 @@ const (
 	DefaultMinSamples    = 10
 	DefaultProbeInterval = 30 * time.Second
 	DefaultProbeSamples  = 25
-	DefaultProbeAfter    = 10
+	DefaultProbeAfter    = 5
 )
 
 // GradientOptions configures a Gradient. The zero value gives the defaults.
@@ -81,13 +81,15 @@ type GradientOptions struct {
 	ProbeInterval time.Duration
 	ProbeSamples  int
 
-	// ProbeAfter is how many windows in a row may shed with the limit
-	// already near Min (at most twice Min) and latency still above
-	// Tolerance × baseline before the baseline is measured again, whatever
-	// ProbeInterval says. Queueing that the limit causes ends once the
-	// limit has fallen; latency that stays high however far the limit
-	// falls is a resource that turned slower, and without a new baseline
-	// the limit would sit near Min until the next probe. 0 means
+	// ProbeAfter is how many windows in a row may shed with a gradient of
+	// 0.6 or less (latency more than Tolerance/0.6 times the baseline), or
+	// with the limit already near Min (at most twice Min) and latency
+	// still above Tolerance × baseline, before the baseline is measured
+	// again, whatever ProbeInterval says, and the limit restarts from
+	// where it stood before those windows. Queueing that the limit causes
+	// ends once the limit has fallen; latency that stays high however far
+	// the limit falls is a resource that turned slower, and without a new
+	// baseline the limit would sit near Min until the next probe. 0 means
 	// DefaultProbeAfter; -1 never probes early.
 	ProbeAfter int
 
@@ -122,7 +124,8 @@ type Gradient struct {
 	winMaxIn int
 	winDrops int
 	intLimit int
-	shedding int // windows in a row that shed
+	shedding int     // windows in a row that shed (see ProbeAfter)
+	before   float64 // the limit before those windows
 }
 
 var _ concurrency.Controller = (*Gradient)(nil)
@@ -218,11 +221,16 @@ func (g *Gradient) Observe(s concurrency.Sample) {
 	}
 	latency := g.winSum / float64(g.winN)
 	// At a steady overload the limit settles where latency is above the
-	// baseline by the √limit headroom, so a window above Tolerance alone
-	// says nothing new. Latency that stays high once the limit has fallen
-	// near Min, where this limit's own queue is short, does: the
-	// resource turned slower than its baseline.
-	if latency > g.o.Tolerance*g.baseline && g.limit <= float64(2*g.o.Min) {
+	// baseline by the √limit headroom (a gradient of 1 - 1/√limit: 0.75 at
+	// a limit of 16), so a window above Tolerance alone says nothing new.
+	// A gradient at or below staleGradient, window after window, or
+	// latency that stays high once the limit has fallen near Min, where
+	// this limit's own queue is short, does: the resource turned slower
+	// than its baseline.
+	if ratio := g.o.Tolerance * g.baseline / latency; ratio < 1 && (ratio <= staleGradient || g.limit <= float64(2*g.o.Min)) {
+		if g.shedding == 0 {
+			g.before = g.limit
+		}
 		g.shedding++
 	} else {
 		g.shedding = 0
@@ -243,10 +251,23 @@ func (g *Gradient) Observe(s concurrency.Sample) {
 	g.limit = min(float64(g.o.Max), max(float64(g.o.Min), next))
 	g.intLimit = int(g.limit)
 	g.resetWindow(now)
-	if now >= g.nextProbe || (g.o.ProbeAfter > 0 && g.shedding >= g.o.ProbeAfter) {
+	switch {
+	case g.o.ProbeAfter > 0 && g.shedding >= g.o.ProbeAfter:
+		// The windows that shed measured a slower resource against the
+		// old baseline: the limit they left says nothing. Start again
+		// from the limit before them, which the new baseline corrects
+		// within a few windows if it is too high.
+		g.limit = max(g.limit, g.before)
+		g.startProbe()
+	case now >= g.nextProbe:
 		g.startProbe()
 	}
 }
+
+// staleGradient is the gradient below which a window counts towards
+// ProbeAfter whatever the limit: work taking more than Tolerance/0.6 (1.8×
+// at the default Tolerance) its baseline.
+const staleGradient = 0.6
 
 func (g *Gradient) resetWindow(now int64) {
 	g.winStart, g.winSum, g.winN, g.winMaxIn, g.winDrops = now, 0, 0, 0, 0
