@@ -132,18 +132,7 @@ func TestSIGHUPDuringStart(t *testing.T) {
 		cmd.Process.Signal(syscall.SIGHUP)
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
-		var err error
-		gone := false
-		testkit.Eventually(t, 20*time.Second, "the daemon listening or gone after a SIGHUP at start", func() bool {
-			select {
-			case err = <-exited:
-				gone = true
-				return true
-			default:
-				return strings.Contains(stderr.String(), "msg=listening")
-			}
-		})
-		if gone {
+		if gone, err := listeningOrGone(t, exited, &stderr); gone {
 			t.Fatalf("try %d: a SIGHUP at start ended the daemon (%v):\n%s", i, err, stderr.String())
 		}
 		cmd.Process.Signal(syscall.SIGTERM)
@@ -151,6 +140,22 @@ func TestSIGHUPDuringStart(t *testing.T) {
 			t.Fatalf("try %d: exit after SIGTERM: %v", i, err)
 		}
 	}
+}
+
+// listeningOrGone waits until the daemon whose Wait reports on exited logs
+// that it listens, or exits (gone, with Wait's error).
+func listeningOrGone(t *testing.T, exited <-chan error, stderr *testkit.Buffer) (gone bool, err error) {
+	t.Helper()
+	testkit.Eventually(t, 20*time.Second, "the daemon listening or gone after a SIGHUP", func() bool {
+		select {
+		case err = <-exited:
+			gone = true
+			return true
+		default:
+			return strings.Contains(stderr.String(), "msg=listening")
+		}
+	})
+	return gone, err
 }
 
 // watchOpen reports on the channel when path is next opened, through
@@ -235,18 +240,7 @@ func TestSIGHUPWhilePackagesInitialise(t *testing.T) {
 		}
 		landed++
 		cmd.Process.Signal(syscall.SIGHUP)
-		var err error
-		gone := false
-		testkit.Eventually(t, 20*time.Second, "the daemon listening or gone after a SIGHUP during init", func() bool {
-			select {
-			case err = <-exited:
-				gone = true
-				return true
-			default:
-				return strings.Contains(stderr.String(), "msg=listening")
-			}
-		})
-		if gone {
+		if gone, err := listeningOrGone(t, exited, &stderr); gone {
 			t.Fatalf("try %d: a SIGHUP during init ended the daemon (%v):\n%s", i, err, stderr.String())
 		}
 		// serve has taken SIGHUP over: it reloads now.
