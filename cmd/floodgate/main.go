@@ -6,7 +6,7 @@
 //	floodgate key show|reset -policy P -key K   inspect or forgive a key
 //	floodgate explain -http 'GET /path' …      what the daemon would do with a request
 //	floodgate replay -config FILE LOG        what a file would decide for yesterday's log
-//	floodgate version                  print the version
+//	floodgate version [-json]          print the version, commit and Go version
 //
 // See docs/daemon.md.
 package main
@@ -33,6 +33,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/daemon"
+	"github.com/floodgate-go/floodgate/internal/buildinfo"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 )
 
@@ -48,7 +49,7 @@ const usage = `usage:
                                      its keys and their state, charging nothing
   floodgate replay -config FILE [-against FILE] LOG
                                      decide an access log's requests with a file, on the log's clock, and report
-  floodgate version                  print the version
+  floodgate version [-json]          print the version, the commit, its time and the Go version
 `
 
 func main() {
@@ -74,8 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "explain":
 		return explain(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
-		fmt.Fprintln(stdout, "floodgate", version())
-		return 0
+		return versionCmd(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -84,18 +84,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-func version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown)"
-	}
-	v := bi.Main.Version
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += " " + s.Value[:12]
+// versionCmd prints what buildinfo reads from the binary: one field a
+// line for people, or one JSON object (-json) for machines.
+func versionCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print one JSON object: version, revision, modified, time, go, platform")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
 		}
+		return 2
 	}
-	return v + " " + bi.GoVersion
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "floodgate version: unexpected arguments %q; usage: floodgate version [-json]\n", fs.Args())
+		return 2
+	}
+	i := buildinfo.Read()
+	if *asJSON {
+		b, _ := json.Marshal(i)
+		fmt.Fprintf(stdout, "%s\n", b)
+		return 0
+	}
+	rev := i.ShortRevision()
+	if i.Modified {
+		rev += " (modified: built with uncommitted changes)"
+	}
+	fmt.Fprintf(stdout, "floodgate %s\nrevision:  %s\ncommitted: %s\ngo:        %s %s\n", i.Version, rev, i.Time, i.GoVersion, i.Platform)
+	return 0
 }
 
 func serve(args []string, stderr io.Writer) int {
@@ -210,7 +226,7 @@ func banner(w io.Writer, d *daemon.Daemon, path string) {
 	if path != "" {
 		src = path
 	}
-	fmt.Fprintf(w, "floodgate %s\nconfiguration: %s\n", version(), src)
+	fmt.Fprintf(w, "floodgate %s\nconfiguration: %s\n", buildinfo.Read(), src)
 	fmt.Fprintf(w, "storage:       %s\n", cfg.Storage.Engine)
 	local := func(addr net.Addr) string {
 		host, port, err := net.SplitHostPort(addr.String())
