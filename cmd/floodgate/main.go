@@ -34,6 +34,7 @@ import (
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/daemon"
 	"github.com/floodgate-go/floodgate/internal/buildinfo"
+	"github.com/floodgate-go/floodgate/internal/sdnotify"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 )
 
@@ -141,6 +142,11 @@ func serve(args []string, stderr io.Writer) int {
 	var cfg *config.Config
 	var reload func()
 	var d atomic.Pointer[daemon.Daemon]
+	// reloading is set from a SIGHUP until the reload it asked for has
+	// called back, when systemd is told the daemon is ready again. (A
+	// change of the file being applied as the SIGHUP comes calls back
+	// first, and ends the reloading state a little early.)
+	var reloading atomic.Bool
 	if *path == "" {
 		cfg = config.Default()
 	} else {
@@ -156,6 +162,9 @@ func serve(args []string, stderr io.Writer) int {
 			default:
 				_ = dm.Apply(c)
 				releaseLoad()
+			}
+			if dm != nil && reloading.Swap(false) {
+				notify(dm.Logger(), sdnotify.Ready)
 			}
 		})
 		if err != nil {
@@ -178,6 +187,9 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	log := dm.Logger()
 	banner(stderr, dm, *path)
+	// Every listener is bound (and accepts into its backlog): a unit of
+	// Type=notify is started now.
+	notify(log, sdnotify.Ready)
 	if *path == "" {
 		log.Warn("running on the built-in defaults: memory engine, the demo upstream, the proxy on every interface; give a configuration file to serve yours",
 			"usage", "floodgate serve FILE")
@@ -197,15 +209,21 @@ func serve(args []string, stderr io.Writer) int {
 		case <-hup:
 			if reload == nil {
 				log.Info("SIGHUP: running on the built-in defaults, nothing to reload")
+				notify(log, sdnotify.Reloading())
+				notify(log, sdnotify.Ready)
 				continue
 			}
 			log.Info("SIGHUP: reading the configuration again", "file", *path)
+			reloading.Store(true)
+			notify(log, sdnotify.Reloading())
 			reload()
 		case err := <-dm.Failed():
 			log.Error("a listener failed; shutting down", "error", err)
+			notify(log, sdnotify.Stopping)
 			drain()
 			return 1
 		case <-ctx.Done():
+			notify(log, sdnotify.Stopping)
 			c := dm.Config()
 			log.Info("stopping: readiness off, draining the listeners", "delay", c.ShutdownDelay.D(), "timeout", c.ShutdownTimeout.D())
 			if err := drain(); err != nil {
@@ -215,6 +233,16 @@ func serve(args []string, stderr io.Writer) int {
 			}
 			return 0
 		}
+	}
+}
+
+// notify tells the service manager that started the daemon (systemd, for
+// a unit of Type=notify) its state; without one it does nothing. A failure
+// is logged: the daemon serves on, and systemd, which waits for READY=1,
+// gives up on the unit after its start timeout.
+func notify(log *slog.Logger, state string) {
+	if _, err := sdnotify.Notify(state); err != nil {
+		log.Warn("could not tell the service manager", "state", strings.ReplaceAll(state, "\n", " "), "error", err)
 	}
 }
 
