@@ -13,6 +13,9 @@
 #   make install-test
 #                every module installed as a user installs it, from a throwaway
 #                release tag in a clone, floodgate's modules from its tags only (part of make test).
+#   make image   the container image, without a container daemon, as an OCI image
+#                layout in build/image and an OCI archive build/floodgate-image.tar
+#                (docs/operating.md, "Container image").
 
 GO          ?= go
 GOBIN       := $(shell $(GO) env GOPATH)/bin
@@ -24,15 +27,17 @@ FUZZTIME    ?= 60s
 # (contrib/*/go.mod, examples/<framework>/go.mod). They require released
 # versions of floodgate's modules and no replace directive; go.work builds
 # them against this tree (and install-test as a user's build sees them, from
-# tags). bench and the release tool (scripts/modtool) build on their own
-# go.mod.
+# tags). bench, the release tool (scripts/modtool) and the image builder
+# (scripts/image, which keeps go-containerregistry out of floodgate's
+# go.mod) build on their own go.mod.
 CONTRIB     := $(patsubst %/go.mod,%,$(wildcard contrib/*/go.mod examples/*/go.mod))
 TOOL        := scripts/modtool
+IMAGE       := scripts/image
 NOWORK      := GOWORK=off
 
-.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile install-test bench demo course fuzz
+.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile install-test image-check image bench demo course fuzz
 
-test: deps fmt-check mod-check vet lint unit bench-compile install-test
+test: deps fmt-check mod-check vet lint unit bench-compile install-test image-check
 
 deps: servers tools
 
@@ -68,8 +73,8 @@ fmt-check:
 mod-check:
 	@if grep -nE 'gofiber|gin-gonic|labstack/echo|go-chi/chi|valyala/fasthttp' go.mod; then \
 		echo "go.mod names a web framework; it belongs in a contrib module"; exit 1; fi
-	@# The main module, bench and the release tool resolve on their own.
-	@for m in . bench $(TOOL); do \
+	@# The main module, bench and the tools resolve on their own.
+	@for m in . bench $(TOOL) $(IMAGE); do \
 		(cd $$m && $(NOWORK) $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go.mod is not tidy; run: (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; \
 	done
 	@# Published modules and examples: no replace, no pseudo-version, no
@@ -85,12 +90,14 @@ vet:
 	$(NOWORK) $(GO) vet ./...
 	cd bench && $(NOWORK) $(GO) vet ./...
 	cd $(TOOL) && $(NOWORK) $(GO) vet ./...
+	cd $(IMAGE) && $(NOWORK) $(GO) vet ./...
 	for m in $(CONTRIB); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 lint: $(STATICCHECK)
 	$(STATICCHECK) ./...
 	cd bench && $(NOWORK) $(STATICCHECK) ./...
 	cd $(TOOL) && $(NOWORK) $(STATICCHECK) ./...
+	cd $(IMAGE) && $(NOWORK) $(STATICCHECK) ./...
 	for m in $(CONTRIB); do (cd $$m && $(STATICCHECK) ./...) || exit 1; done
 
 unit:
@@ -102,6 +109,15 @@ unit:
 # in fresh modules, floodgate's modules from the tags alone: see scripts/install-test.sh.
 install-test:
 	scripts/install-test.sh
+
+# The image built twice (the same manifest digest), read back from its
+# layout, and the binary and configuration from its layer run until the demo
+# limit answers 429.
+image-check:
+	cd $(IMAGE) && $(NOWORK) $(GO) test -race -timeout 10m ./...
+
+image:
+	cd $(IMAGE) && $(NOWORK) $(GO) run . -root ../.. -out ../../build/image -archive ../../build/floodgate-image.tar
 
 # The benchmark module's own tests check that every compared limiter limits;
 # -run keeps them quick, -bench is not run here.

@@ -205,6 +205,8 @@ type Grant struct {
 
 	// RetryAfter is Result.RetryAfter for a store that failed closed.
 	RetryAfter time.Duration
+
+	local *holders // a counted hold's holders in a Local, for its release
 }
 
 // A Store keeps the holders of every key. Holders are named by tokens the

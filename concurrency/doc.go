@@ -13,9 +13,11 @@
 //
 // Every Permit is released exactly once: Release is idempotent, so a
 // deferred Release and an explicit one never free two slots, and a deferred
-// Release runs when the work panics. A slot is never freed by anything but
-// its own Permit or its lease running out (a lease for another process, or
-// any hold in a shared store whose holder stopped renewing).
+// Release runs when the work panics. Limiter.Do is Acquire and a deferred
+// release in one call, without a Permit over a Local store. A slot is never
+// freed by anything but its own Permit (or Do), or its lease running out (a
+// lease for another process, or any hold in a shared store whose holder
+// stopped renewing).
 //
 // # Waiting
 //
@@ -23,6 +25,7 @@
 // bounded FIFO queue of this Limiter for at most Options.MaxWait (the
 // backlog timeout) or until its context ends, whichever comes first. A
 // request that finds the queue full is refused at once (ReasonQueueFull).
+// Over a Local, a release hands its slot straight to the first waiter.
 // The queue belongs to one process: with a shared store each instance
 // queues its own requests, and the instances share the slots.
 //

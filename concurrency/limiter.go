@@ -63,6 +63,7 @@ type Options struct {
 // safe for concurrent use.
 type Limiter struct {
 	store      Store
+	local      *Local // store, when it is a Local: Permits hold counted slots
 	name       string
 	limit      int
 	ctl        Controller
@@ -76,6 +77,7 @@ type Limiter struct {
 	waiting atomic.Int64 // requests in every queue; 0 lets Release skip mu
 	mu      sync.Mutex
 	queues  map[string]*queue
+	spare   []*queue // empty, with their timers, for reuse; under mu
 }
 
 // New returns a Limiter over store.
@@ -94,8 +96,9 @@ func New(store Store, o Options) (*Limiter, error) {
 	case o.PollInterval < 0:
 		return nil, fmt.Errorf("%w: PollInterval %s is negative; use 0 for the default of %s", ErrInvalid, o.PollInterval, DefaultPollInterval)
 	}
+	local, _ := store.(*Local)
 	l := &Limiter{
-		store: store, name: o.Name, limit: o.Limit, ctl: o.Controller,
+		store: store, local: local, name: o.Name, limit: o.Limit, ctl: o.Controller,
 		maxWaiting: o.MaxWaiting, maxWait: o.MaxWait, poll: o.PollInterval,
 		prefix: randomToken()[:12] + "-",
 		queues: make(map[string]*queue),
@@ -137,17 +140,79 @@ func (l *Limiter) Adaptive() bool { return l.ctl != nil }
 // Permit is nil (whose Release does nothing, so `defer p.Release()` is
 // safe either way) and res.Reason says why.
 func (l *Limiter) Acquire(ctx context.Context, key string) (Result, *Permit) {
-	token := l.nextToken()
+	// Over a Local, a Permit's slot is counted rather than named by a
+	// token: the Permit releases it once, and it never expires.
+	var token string
+	if l.local == nil {
+		token = l.nextToken()
+	}
 	res, g := l.acquire(ctx, key, token, 0)
 	if !res.Allowed {
 		return res, nil
 	}
-	p := &Permit{h: &hold{l: l, key: key, token: token}, start: time.Now(), inFlight: max(res.InFlight, 0)}
-	if g.Lease > 0 {
-		p.h.heartbeat(g.Lease)
-		runtime.AddCleanup(p, func(h *hold) { go h.release() }, p.h)
+	p := &Permit{l: l, key: key, local: g.local, inFlight: res.InFlight}
+	if l.ctl != nil {
+		p.start = time.Now() // only a Controller reads the work's latency
+	}
+	if token != "" {
+		p.h = &hold{l: l, key: key, token: token}
+		if g.Lease > 0 {
+			p.h.heartbeat(g.Lease)
+			runtime.AddCleanup(p, func(h *hold) { go h.release() }, p.h)
+		}
 	}
 	return res, p
+}
+
+// Do runs work while it holds a slot of key, and frees the slot when work
+// returns (reporting the Outcome it returns to the Controller) or panics
+// (reporting nothing: Ignore). It returns the decision, the Result work was
+// given; a refused request's work is not run. It is Acquire with a
+// deferred ReleaseWith, for a front end that serves every admitted request
+// within one call: over a Local store it holds the slot without a Permit,
+// so that an admitted request allocates nothing.
+func (l *Limiter) Do(ctx context.Context, key string, work func(Result) Outcome) Result {
+	if l.local == nil {
+		res, p := l.Acquire(ctx, key)
+		if !res.Allowed {
+			return res
+		}
+		o := Ignore
+		defer func() { p.ReleaseWith(o) }()
+		o = work(res)
+		return res
+	}
+	res, g := l.acquire(ctx, key, "", 0)
+	if !res.Allowed {
+		return res
+	}
+	var start time.Time
+	if l.ctl != nil {
+		start = time.Now()
+	}
+	o := Ignore
+	defer func() { l.releaseCounted(key, g.local, start, res.InFlight, o) }()
+	o = work(res)
+	return res
+}
+
+// releaseCounted frees a counted slot of key, whose holders in the Local
+// are h (see Acquire), granted at start with inFlight holders, whose work
+// ended with o.
+func (l *Limiter) releaseCounted(key string, h *holders, start time.Time, inFlight int, o Outcome) {
+	if l.waiting.Load() == 0 || !l.handOff(key, h) {
+		l.local.releaseCounted(l.name, key, h)
+		l.wake(key)
+	}
+	l.observe(start, inFlight, o)
+}
+
+// observe reports to the Controller work granted at start with inFlight
+// holders that ended with o.
+func (l *Limiter) observe(start time.Time, inFlight int, o Outcome) {
+	if l.ctl != nil && o != Ignore {
+		l.ctl.Observe(Sample{RTT: time.Since(start), InFlight: max(inFlight, 0), Outcome: o})
+	}
 }
 
 // AcquireLease is Acquire for a holder in another process: the slot is held
@@ -217,10 +282,16 @@ func (l *Limiter) acquire(ctx context.Context, key, token string, ttl time.Durat
 	return l.wait(ctx, key, token, ttl)
 }
 
-// try asks the store once. final reports an answer no waiting can change.
+// try asks the store once; token "" asks a Local for a counted slot (see
+// Acquire). final reports an answer no waiting can change.
 func (l *Limiter) try(ctx context.Context, key, token string, ttl time.Duration) (res Result, g Grant, final bool) {
 	limit := l.Limit()
-	g, err := l.store.Acquire(ctx, l.name, key, token, limit, ttl)
+	var err error
+	if token == "" {
+		g, err = l.local.acquire(l.name, key, "", true, limit, 0)
+	} else {
+		g, err = l.store.Acquire(ctx, l.name, key, token, limit, ttl)
+	}
 	res = Result{Name: l.name, Limit: limit, InFlight: g.InFlight, Source: g.Source, RetryAfter: g.RetryAfter}
 	switch {
 	case err != nil:
@@ -243,22 +314,68 @@ func (l *Limiter) try(ctx context.Context, key, token string, ttl time.Duration)
 
 // A queue is the FIFO of waiters for one key. Only its head asks the
 // store; the others wait their turn, so that a slot goes to the request
-// that has waited longest.
-type queue struct{ w []*waiter }
+// that has waited longest. A counted slot of a Local (see Acquire) is not
+// freed while a counted waiter is first in the queue: its release hands
+// it to that waiter (handOff), as a channel hands a value to a blocked
+// receiver, so that a request served from the queue wakes one goroutine,
+// not two.
+type queue struct {
+	w    []*waiter
+	key  string      // under mu
+	poll *time.Timer // wakes the head every PollInterval; stopped once the queue is empty
+}
+
+// newQueue makes the queue of key, under mu.
+func (l *Limiter) newQueue(key string) *queue {
+	var q *queue
+	if n := len(l.spare); n > 0 {
+		q = l.spare[n-1]
+		l.spare = l.spare[:n-1]
+		q.poll.Reset(l.poll)
+	} else {
+		q = &queue{}
+		q.poll = time.AfterFunc(l.poll, func() { l.pollQueue(q) })
+	}
+	q.key = key
+	l.queues[key] = q
+	return q
+}
+
+// pollQueue wakes the head of q, which asks the store again, and keeps
+// doing so every PollInterval while q has waiters: polling finds slots freed
+// elsewhere (another Limiter or instance, an expired lease, a limit the
+// Controller raised). It is one timer per queue, not per waiter, so that a
+// request through a busy queue sets no timer for it.
+func (l *Limiter) pollQueue(q *queue) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(q.w) == 0 || l.queues[q.key] != q {
+		return // the queue emptied: its timer stopped, or is reset on reuse
+	}
+	signal(q.w[0].ch)
+	q.poll.Reset(l.poll)
+}
 
 type waiter struct {
-	ch   chan struct{} // a wake-up; buffered, so a wake is never lost
-	head atomic.Bool
+	ch      chan struct{} // a wake-up; buffered, so a wake is never lost
+	head    atomic.Bool
+	counted bool // it waits for a counted slot of a Local; set before it joins a queue
 
-	deadline, poll *time.Timer // stopped while the waiter is not in a queue
+	// granted is set, under the Limiter's mu, by a release that handed
+	// the waiter its slot and took it out of the queue; inFlight is the
+	// number of holders then.
+	granted  atomic.Bool
+	inFlight int
+	local    *holders // the holders of the slot handed over
+
+	deadline *time.Timer // stopped while the waiter is not in a queue
 }
 
 // waiters keeps waiters with their channel and timers for reuse: a busy
 // queue takes and leaves one per request.
 var waiters = sync.Pool{New: func() any {
-	w := &waiter{ch: make(chan struct{}, 1), deadline: time.NewTimer(time.Hour), poll: time.NewTimer(time.Hour)}
+	w := &waiter{ch: make(chan struct{}, 1), deadline: time.NewTimer(time.Hour)}
 	w.deadline.Stop()
-	w.poll.Stop()
 	return w
 }}
 
@@ -269,12 +386,13 @@ func getWaiter() *waiter { return waiters.Get().(*waiter) }
 // draining.
 func putWaiter(w *waiter) {
 	w.deadline.Stop()
-	w.poll.Stop()
 	select {
 	case <-w.ch:
 	default:
 	}
 	w.head.Store(false)
+	w.granted.Store(false)
+	w.local = nil
 	waiters.Put(w)
 }
 
@@ -283,8 +401,7 @@ func (l *Limiter) wait(ctx context.Context, key, token string, ttl time.Duration
 	l.mu.Lock()
 	q := l.queues[key]
 	if q == nil {
-		q = &queue{}
-		l.queues[key] = q
+		q = l.newQueue(key)
 	}
 	if len(q.w) >= l.maxWaiting {
 		l.mu.Unlock()
@@ -292,62 +409,148 @@ func (l *Limiter) wait(ctx context.Context, key, token string, ttl time.Duration
 	}
 	w := getWaiter()
 	w.head.Store(len(q.w) == 0)
+	w.counted = token == ""
 	q.w = append(q.w, w)
 	l.waiting.Add(1)
 	l.mu.Unlock()
-	defer l.leave(key, w)
+	defer putWaiter(w) // once out of the queue: every return below took it out
 
-	deadline, poll := w.deadline, w.poll
-	deadline.Reset(l.maxWait)
+	w.deadline.Reset(l.maxWait)
 	for {
-		if w.head.Load() {
-			res, g, final := l.try(ctx, key, token, ttl)
+		if w.head.Load() || w.granted.Load() {
+			res, g, final := l.tryHead(ctx, key, token, ttl, w)
 			if final {
 				res.Waited = time.Since(start)
 				return res, g
 			}
-			poll.Reset(l.poll)
 		}
-		var pollC <-chan time.Time
-		if w.head.Load() {
-			pollC = poll.C
-		}
+		// w.ch brings a release's wake-up or hand-off, or the queue's poll.
+		var reason Reason
 		select {
 		case <-w.ch:
-		case <-pollC:
-		case <-deadline.C:
-			return Result{Name: l.name, Reason: ReasonTimeout, Limit: l.Limit(), InFlight: -1, Waited: time.Since(start)}, Grant{}
+			continue
+		case <-w.deadline.C:
+			reason = ReasonTimeout
 		case <-ctx.Done():
-			return Result{Name: l.name, Reason: ReasonCanceled, Limit: l.Limit(), InFlight: -1, Waited: time.Since(start)}, Grant{}
+			reason = ReasonCanceled
+		}
+		l.mu.Lock()
+		granted := l.leave(key, w, true)
+		l.mu.Unlock()
+		if granted {
+			// A release handed w its slot before it could leave: it is
+			// served (as a head that won its try against the deadline is).
+			return l.granted(w, start)
+		}
+		return Result{Name: l.name, Reason: reason, Limit: l.Limit(), InFlight: -1, Waited: time.Since(start)}, Grant{}
+	}
+}
+
+// tryHead asks the store for w, the head of key's queue, or takes the
+// slot a release handed it. A final answer takes w out of the queue. A
+// counted waiter asks under mu, so that a release never hands it a slot
+// while it takes one of its own.
+func (l *Limiter) tryHead(ctx context.Context, key, token string, ttl time.Duration, w *waiter) (res Result, g Grant, final bool) {
+	if w.granted.Load() {
+		// Set once, under mu, by the release that took w out of the queue.
+		res, g = l.granted(w, time.Time{})
+		return res, g, true
+	}
+	if !w.counted {
+		res, g, final = l.try(ctx, key, token, ttl)
+		if final {
+			l.mu.Lock()
+			l.leave(key, w, res.InFlight < 0 || res.InFlight < res.Limit)
+			l.mu.Unlock()
+		}
+		return res, g, final
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w.granted.Load() {
+		res, g = l.granted(w, time.Time{})
+		return res, g, true
+	}
+	res, g, final = l.try(ctx, key, token, ttl)
+	if final {
+		l.leave(key, w, res.InFlight < 0 || res.InFlight < res.Limit)
+	}
+	return res, g, final
+}
+
+// granted is the answer to w, handed a slot by a release, waiting since
+// start (zero: the caller sets Waited).
+func (l *Limiter) granted(w *waiter, start time.Time) (Result, Grant) {
+	res := Result{Allowed: true, Name: l.name, Limit: l.Limit(), InFlight: w.inFlight, Source: LocalSource}
+	if !start.IsZero() {
+		res.Waited = time.Since(start)
+	}
+	return res, Grant{Acquired: true, InFlight: w.inFlight, Source: LocalSource, local: w.local}
+}
+
+// leave takes w out of key's queue, under mu, unless a release handed it
+// a slot (and took it out) already, which it reports. A head that leaves
+// passes the turn on; the next head asks the store at once when more
+// says a slot may be free (the one that let w in may not have been the
+// only one), and otherwise at the queue's next poll or release.
+func (l *Limiter) leave(key string, w *waiter, more bool) (granted bool) {
+	if w.granted.Load() {
+		return true
+	}
+	q := l.queues[key]
+	for i, x := range q.w {
+		if x == w {
+			l.remove(key, q, i, more)
+			break
+		}
+	}
+	return false
+}
+
+// remove takes the i-th waiter out of q, key's queue, under mu (see leave
+// for more).
+func (l *Limiter) remove(key string, q *queue, i int, more bool) {
+	q.w = append(q.w[:i], q.w[i+1:]...)
+	l.waiting.Add(-1)
+	// No one signals a waiter once it is out of the queue: signals are
+	// sent under mu, to waiters in a queue.
+	if len(q.w) == 0 {
+		delete(l.queues, key)
+		q.poll.Stop()
+		if len(l.spare) < maxSpare {
+			l.spare = append(l.spare, q)
+		}
+		return
+	}
+	if h := q.w[0]; i == 0 && !h.head.Load() {
+		h.head.Store(true)
+		if more {
+			signal(h.ch)
 		}
 	}
 }
 
-// leave takes w out of its queue; a head that leaves passes the turn on,
-// and the next head asks the store at once (the slot that let w in may not
-// have been the only one free).
-func (l *Limiter) leave(key string, w *waiter) {
+// handOff gives the caller's counted slot of key to the first waiter of
+// key's queue when it waits for a counted slot and the limit has room for
+// it still (a Controller may have lowered it), and reports whether it did.
+// The slot then stays held in the store, by the waiter.
+func (l *Limiter) handOff(key string, h *holders) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	q := l.queues[key]
-	for i, x := range q.w {
-		if x == w {
-			q.w = append(q.w[:i], q.w[i+1:]...)
-			break
-		}
+	if q == nil || len(q.w) == 0 || !q.w[0].counted {
+		return false
 	}
-	l.waiting.Add(-1)
-	// No one signals w once it is out of the queue: signals are sent
-	// under mu, to waiters in a queue.
-	defer putWaiter(w)
-	if len(q.w) == 0 {
-		delete(l.queues, key)
-		return
+	n := l.local.holding(h)
+	if n > l.Limit() {
+		return false
 	}
-	if h := q.w[0]; !h.head.Load() {
-		h.head.Store(true)
-		signal(h.ch)
-	}
+	w := q.w[0]
+	w.inFlight, w.local = n, h
+	w.granted.Store(true)
+	l.remove(key, q, 0, n < l.Limit())
+	signal(w.ch)
+	return true
 }
 
 // wake tells the head waiter of key that a slot came free.
@@ -390,13 +593,18 @@ func randomToken() string {
 // Release costs a slot for a while rather than for the life of the process.
 // Release it all the same: the collector runs when it likes.
 type Permit struct {
-	h        *hold
-	start    time.Time
+	l        *Limiter
+	key      string
+	h        *hold       // the slot held by token; nil for a counted slot of a Local
+	local    *holders    // a counted slot's holders in the Local
+	released atomic.Bool // for a counted slot (a hold has its own)
+	start    time.Time   // of the grant, when the Limiter has a Controller
 	inFlight int
 }
 
-// hold is the part of a Permit its heartbeat uses: everything but the
-// Permit itself, so that a Permit without a Release can be collected.
+// hold is the part of a Permit held by token that its heartbeat uses:
+// everything but the Permit itself, so that a Permit without a Release can
+// be collected.
 type hold struct {
 	l     *Limiter
 	key   string
@@ -419,18 +627,24 @@ func (p *Permit) Release() { p.ReleaseWith(Success) }
 // resource was overloaded (a timeout, a 503), Ignore when the work says
 // nothing about it (the client went away).
 func (p *Permit) ReleaseWith(o Outcome) {
-	if p == nil || !p.h.release() {
+	if p == nil {
 		return
 	}
-	if l := p.h.l; l.ctl != nil && o != Ignore {
-		l.ctl.Observe(Sample{RTT: time.Since(p.start), InFlight: p.inFlight, Outcome: o})
+	if p.h != nil {
+		if p.h.release() {
+			p.l.observe(p.start, p.inFlight, o)
+		}
+		return
+	}
+	if p.released.CompareAndSwap(false, true) {
+		p.l.releaseCounted(p.key, p.local, p.start, p.inFlight, o)
 	}
 }
 
 // Lost reports whether the Permit's lease ran out before it was renewed,
 // in which case the store may have given its slot to another holder. It
 // stays false for stores whose holds do not expire.
-func (p *Permit) Lost() bool { return p != nil && p.h.lost.Load() }
+func (p *Permit) Lost() bool { return p != nil && p.h != nil && p.h.lost.Load() }
 
 // release frees the slot the first time it is called and reports whether
 // it did.

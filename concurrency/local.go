@@ -69,6 +69,7 @@ type Local struct {
 	keys       map[localKey]*holders
 	peak       int        // the most keys since keys was last rebuilt
 	spare      []*holders // empty, for reuse; under mu
+	parked     parkedKeys // keys emptied of holders, kept a while
 	holds      int        // tokens of every key
 	expiring   int        // of them, those with an expiry
 	nextExpiry int64      // no hold expires before; math.MaxInt64 for none
@@ -79,8 +80,13 @@ type localKey struct{ name, key string }
 
 type holders struct {
 	tokens   map[string]int64 // token → expiry in clock nanoseconds, 0 for none
+	counted  int              // holds without a token (see acquire)
 	expiring int              // tokens with an expiry
+	parked   bool             // in Local.parked
 }
+
+// n is the number of holders.
+func (h *holders) n() int { return len(h.tokens) + h.counted }
 
 // NewLocal returns an empty Local store with the default options.
 func NewLocal() *Local { return NewLocalWith(LocalOptions{}) }
@@ -112,20 +118,29 @@ var _ Store = (*Local)(nil)
 
 // Acquire implements Store. It fails only with ErrStoreFull.
 func (s *Local) Acquire(_ context.Context, name, key, token string, limit int, ttl time.Duration) (Grant, error) {
+	return s.acquire(name, key, token, false, limit, ttl)
+}
+
+// acquire is Acquire, and when counted is true a hold without a token:
+// a Permit of a Limiter over this store, whose one Release the Limiter
+// guarantees, is counted rather than named, so that a request pays for no
+// token and no entry of its own (the admitted path of an in-process
+// Throttle). Counted holds never expire; they are released by release.
+func (s *Local) acquire(name, key, token string, counted bool, limit int, ttl time.Duration) (Grant, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := localKey{name, key}
 	h := s.keys[k]
-	if h != nil && len(h.tokens) >= limit && h.expiring > 0 {
-		h = s.expire(k, h, s.clock.UnixNano())
+	if h != nil && h.n() >= limit && h.expiring > 0 {
+		s.expire(k, h, s.clock.UnixNano())
 	}
 	if h != nil {
-		if _, ok := h.tokens[token]; ok {
+		if _, ok := h.tokens[token]; ok && !counted {
 			// A token already holding is not a second holder.
-			return Grant{Acquired: true, InFlight: len(h.tokens), Lease: max(ttl, 0), Source: LocalSource}, nil
+			return Grant{Acquired: true, InFlight: h.n(), Lease: max(ttl, 0), Source: LocalSource}, nil
 		}
-		if len(h.tokens) >= limit {
-			return Grant{InFlight: len(h.tokens), Source: LocalSource}, nil
+		if h.n() >= limit {
+			return Grant{InFlight: h.n(), Source: LocalSource}, nil
 		}
 	} else if limit <= 0 {
 		return Grant{Source: LocalSource}, nil
@@ -138,7 +153,7 @@ func (s *Local) Acquire(_ context.Context, name, key, token string, limit int, t
 		if s.holds >= s.maxHolds {
 			n := 0
 			if h != nil {
-				n = len(h.tokens)
+				n = h.n()
 			}
 			return Grant{InFlight: n, Source: LocalSource}, ErrStoreFull
 		}
@@ -148,14 +163,18 @@ func (s *Local) Acquire(_ context.Context, name, key, token string, limit int, t
 		s.keys[k] = h
 		s.peak = max(s.peak, len(s.keys))
 	}
+	s.holds++
+	if counted {
+		h.counted++
+		return Grant{Acquired: true, InFlight: h.n(), Source: LocalSource, local: h}, nil
+	}
 	var exp int64
 	if ttl > 0 {
 		exp = s.clock.UnixNano() + int64(ttl)
 		s.expires(h, exp)
 	}
 	h.tokens[token] = exp
-	s.holds++
-	return Grant{Acquired: true, InFlight: len(h.tokens), Lease: max(ttl, 0), Source: LocalSource}, nil
+	return Grant{Acquired: true, InFlight: h.n(), Lease: max(ttl, 0), Source: LocalSource}, nil
 }
 
 // Renew implements Store. A hold without expiry stays without one unless
@@ -196,10 +215,34 @@ func (s *Local) Release(_ context.Context, name, key, token string) error {
 	if exp, ok := h.tokens[token]; ok {
 		s.forget(h, token, exp)
 	}
-	if len(h.tokens) == 0 {
-		s.drop(k, h)
+	if h.n() == 0 {
+		s.emptied(k, h)
 	}
 	return nil
+}
+
+// releaseCounted ends one counted hold of key, whose holders are h (the
+// Grant's): h stays the key's while the hold lasts, so the release looks
+// nothing up.
+func (s *Local) releaseCounted(name, key string, h *holders) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.counted == 0 {
+		return // cannot happen: the Limiter releases each counted hold once
+	}
+	h.counted--
+	s.holds--
+	if h.n() == 0 {
+		s.emptied(localKey{name, key}, h)
+	}
+}
+
+// holding returns the number of holders in h, the holders of a key the
+// caller holds.
+func (s *Local) holding(h *holders) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return h.n()
 }
 
 // expires counts a hold of h that runs out at exp, and has the janitor
@@ -261,7 +304,7 @@ func (s *Local) sweep(now int64) {
 		if h.expiring == 0 {
 			continue
 		}
-		if s.expire(k, h, now) == nil {
+		if s.expire(k, h, now); h.n() == 0 {
 			continue
 		}
 		for _, exp := range h.tokens {
@@ -280,19 +323,16 @@ func (s *Local) sweep(now int64) {
 	}
 }
 
-// expire drops the holds of h, the holders of k, that ran out by now,
-// and k itself when none is left: it returns h, or nil when k is gone.
-func (s *Local) expire(k localKey, h *holders, now int64) *holders {
+// expire drops the holds of h, the holders of k, that ran out by now.
+func (s *Local) expire(k localKey, h *holders, now int64) {
 	for t, exp := range h.tokens {
 		if exp != 0 && exp <= now {
 			s.forget(h, t, exp)
 		}
 	}
-	if len(h.tokens) == 0 {
-		s.drop(k, h)
-		return nil
+	if h.n() == 0 {
+		s.emptied(k, h)
 	}
-	return h
 }
 
 // newHolders returns an empty holders, a spare one when there is one: a
@@ -307,15 +347,48 @@ func (s *Local) newHolders() *holders {
 	return &holders{tokens: make(map[string]int64)}
 }
 
-// drop forgets key k, whose holders h is empty, and keeps h as a spare.
-func (s *Local) drop(k localKey, h *holders) {
-	delete(s.keys, k)
-	if len(s.spare) < maxSpare {
-		s.spare = append(s.spare, h)
+// emptied parks key k, whose holders h has just emptied: k stays in the
+// map until maxSpare keys emptied after it, so that a key whose work is
+// short (empty between most of its requests) is not deleted and inserted
+// again on every request. The oldest parked key is then forgotten if it is
+// empty still, and its holders kept as a spare. At most maxSpare empty keys
+// are kept.
+func (s *Local) emptied(k localKey, h *holders) {
+	if h.parked {
+		return
 	}
+	p := &s.parked
+	if p.n == len(p.keys) {
+		old := p.keys[p.first]
+		p.keys[p.first] = parkedKey{}
+		p.first = (p.first + 1) % len(p.keys)
+		p.n--
+		old.h.parked = false
+		if old.h.n() == 0 {
+			delete(s.keys, old.k)
+			if len(s.spare) < maxSpare {
+				s.spare = append(s.spare, old.h)
+			}
+		}
+	}
+	h.parked = true
+	p.keys[(p.first+p.n)%len(p.keys)] = parkedKey{k, h}
+	p.n++
 }
 
-// maxSpare bounds the spare holders a Local keeps.
+// parkedKeys is a ring of keys whose holders emptied, oldest first. A key
+// is in it once (holders.parked): it may have holders again meanwhile.
+type parkedKeys struct {
+	keys     [maxSpare]parkedKey
+	first, n int
+}
+
+type parkedKey struct {
+	k localKey
+	h *holders
+}
+
+// maxSpare bounds the spare holders a Local keeps, and its parked keys.
 const maxSpare = 64
 
 // InFlight returns the number of live holders of key under the Limiter
@@ -328,10 +401,8 @@ func (s *Local) InFlight(name, key string) int {
 	if h == nil {
 		return 0
 	}
-	if h = s.expire(k, h, s.clock.UnixNano()); h == nil {
-		return 0
-	}
-	return len(h.tokens)
+	s.expire(k, h, s.clock.UnixNano())
+	return h.n()
 }
 
 // Len returns the number of holds the store keeps, those whose lease ran

@@ -6,10 +6,11 @@ import (
 	"github.com/floodgate-go/floodgate/envoyrules"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 	"github.com/floodgate-go/floodgate/hybrid"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 	"github.com/floodgate-go/floodgate/memstore"
-	"github.com/floodgate-go/floodgate/pgproxy"
+	"github.com/floodgate-go/floodgate/pgproxy/pgmode"
 	"github.com/floodgate-go/floodgate/redisstore"
 
 	"github.com/floodgate-go/floodgate/clientip"
@@ -548,7 +549,7 @@ type Route struct {
 	Name string `yaml:"name"`
 
 	// Match selects the requests; absent matches every request.
-	Match httplimit.Match `yaml:"match"`
+	Match httpmatch.Match `yaml:"match"`
 
 	// Shadow decides and counts but never denies, to try limits on real
 	// traffic first: requests that would be denied are logged and counted.
@@ -826,14 +827,20 @@ type Postgres struct {
 	// Replication is what happens to replication connections: charge (the
 	// default: their queries are charged like any other), exempt, or
 	// refuse.
-	Replication pgproxy.ReplicationMode `yaml:"replication,omitempty"`
+	Replication pgmode.ReplicationMode `yaml:"replication,omitempty"`
 
 	// Bounds limit what connections may hold of this listener: how many,
 	// for how long, and how much of a request is buffered.
 	Bounds Bounds `yaml:"bounds"`
 }
 
-func (p *Postgres) setDefaults() { p.Listen = DefaultPostgresListen; p.Bounds.defaults(boundsPostgres) }
+func (p *Postgres) setDefaults() {
+	p.Listen = DefaultPostgresListen
+	p.Bounds.defaults(boundsPostgres)
+	// header_timeout is the proxy's startup bound: the library's default,
+	// one constant for serve and Go programs alike.
+	p.Bounds.HeaderTimeout = Duration(pgmode.DefaultStartupTimeout)
+}
 
 // PostgresConcurrency bounds the queries of each database user in flight
 // at once (pgproxy.Limits.ConcurrentQueries): a query is in flight from the
@@ -985,7 +992,9 @@ type Bounds struct {
 	// HeaderTimeout bounds receiving a request's header from the
 	// connection's first byte or the previous request (and the TLS
 	// handshake); on the Envoy listener the connection's setup, on the
-	// PostgreSQL listener a client's startup. Default 10s.
+	// PostgreSQL listener a client's startup (pgproxy.Config.StartupTimeout,
+	// whose default, pgproxy.DefaultStartupTimeout, is also 10s). Default
+	// 10s.
 	HeaderTimeout Duration `yaml:"header_timeout,omitempty"`
 
 	// BodyTimeout bounds receiving a request's body, from the end of its

@@ -5,7 +5,7 @@ import (
 	"github.com/floodgate-go/floodgate/envoyrules"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
-	"github.com/floodgate-go/floodgate/pgproxy"
+	"github.com/floodgate-go/floodgate/pgproxy/pgmode"
 )
 
 // The valid values of the enumerated fields, shared by validation, the
@@ -16,7 +16,7 @@ var (
 	enumFailureModes = failover.ModeNames()
 	enumBodies       = httplimit.BodyNames()
 	enumCounts       = httplimit.CountNames()
-	enumReplication  = pgproxy.ReplicationModeNames()
+	enumReplication  = pgmode.ReplicationModeNames()
 	enumHeaderStyles = names(envoyrules.HeaderStyles)
 	enumAlgorithms   = floodgate.AlgorithmNames()
 	// envoy.descriptors and envoy.engine_errors, in envoyrls.Mode's terms.

@@ -65,7 +65,7 @@ func readDocs(t *testing.T) docs {
 	// Types of the library that the file uses are documented where they
 	// live; a name the configuration defines itself wins.
 	files, _ := filepath.Glob("*.go")
-	for _, dir := range []string{"../envoyrules", "../httplimit"} {
+	for _, dir := range []string{"../envoyrules", "../httplimit", "../httpmatch"} {
 		more, _ := filepath.Glob(dir + "/*.go")
 		files = append(files, more...)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/floodgate-go/floodgate/envoyrules"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 
@@ -657,13 +658,13 @@ func (k *checker) checkConcurrency(path string, r *Route) {
 
 // checkMatch compiles a route's match as the proxy will, reporting each
 // problem at its field.
-func (k *checker) checkMatch(path string, m httplimit.Match) {
+func (k *checker) checkMatch(path string, m httpmatch.Match) {
 	_, err := m.Compile()
 	if err == nil {
 		return
 	}
 	for _, e := range unjoin(err) {
-		var me *httplimit.MatchError
+		var me *httpmatch.MatchError
 		if !errors.As(e, &me) {
 			k.errf(path, "%v", e)
 			continue

@@ -53,7 +53,7 @@ func newConcLimits(e *engine, st config.Storage) (*concLimits, error) {
 		mode = failover.LocalFallback // as the hybrid engine's local filter
 	}
 	lease := max(redislease.DefaultLease, 3*st.Failure.Timeout.D())
-	s, err := redislease.New(e.client, redislease.Options{Prefix: st.Redis.KeyPrefix, Mode: mode, Guard: e.guard, Lease: lease})
+	s, err := redislease.New(e.client, redislease.Options{Prefix: st.Redis.KeyPrefix, Mode: mode, Breaker: e.guard.Breaker(), Lease: lease})
 	if err != nil {
 		return nil, fmt.Errorf("concurrency limits in Redis: %w", err)
 	}

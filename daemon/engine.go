@@ -92,7 +92,7 @@ func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, log
 		// from a metric: once per outage, not once per probe.
 		OnTransition: failover.LogTransitions(log, "Redis", outageMode(st), "engine", "redis", "failure_mode", failureMode(st)),
 	})
-	// The Guard carries the concurrency limits' leases too (Guard.Do), so
+	// The Guard's Breaker carries the concurrency limits' leases too, so
 	// that one breaker judges Redis for both.
 	guard, err := failover.NewGuard(rs, gopts)
 	if err != nil {

@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/config"
+	"github.com/floodgate-go/floodgate/pgproxy"
 	"github.com/floodgate-go/floodgate/testkit"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestPostgresConcurrency runs postgres.concurrency through the daemon
@@ -66,5 +69,30 @@ admin: {listen: ""}
 	}
 	if _, err := other.Exec(ctx, "SELECT 1"); err != nil {
 		t.Fatalf("the refused session's next query: %v", err)
+	}
+	// The proxy reports to the daemon's registry through metrics.Postgres.
+	if got, err := testutil.GatherAndCount(d.Registry(), "floodgate_pg_concurrent_queries_refused_total", "floodgate_pg_client_connections"); err != nil || got != 2 {
+		t.Fatalf("the proxy's metrics on the daemon's registry: %d series, %v", got, err)
+	}
+	mfs, _ := d.Registry().Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "floodgate_pg_concurrent_queries_refused_total" {
+			if v := mf.GetMetric()[0].GetCounter().GetValue(); v != 1 {
+				t.Errorf("floodgate_pg_concurrent_queries_refused_total = %v, want 1", v)
+			}
+		}
+	}
+}
+
+// TestPostgresStartupTimeoutDefault: the postgres listener's
+// header_timeout, its clients' startup bound, defaults to the library's
+// pgproxy.DefaultStartupTimeout, so serve and a Go program agree.
+func TestPostgresStartupTimeoutDefault(t *testing.T) {
+	c, err := config.Parse("test.yaml", []byte("policies: {api: {rate: 1/s}}\npostgres: {upstream: 127.0.0.1:5432}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Postgres.Bounds.HeaderTimeout.D(); got != pgproxy.DefaultStartupTimeout {
+		t.Errorf("postgres.bounds.header_timeout defaults to %s; pgproxy.DefaultStartupTimeout is %s", got, pgproxy.DefaultStartupTimeout)
 	}
 }

@@ -1,12 +1,11 @@
 package daemon
 
 import (
-	"fmt"
-
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/internal/certfile"
 	"github.com/floodgate-go/floodgate/internal/denylog"
+	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/pgproxy"
 )
 
@@ -39,9 +38,12 @@ func postgresLimits(pg *config.Postgres, g *generation) pgproxy.Limits {
 // comes with the path of the field it is about.
 func (d *Daemon) newPostgres(g *generation) (*pgproxy.Proxy, string, error) {
 	pg := g.cfg.Postgres
-	c := pgproxy.Config{Listen: pg.Listen, Upstream: pg.Upstream, Limits: postgresLimits(pg, g), Logger: d.log,
+	obs, err := metrics.NewPostgres(d.reg, metrics.PostgresOptions{})
+	if err != nil {
+		return nil, "postgres", err
+	}
+	c := pgproxy.Config{Listen: pg.Listen, Upstream: pg.Upstream, Limits: postgresLimits(pg, g), Logger: d.log, Observer: obs,
 		ChargeEmptyQuery: pg.ChargeEmptyQuery, Replication: pg.Replication, StartupTimeout: pg.Bounds.HeaderTimeout.D()}
-	var err error
 	if c.ProxyProtocolFrom, err = clientip.ParsePrefixes(pg.ProxyProtocolFrom); err != nil {
 		return nil, "postgres.proxy_protocol_from", err
 	}
@@ -64,9 +66,6 @@ func (d *Daemon) newPostgres(g *generation) (*pgproxy.Proxy, string, error) {
 	p, err := pgproxy.New(c)
 	if err != nil {
 		return nil, "postgres", err
-	}
-	if err := d.reg.Register(p); err != nil {
-		return nil, "postgres", fmt.Errorf("metrics: %w", err)
 	}
 	return p, "", nil
 }

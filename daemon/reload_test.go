@@ -25,7 +25,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/config"
-	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 	"github.com/floodgate-go/floodgate/testkit"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -453,7 +453,7 @@ func reloadCases() []reloadCase {
 	}
 }
 
-func matchPrefix(p string) httplimit.Match { return httplimit.Match{PathPrefix: []string{p}} }
+func matchPrefix(p string) httpmatch.Match { return httpmatch.Match{PathPrefix: []string{p}} }
 
 // reparse renders c as YAML, edits it and parses it again, for changes that
 // only make sense in the file (files the configuration reads).

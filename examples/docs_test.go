@@ -35,6 +35,8 @@ var docPackages = map[string]string{
 	"failover":      "github.com/floodgate-go/floodgate/failover",
 	"floodgatetest": "github.com/floodgate-go/floodgate/floodgatetest",
 	"httplimit":     "github.com/floodgate-go/floodgate/httplimit",
+	"httpmatch":     "github.com/floodgate-go/floodgate/httpmatch",
+	"quick":         "github.com/floodgate-go/floodgate/httplimit/quick",
 	"hybrid":        "github.com/floodgate-go/floodgate/hybrid",
 	"memstore":      "github.com/floodgate-go/floodgate/memstore",
 	"redisstore":    "github.com/floodgate-go/floodgate/redisstore",

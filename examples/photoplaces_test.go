@@ -10,6 +10,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 	"github.com/floodgate-go/floodgate/memstore"
 )
 
@@ -44,14 +45,14 @@ func photoPlacesLimits(store floodgate.Store) (*httplimit.Middleware, error) {
 	}
 	userOrIP := httplimit.KeyByUser(httplimit.FromContext(userKey{}), nil)
 	return httplimit.New(httplimit.Config{Rules: []httplimit.Rule{
-		{Limiter: policy("auth", 10), Match: httplimit.PathPrefix("/auth")},
-		{Limiter: policy("api_read", 60), Key: userOrIP, Match: httplimit.All(
-			httplimit.Methods(http.MethodGet, http.MethodHead),
-			httplimit.PathPrefix("/places", "/reviews", "/tags", "/services"))},
-		{Limiter: policy("api_write", 10), Key: userOrIP, Match: httplimit.All(
-			httplimit.Methods(http.MethodPost),
-			httplimit.PathPrefix("/places", "/bookings", "/reviews"))},
-		{Limiter: policy("admin", 100), Key: userOrIP, Match: httplimit.PathPrefix("/admin")},
+		{Limiter: policy("auth", 10), Match: httpmatch.PathPrefix("/auth")},
+		{Limiter: policy("api_read", 60), Key: userOrIP, Match: httpmatch.All(
+			httpmatch.Methods(http.MethodGet, http.MethodHead),
+			httpmatch.PathPrefix("/places", "/reviews", "/tags", "/services"))},
+		{Limiter: policy("api_write", 10), Key: userOrIP, Match: httpmatch.All(
+			httpmatch.Methods(http.MethodPost),
+			httpmatch.PathPrefix("/places", "/bookings", "/reviews"))},
+		{Limiter: policy("admin", 100), Key: userOrIP, Match: httpmatch.PathPrefix("/admin")},
 	}})
 }
 

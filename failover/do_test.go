@@ -12,16 +12,17 @@ import (
 	"github.com/floodgate-go/floodgate/redisstore"
 )
 
-// TestDoSharesTheBreaker: calls made with Do and calls of the remote store
-// are judged by one breaker. Failures of Do open it for Decide, an open
-// breaker skips Do's function, Do's calls are bounded by the timeout, and
-// a refusal (a corrupt key) is an answer, not an outage.
+// TestDoSharesTheBreaker: calls made with the Guard's Breaker's Do and
+// calls of the remote store are judged by one breaker. Failures of Do open
+// it for Decide, an open breaker skips Do's function, Do's calls are
+// bounded by the timeout, and a refusal (a corrupt key) is an answer, not
+// an outage.
 func TestDoSharesTheBreaker(t *testing.T) {
 	clock := newClock()
 	remote := newFakeRemote(t, clock)
 	var errs []*failover.Error
 	g, err := failover.NewGuard(remote, failover.GuardOptions{
-		Clock: clock, MinCalls: 4, FailureRate: 0.5, Backoff: time.Second,
+		Name: "conc", Clock: clock, MinCalls: 4, FailureRate: 0.5, Backoff: time.Second,
 		Timeout: 20 * time.Millisecond, SlowTimeout: 50 * time.Millisecond,
 		OnError: func(e *failover.Error) { errs = append(errs, e) },
 	})
@@ -37,7 +38,7 @@ func TestDoSharesTheBreaker(t *testing.T) {
 	down := errors.New("lease backend: connection refused")
 	ran := 0
 	do := func(err error) error {
-		return g.Do(ctx, "acquire", "conc", func(context.Context) error { ran++; return err })
+		return g.Breaker().Do(ctx, func(context.Context) error { ran++; return err })
 	}
 
 	if err := do(nil); err != nil {
@@ -56,16 +57,14 @@ func TestDoSharesTheBreaker(t *testing.T) {
 		t.Fatalf("Source %q before any failure", r.Source)
 	}
 	for range 4 {
-		err := do(down)
-		var fe *failover.Error
-		if !errors.As(err, &fe) || fe.Op != "acquire" || fe.Policy != "conc" || !errors.Is(err, down) {
-			t.Fatalf("a failure: %v", err)
+		if err := do(down); err != down {
+			t.Fatalf("a failure: %v, want the call's own error", err)
 		}
 	}
 	if g.State() != failover.Open {
 		t.Fatalf("state %s after Do's failures, want open", g.State())
 	}
-	if len(errs) != 4 || errs[0].Op != "acquire" || errs[0].Policy != "conc" {
+	if len(errs) != 4 || errs[0].Op != failover.OpCall || errs[0].Policy != "conc" || errs[0].Error() != "failover: conc: call: "+down.Error() {
 		t.Fatalf("OnError saw %v", errs)
 	}
 	if st := g.Stats(); st.Failures.Decide != 4 {
@@ -91,11 +90,11 @@ func TestDoSharesTheBreaker(t *testing.T) {
 	}
 	release := make(chan struct{})
 	defer close(release)
-	err = g2.Do(ctx, "renew", "conc", func(context.Context) error { <-release; return nil })
+	err = g2.Breaker().Do(ctx, func(context.Context) error { <-release; return nil })
 	if !errors.Is(err, failover.ErrTimeout) {
 		t.Fatalf("a call that hangs: %v", err)
 	}
-	err = g2.Do(ctx, "renew", "conc", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
+	err = g2.Breaker().Do(ctx, func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
 	if !errors.Is(err, failover.ErrTimeout) {
 		t.Fatalf("a call that waits for its context: %v", err)
 	}

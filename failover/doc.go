@@ -14,11 +14,13 @@
 //     across instances until Redis is back.
 //
 // None of them returns an error for a failed decision: the failure is the
-// policy's to absorb, and it is reported through GuardOptions.OnError and
+// policy's to absorb, and it is reported through BreakerOptions.OnError and
 // Guard.Stats instead.
 //
-// Every call to the remote store goes through a Guard, which bounds it with
-// two timeouts and a circuit breaker. A call answered after Timeout
+// Every call to the remote store goes through a Breaker, which bounds it
+// with two timeouts and a circuit breaker; a Guard is a Breaker over a
+// floodgate.Store, and any other call to a backend (a lease script, an HTTP
+// round trip) goes through Breaker.Do. A call answered after Timeout
 // (DefaultTimeout, 100 ms) is slow: counted, and its answer used, since a
 // machine whose CPUs are saturated makes every call late without anything
 // being down. Only a call unanswered after SlowTimeout (DefaultSlowTimeout,

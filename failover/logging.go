@@ -5,8 +5,9 @@ import (
 	"log/slog"
 )
 
-// LogTransitions returns a function for GuardOptions.OnTransition that logs
-// the breaker's transitions on log, so that an operator learns that the
+// LogTransitions returns a function for BreakerOptions.OnTransition (of a
+// Breaker, or of a Guard through GuardOptions) that logs the breaker's
+// transitions on log, so that an operator learns that the
 // remote store went away, why the breaker thinks so and what decides
 // meanwhile, once per outage: the opening at Warn, with Transition.Reason
 // and what mode does ("limiting per instance until Redis is back" for

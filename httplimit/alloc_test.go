@@ -8,6 +8,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 )
 
 // The race detector changes allocation counts, so this runs without it.
@@ -30,7 +31,7 @@ func TestAllocsPerRequest(t *testing.T) {
 		{name: "layered, three rules", want: 200, max: 2,
 			cfg: httplimit.Config{Rules: []httplimit.Rule{
 				{Limiter: e.limiter("d1", roomy), Key: httplimit.KeyConst("all")},
-				{Limiter: e.limiter("d2", roomy), Match: httplimit.PathPrefix("/api")},
+				{Limiter: e.limiter("d2", roomy), Match: httpmatch.PathPrefix("/api")},
 				{Limiter: e.limiter("d3", roomy)},
 			}}},
 		{name: "count failed", want: 200, max: 1,

@@ -3,12 +3,12 @@ package httplimit_test
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 	"github.com/floodgate-go/floodgate/memstore"
 )
 
@@ -128,7 +128,7 @@ func BenchmarkMiddlewareLayered(b *testing.B) {
 	s := benchStore(b)
 	mw, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{
 		{Limiter: benchLimiter(b, s, "global", roomy), Key: httplimit.KeyConst("all")},
-		{Limiter: benchLimiter(b, s, "api", roomy), Match: httplimit.PathPrefix("/api")},
+		{Limiter: benchLimiter(b, s, "api", roomy), Match: httpmatch.PathPrefix("/api")},
 		{Limiter: benchLimiter(b, s, "ip", roomy)},
 	}})
 	if err != nil {
@@ -177,32 +177,5 @@ func BenchmarkMiddlewareParallel(b *testing.B) {
 				}
 			})
 		})
-	}
-}
-
-// BenchmarkMatch is the cost of matching a route: a path prefix and a
-// pattern, on a plain path and on one the matcher has to rewrite (case,
-// path parameters, an extension).
-func BenchmarkMatch(b *testing.B) {
-	for _, m := range []struct {
-		name string
-		m    httplimit.Match
-	}{
-		{"prefix", httplimit.Match{PathPrefix: []string{"/api/v1"}}},
-		{"pattern", httplimit.Match{Path: "/api/v1/users/{id}"}},
-	} {
-		c, err := m.m.Compile()
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, path := range []string{"/api/v1/users/42", "/API/v1;x/users/42.json"} {
-			r := httptest.NewRequest("GET", "http://x"+path, nil)
-			b.Run(m.name+path, func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					c.Match(r)
-				}
-			})
-		}
 	}
 }

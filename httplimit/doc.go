@@ -8,6 +8,10 @@
 //	})
 //	http.ListenAndServe(addr, mw.Handler(mux))
 //
+// The package takes a limiter and links no engine; package httplimit/quick
+// builds the one-line forms (quick.LimitByIP and its kin), which choose the
+// engine themselves.
+//
 // A Middleware checks every Rule that matches a request. A rule names its
 // limiter, the key of a request (client address, user, API key, route, or a
 // combination: see KeyFunc), its cost, and which responses count. When a

@@ -6,6 +6,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 	"github.com/floodgate-go/floodgate/memstore"
 )
 
@@ -17,7 +18,7 @@ func ExampleMiddleware_Explain() {
 	login, _ := floodgate.New(store, floodgate.Policy{Name: "login", Limits: []floodgate.Limit{floodgate.PerMinute(5)}})
 	api, _ := floodgate.New(store, floodgate.Policy{Name: "api", Limits: []floodgate.Limit{floodgate.PerMinute(100)}})
 	mw, _ := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{
-		{Limiter: login, Match: httplimit.PathPrefix("/login")},
+		{Limiter: login, Match: httpmatch.PathPrefix("/login")},
 		{Limiter: api, Key: httplimit.KeyByHeader("X-API-Key", nil)},
 	}})
 	r := httptest.NewRequest("GET", "/items", nil)

@@ -168,21 +168,3 @@ func ExampleRule_countFailed() {
 	// after 10 good logins: 200
 	// after 5 bad ones: 429
 }
-
-// One line limits every client address to 100 requests a minute.
-func ExampleLimitByIP() {
-	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })
-	h := httplimit.LimitByIP(2, time.Minute)(hello)
-
-	for range 3 {
-		req := httptest.NewRequest("GET", "/", nil)
-		req.RemoteAddr = "192.0.2.7:4711"
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		fmt.Println(rec.Code, rec.Header().Get("RateLimit"))
-	}
-	// Output:
-	// 200 "ip";r=1;t=30
-	// 200 "ip";r=0;t=60
-	// 429 "ip";r=0;t=30
-}

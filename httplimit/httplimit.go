@@ -85,7 +85,7 @@ type Rule struct {
 
 	// Match selects the requests the rule applies to; nil means all. It runs
 	// on the request as the middleware sees it, before any routing of the
-	// handlers it wraps (see PathPrefix and Methods).
+	// handlers it wraps (see package httpmatch: PathPrefix, Methods, All).
 	Match func(r *http.Request) bool
 
 	// Cost returns the units a request costs; nil means 1. A cost of 0 lets

@@ -18,6 +18,7 @@ import (
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 )
 
 const client = "203.0.113.7:4711"
@@ -332,8 +333,8 @@ func TestSkip(t *testing.T) {
 func TestMatch(t *testing.T) {
 	e := newEnv(t)
 	h := mustNew(t, httplimit.Config{Rules: []httplimit.Rule{
-		{Limiter: e.limiter("a", floodgate.PerMinute(2)), Match: httplimit.PathPrefix("/a")},
-		{Limiter: e.limiter("b", floodgate.PerMinute(2)), Match: httplimit.PathPrefix("/b/")},
+		{Limiter: e.limiter("a", floodgate.PerMinute(2)), Match: httpmatch.PathPrefix("/a")},
+		{Limiter: e.limiter("b", floodgate.PerMinute(2)), Match: httpmatch.PathPrefix("/b/")},
 	}}).Handler(ok)
 	for _, p := range []string{"/a", "/a/x"} {
 		if rec := get(h, p, client); rec.Code != 200 {
@@ -636,50 +637,6 @@ func TestHandlerAddsToFields(t *testing.T) {
 	}
 	if got := hd.Values("RateLimit-Policy"); len(got) != 1 || got[0] != `"api";q=5;w=60` {
 		t.Errorf("RateLimit-Policy %q", got)
-	}
-}
-
-func TestOneLiners(t *testing.T) {
-	user := func(r *http.Request) string { return r.Header.Get("X-Test-User") }
-	for _, tc := range []struct {
-		name string
-		mw   func(http.Handler) http.Handler
-		a, b []string // header pairs of two clients that share an address
-	}{
-		{"LimitByIP", httplimit.LimitByIP(2, time.Minute), nil, nil},
-		{"LimitByHeader", httplimit.LimitByHeader("X-API-Key", 2, time.Minute), []string{"X-API-Key", "a"}, []string{"X-API-Key", "b"}},
-		{"LimitByUser", httplimit.LimitByUser(user, 2, time.Minute), []string{"X-Test-User", "alice"}, []string{"X-Test-User", "bob"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := tc.mw(ok)
-			for i, want := range []int{200, 200, 429} {
-				if rec := get(h, "/", client, tc.a...); rec.Code != want || rec.Header().Get("X-RateLimit-Limit") != "2" {
-					t.Fatalf("request %d: %d %v, want %d with headers", i+1, rec.Code, rec.Header(), want)
-				}
-			}
-			other := get(h, "/", "198.51.100.9:1", tc.b...)
-			if tc.b != nil {
-				// Another key from the same address.
-				other = get(h, "/", client, tc.b...)
-			}
-			if other.Code != 200 {
-				t.Fatalf("another client: %d, want its own limit", other.Code)
-			}
-		})
-	}
-	for _, bad := range []func(){
-		func() { httplimit.LimitByIP(0, time.Minute) },
-		func() { httplimit.LimitByIP(10, 0) },
-		func() { httplimit.LimitByHeader("X-Key", -1, time.Second) },
-	} {
-		func() {
-			defer func() {
-				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "httplimit: LimitBy") {
-					t.Errorf("recover() = %v, want a panic naming the call", r)
-				}
-			}()
-			bad()
-		}()
 	}
 }
 

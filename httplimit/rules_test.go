@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 )
 
 func withUser(r *http.Request, id string) *http.Request {
@@ -96,13 +97,13 @@ func TestLayeredChain(t *testing.T) {
 func TestPhotoPlacesRules(t *testing.T) {
 	e := newEnv(t)
 	user := httplimit.KeyByUser(httplimit.FromContext(userKey{}), nil)
-	reads := httplimit.All(httplimit.Methods("GET", "HEAD"), httplimit.PathPrefix("/places", "/reviews", "/tags", "/services"))
-	writes := httplimit.All(httplimit.Methods("POST"), httplimit.PathPrefix("/places", "/bookings", "/reviews"))
+	reads := httpmatch.All(httpmatch.Methods("GET", "HEAD"), httpmatch.PathPrefix("/places", "/reviews", "/tags", "/services"))
+	writes := httpmatch.All(httpmatch.Methods("POST"), httpmatch.PathPrefix("/places", "/bookings", "/reviews"))
 	h := mustNew(t, httplimit.Config{Rules: []httplimit.Rule{
-		{Limiter: e.limiter("auth", floodgate.PerMinute(10)), Match: httplimit.PathPrefix("/auth")},
+		{Limiter: e.limiter("auth", floodgate.PerMinute(10)), Match: httpmatch.PathPrefix("/auth")},
 		{Limiter: e.limiter("api_read", floodgate.PerMinute(60)), Match: reads, Key: user},
 		{Limiter: e.limiter("api_write", floodgate.PerMinute(10)), Match: writes, Key: user},
-		{Limiter: e.limiter("admin", floodgate.PerMinute(100)), Match: httplimit.PathPrefix("/admin"), Key: user},
+		{Limiter: e.limiter("admin", floodgate.PerMinute(100)), Match: httpmatch.PathPrefix("/admin"), Key: user},
 	}}).Handler(ok)
 
 	do := func(method, path, remote, uid string) *httptest.ResponseRecorder {

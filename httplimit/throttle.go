@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/floodgate-go/floodgate/concurrency"
@@ -102,6 +103,37 @@ type Throttler struct {
 	// built once: a refusal is the response an overloaded server sends
 	// most, and must cost it little.
 	bodies [2][reasons][]byte
+
+	// big holds the header values of the latest limit too large for
+	// smallVals, so that a request under it formats no number.
+	big atomic.Pointer[bigVals]
+}
+
+// bigVals are the header values of one limit of len(smallVals) or more:
+// the limit, and the remaining slots while few are taken (filled as they
+// are first sent).
+type bigVals struct {
+	limit int
+	val   []string
+	rem   [256]atomic.Pointer[[]string] // by slots taken
+}
+
+// remaining is the value of HeaderConcurrencyRemaining when inFlight of
+// the limit's slots are taken.
+func (b *bigVals) remaining(inFlight int) []string {
+	n := max(b.limit-inFlight, 0)
+	if n < len(smallVals) {
+		return smallVals[n]
+	}
+	if inFlight < 0 || inFlight >= len(b.rem) {
+		return []string{strconv.Itoa(n)}
+	}
+	if v := b.rem[inFlight].Load(); v != nil {
+		return *v
+	}
+	v := []string{strconv.Itoa(n)}
+	b.rem[inFlight].Store(&v)
+	return v
 }
 
 // reasons bounds the concurrency.Reason values a Throttler knows.
@@ -132,6 +164,17 @@ func intVal(n int) []string {
 		return smallVals[n]
 	}
 	return []string{strconv.Itoa(n)}
+}
+
+// limitVals returns the header values of limit, which is at least
+// len(smallVals); a limit that changed (a Controller's) replaces those kept.
+func (t *Throttler) limitVals(limit int) *bigVals {
+	if b := t.big.Load(); b != nil && b.limit == limit {
+		return b
+	}
+	b := &bigVals{limit: limit, val: []string{strconv.Itoa(limit)}}
+	t.big.Store(b)
+	return b
 }
 
 // The header fields a Throttler sends. They are fields of their own rather
@@ -187,30 +230,32 @@ func (t *Throttler) Handler(next http.Handler) http.Handler {
 		if t.key != nil {
 			key = t.key(r)
 		}
-		res, p := t.lim.Acquire(r.Context(), key)
-		if t.headers {
-			t.writeHeaders(w, res)
-		}
+		// Do holds the slot while next serves, and frees it when next
+		// returns or panics (a panic says nothing of the work's speed: the
+		// Controller does not see it).
+		res := t.lim.Do(r.Context(), key, func(res concurrency.Result) concurrency.Outcome {
+			if t.headers {
+				t.writeHeaders(w, res)
+			}
+			if !t.adaptive {
+				next.ServeHTTP(w, r)
+				return concurrency.Success
+			}
+			sw := &statusWriter{ResponseWriter: w}
+			next.ServeHTTP(sw, r)
+			switch {
+			case r.Context().Err() != nil:
+				return concurrency.Ignore
+			case sw.status == 0:
+				return t.outcome(http.StatusOK)
+			}
+			return t.outcome(sw.status)
+		})
 		if !res.Allowed {
+			if t.headers {
+				t.writeHeaders(w, res)
+			}
 			t.refuse(w, r, res)
-			return
-		}
-		if !t.adaptive {
-			defer p.Release()
-			next.ServeHTTP(w, r)
-			return
-		}
-		sw := &statusWriter{ResponseWriter: w}
-		outcome := concurrency.Ignore // a panic says nothing of the work's speed
-		defer func() { p.ReleaseWith(outcome) }()
-		next.ServeHTTP(sw, r)
-		switch {
-		case r.Context().Err() != nil:
-			outcome = concurrency.Ignore
-		case sw.status == 0:
-			outcome = t.outcome(http.StatusOK)
-		default:
-			outcome = t.outcome(sw.status)
 		}
 	})
 }
@@ -230,9 +275,17 @@ func (t *Throttler) Status(res concurrency.Result) int {
 
 func (t *Throttler) writeHeaders(w http.ResponseWriter, res concurrency.Result) {
 	h := w.Header()
-	h[HeaderConcurrencyLimit] = intVal(res.Limit)
-	if res.InFlight >= 0 {
-		h[HeaderConcurrencyRemaining] = intVal(max(res.Limit-res.InFlight, 0))
+	if res.Limit < len(smallVals) {
+		h[HeaderConcurrencyLimit] = intVal(res.Limit)
+		if res.InFlight >= 0 {
+			h[HeaderConcurrencyRemaining] = intVal(max(res.Limit-res.InFlight, 0))
+		}
+	} else {
+		b := t.limitVals(res.Limit)
+		h[HeaderConcurrencyLimit] = b.val
+		if res.InFlight >= 0 {
+			h[HeaderConcurrencyRemaining] = b.remaining(res.InFlight)
+		}
 	}
 	if !res.Allowed && int(res.Reason) < reasons {
 		h[HeaderConcurrencyRefused] = reasonVals[res.Reason]

@@ -14,19 +14,19 @@ import (
 
 // A store variable never assigned (a typed nil) is refused with an error
 // by every constructor that takes a store, not a nil-pointer panic at
-// start or at the first request.
+// start or at the first request. The one-liners' options have their own
+// test in package quick.
 func TestTypedNilStoreRefused(t *testing.T) {
-	var shared *httplimit.SharedStore
+	var guarded *failover.Store
 	var mem *memstore.Store
 	var guard *failover.Guard
 	local := memstore.New(memstore.Options{})
 	defer local.Close()
 	policy := floodgate.Policy{Name: "p", Limits: []floodgate.Limit{{Rate: 1, Period: time.Second}}}
 	for name, build := range map[string]func() error{
-		"httplimit.ByIP(OnStore)": func() error { _, err := httplimit.ByIP(1, time.Second, httplimit.OnStore(shared)); return err },
-		"floodgate.New":           func() error { _, err := floodgate.New(shared, policy); return err },
+		"floodgate.New":           func() error { _, err := floodgate.New(guarded, policy); return err },
 		"floodgate.New(memstore)": func() error { _, err := floodgate.New(mem, policy); return err },
-		"failover.New":            func() error { _, err := failover.New(shared, failover.Options{Mode: failover.FailOpen}); return err },
+		"failover.New":            func() error { _, err := failover.New(guarded, failover.Options{Mode: failover.FailOpen}); return err },
 		"failover.New(Local)": func() error {
 			_, err := failover.New(local, failover.Options{Mode: failover.LocalFallback, Local: mem})
 			return err

@@ -12,7 +12,7 @@
 //   - waits until its upstream is not paused, then for a unit of its
 //     budget (any floodgate.Limiter: memstore for one process, redisstore
 //     for one quota shared by every instance);
-//   - is sent under its upstream's circuit breaker (failover's, counting
+//   - is sent under its upstream's circuit breaker (a failover.Breaker, counting
 //     transport errors and 500/502/503/504 answers);
 //   - has its answer read (ParseAdvice: Retry-After as seconds or an
 //     HTTP-date, the IETF RateLimit fields, X-RateLimit-*): a 429, a 503

@@ -21,12 +21,13 @@ type RedisPausesOptions struct {
 	// means DefaultPausePrefix.
 	Prefix string
 
-	// Guard bounds every Redis command with a timeout and a circuit
-	// breaker, as failover.GuardOptions documents (its defaults: a call
+	// Breaker bounds every Redis command with a timeout and a circuit
+	// breaker, as failover.BreakerOptions documents (its defaults: a call
 	// is slow after 100 ms and cut off at 500 ms; the breaker opens when
 	// half of at least 20 calls within 10 s fail). ContextBound is
-	// ignored: the bound holds whatever the client's own settings.
-	Guard failover.GuardOptions
+	// ignored: the bound holds whatever the client's own settings. An
+	// empty Name means "pauses".
+	Breaker failover.BreakerOptions
 }
 
 // RedisPauses is a PauseStore shared through Redis: a pause set by one
@@ -46,7 +47,7 @@ type RedisPauses struct {
 	client redis.UniversalClient
 	prefix string
 	local  MemoryPauses
-	br     *breaker
+	br     *failover.Breaker
 }
 
 var _ PauseStore = (*RedisPauses)(nil)
@@ -74,9 +75,12 @@ func NewRedisPauses(client redis.UniversalClient, o RedisPausesOptions) (*RedisP
 	if p.prefix == "" {
 		p.prefix = DefaultPausePrefix
 	}
-	g := o.Guard
-	g.ContextBound = false
-	br, err := newBreaker("pauses", g)
+	bo := o.Breaker
+	bo.ContextBound = false
+	if bo.Name == "" {
+		bo.Name = "pauses"
+	}
+	br, err := failover.NewBreaker(bo)
 	if err != nil {
 		return nil, fmt.Errorf("outbound: RedisPauses: %w", err)
 	}
@@ -84,9 +88,9 @@ func NewRedisPauses(client redis.UniversalClient, o RedisPausesOptions) (*RedisP
 	return p, nil
 }
 
-// Stats returns the counters of the Guard in front of Redis (for
+// Stats returns the counters of the Breaker in front of Redis (for
 // metrics.WatchGuard).
-func (p *RedisPauses) Stats() failover.Stats { return p.br.guard.Stats() }
+func (p *RedisPauses) Stats() failover.Stats { return p.br.Stats() }
 
 // Pause implements PauseStore. A pause of under a millisecond is not
 // written to Redis.
@@ -99,14 +103,14 @@ func (p *RedisPauses) Pause(ctx context.Context, upstream string, until time.Tim
 	if ms <= 0 {
 		return
 	}
-	// The call may run on a goroutine of the Guard's that outlives a
+	// The call may run on a goroutine of the Breaker's that outlives a
 	// timeout: held is read only when it succeeded.
 	var held int64
-	err := p.br.do(ctx, callFunc(func(ctx context.Context) error {
+	err := p.br.Do(ctx, func(ctx context.Context) error {
 		n, err := pauseScript.Run(ctx, p.client, []string{p.prefix + upstream}, ms).Int64()
 		held = n
 		return err
-	}))
+	})
 	if err == nil && held > ms {
 		p.local.Pause(ctx, upstream, time.Now().Add(time.Duration(held)*time.Millisecond))
 	}
@@ -118,11 +122,11 @@ func (p *RedisPauses) PausedUntil(ctx context.Context, upstream string) time.Tim
 		return t
 	}
 	var ttl time.Duration
-	err := p.br.do(ctx, callFunc(func(ctx context.Context) error {
+	err := p.br.Do(ctx, func(ctx context.Context) error {
 		d, err := p.client.PTTL(ctx, p.prefix+upstream).Result()
 		ttl = d
 		return err
-	}))
+	})
 	if err != nil || ttl <= 0 {
 		// No pause (PTTL's -2 and -1 are negative), or Redis failed: the
 		// local pauses, none here, are the answer.

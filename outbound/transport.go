@@ -106,15 +106,16 @@ type Options struct {
 	// MaxPause caps one pause. 0 means DefaultMaxPause.
 	MaxPause time.Duration
 
-	// Breaker configures the circuit breaker of each upstream:
+	// Breaker configures the failover.Breaker of each upstream:
 	// FailureRate, MinCalls, Window, Backoff, MaxBackoff, OnError,
 	// OnStateChange, OnTransition and Clock are used as
-	// failover.GuardOptions documents them. Timeout, SlowTimeout and
-	// ContextBound are the Transport's: a request is bounded by its own
-	// context. The breaker opens only once MinCalls (default 20) calls
-	// fall within its Window (default 10 s): lower MinCalls for an
-	// upstream called less often than that.
-	Breaker failover.GuardOptions
+	// failover.BreakerOptions documents them. Name, Timeout, SlowTimeout
+	// and ContextBound are the Transport's: a breaker is named after its
+	// upstream, and a request is bounded by its own context alone
+	// (failover.NoTimeout). The breaker opens only once MinCalls (default
+	// 20) calls fall within its Window (default 10 s): lower MinCalls for
+	// an upstream called less often than that.
+	Breaker failover.BreakerOptions
 
 	// Observer is told of waits, pauses, retries and breaker transitions.
 	// Nil means nobody.
@@ -127,10 +128,6 @@ type Options struct {
 // memory without bound, so upstreams past the bound are sent to without a
 // breaker and without learning.
 const maxUpstreams = 1024
-
-// unbounded is the Guard timeout and slow timeout of a round trip: none, the request's own
-// context bounds it (see callCtx).
-const unbounded = 200 * 365 * 24 * time.Hour
 
 // A Transport is an http.RoundTripper for calling rate-limited APIs
 // politely. Before sending, a request waits out its upstream's pause and
@@ -159,7 +156,7 @@ type Transport struct {
 	maxRetries int
 	backoff    time.Duration
 	maxPause   time.Duration
-	brOpts     failover.GuardOptions
+	brOpts     failover.BreakerOptions
 	obs        Observer
 
 	mu  sync.Mutex
@@ -168,7 +165,7 @@ type Transport struct {
 
 // upstreamState is what a Transport keeps of one upstream.
 type upstreamState struct {
-	br    *breaker
+	br    *failover.Breaker // nil past maxUpstreams
 	learn learner
 }
 
@@ -209,10 +206,10 @@ func New(o Options) (*Transport, error) {
 	if t.obs == nil {
 		t.obs = nopObserver{}
 	}
-	t.brOpts.Timeout, t.brOpts.SlowTimeout, t.brOpts.ContextBound = unbounded, unbounded, true
+	t.brOpts.Timeout, t.brOpts.SlowTimeout, t.brOpts.ContextBound = failover.NoTimeout, failover.NoTimeout, true
 	// The options are checked once here, so that a bad one is an error of
 	// New, not of a request.
-	if _, err := newBreaker("check", t.brOpts); err != nil {
+	if _, err := failover.NewBreaker(t.brOpts); err != nil {
 		return nil, fmt.Errorf("outbound: Breaker: %w", err)
 	}
 	return t, nil
@@ -228,7 +225,7 @@ func (t *Transport) BreakerState(upstream string) failover.BreakerState {
 	if st == nil {
 		return failover.Closed
 	}
-	return st.br.guard.State()
+	return st.br.State()
 }
 
 // BreakerStats returns the counters of upstream's breaker, for
@@ -239,7 +236,7 @@ func (t *Transport) BreakerStats(upstream string) (s failover.Stats, ok bool) {
 	if st == nil {
 		return s, false
 	}
-	return st.br.guard.Stats(), true
+	return st.br.Stats(), true
 }
 
 // LearnedRate returns the rate, in requests per second, at which upstream
@@ -273,6 +270,7 @@ func (t *Transport) state(upstream string) *upstreamState {
 		return nil
 	}
 	o := t.brOpts
+	o.Name = upstream
 	next, obs := o.OnStateChange, t.obs
 	o.OnStateChange = func(from, to failover.BreakerState) {
 		obs.BreakerChanged(upstream, from, to)
@@ -280,7 +278,7 @@ func (t *Transport) state(upstream string) *upstreamState {
 			next(from, to)
 		}
 	}
-	b, err := newBreaker(upstream, o)
+	b, err := failover.NewBreaker(o)
 	if err != nil {
 		// New checked these options; only the name differs.
 		return nil
@@ -503,7 +501,7 @@ func (t *Transport) send(ctx context.Context, st *upstreamState, r *http.Request
 		return t.base.RoundTrip(r)
 	}
 	rt := &roundTrip{base: t.base, req: r}
-	err := st.br.do(ctx, rt)
+	err := st.br.Do(ctx, rt.run)
 	switch {
 	case rt.err != nil:
 		return nil, rt.err
@@ -516,8 +514,8 @@ func (t *Transport) send(ctx context.Context, st *upstreamState, r *http.Request
 	return nil, err
 }
 
-// roundTrip is the guardedCall of one request: it fails the breaker's
-// count on a transport error or a server error.
+// roundTrip is one request, made by its run under the upstream's breaker:
+// run fails the breaker's count on a transport error or a server error.
 type roundTrip struct {
 	base http.RoundTripper
 	req  *http.Request

@@ -24,13 +24,13 @@ func (c *conn) admitQuery(extended bool) (bool, error) {
 	case <-c.cancelWait:
 	default:
 	}
-	m := &c.p.metrics
+	m := c.p.obs
 	q := &c.p.queues
 	w := c.waiter
 	for s := range numScopes {
 		w.keys[s] = ""
-		if c.lims[s] != nil {
-			w.keys[s] = c.key(s)
+		if c.adm.lims[s] != nil {
+			w.keys[s] = c.adm.key(s)
 		}
 	}
 	w.seq = 0
@@ -42,7 +42,7 @@ func (c *conn) admitQuery(extended bool) (bool, error) {
 	for {
 		owed := c.received.Load() != c.expected.Load()
 		if !owed && c.status.Load() != 'I' {
-			m.uncharged[reasonTransaction].Add(1)
+			m.QueryUncharged(UnchargedTransaction)
 			return true, nil
 		}
 		if owed && q.contended(w, mayWait) {
@@ -61,9 +61,9 @@ func (c *conn) admitQuery(extended bool) (bool, error) {
 		if !owed && q.joinFirst(w, now, mayWait) {
 			return c.waitTurn(extended, time.Time{})
 		}
-		res, scope, err := c.allow(c.ctx)
+		res, scope, err := c.adm.allow(c.ctx)
 		if err == nil && scope == scopeNone {
-			c.countAllowed()
+			c.adm.countAllowed()
 			return true, nil
 		}
 		if c.ctx.Err() != nil {
@@ -84,7 +84,10 @@ func (c *conn) admitQuery(extended bool) (bool, error) {
 				q.join(w, scope, now)
 				return c.waitTurn(extended, now.Add(res.RetryAfter))
 			}
-			m.waits[scope][waitRejected].Add(btou(lim.scope(scope).MaxWait > 0))
+			if lim.scope(scope).MaxWait > 0 { // it might have waited, but not long enough
+				m.WaitStarted()
+				m.WaitEnded(scope, WaitRejected, 0)
+			}
 		}
 		return false, c.deny(scope, res, err, extended)
 	}
@@ -94,13 +97,6 @@ func (c *conn) admitQuery(extended bool) (bool, error) {
 // when the query would pass.
 func waitable(res floodgate.Result) bool {
 	return res.Source != floodgate.SourceFailClosed && res.RetryAfter != floodgate.RetryNever
-}
-
-func btou(b bool) uint64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // waitTurn waits in line for the query's turn, then asks the limiter until
@@ -119,18 +115,14 @@ func (c *conn) waitTurn(extended bool, due time.Time) (bool, error) {
 // waitInLine is waitTurn's wait. It returns, for a query refused, the
 // answer to write once the wait is over.
 func (c *conn) waitInLine(extended bool, due time.Time) (bool, func() error, error) {
-	m := &c.p.metrics
+	m := c.p.obs
 	q := &c.p.queues
 	w := c.waiter
 	waitScope := w.list.key.scope
 	defer q.leave(w)
-	m.waiting.Add(1)
-	defer m.waiting.Add(-1)
-	outcome := waitPassed
-	defer func() {
-		m.waits[waitScope][outcome].Add(1)
-		m.waitNanos.Add(uint64(c.p.clock.Now().Sub(w.arrived)))
-	}()
+	m.WaitStarted()
+	outcome := WaitPassed
+	defer func() { m.WaitEnded(waitScope, outcome, c.p.clock.Now().Sub(w.arrived)) }()
 	if err := c.flush(); err != nil {
 		return false, nil, err
 	}
@@ -148,23 +140,23 @@ func (c *conn) waitInLine(extended bool, due time.Time) (bool, func() error, err
 		var until time.Time
 		switch {
 		case turn && (due.IsZero() || !now.Before(due)):
-			r, denied, err := c.allow(c.ctx)
+			r, denied, err := c.adm.allow(c.ctx)
 			if err == nil && denied == scopeNone {
-				c.countAllowed()
+				c.adm.countAllowed()
 				return true, nil, nil
 			}
 			if c.ctx.Err() != nil {
 				return false, nil, c.ctx.Err()
 			}
 			if err != nil || !waitable(r) {
-				outcome = waitRejected
+				outcome = WaitRejected
 				return false, func() error { return c.deny(denied, r, err, extended) }, nil
 			}
 			due = now.Add(r.RetryAfter)
 			if denied != scope {
 				if lim.scope(denied).MaxWait == 0 {
 					// Refused by a scope that does not wait.
-					outcome = waitRejected
+					outcome = WaitRejected
 					return false, func() error { return c.deny(denied, r, nil, extended) }, nil
 				}
 				q.join(w, denied, now)
@@ -173,7 +165,7 @@ func (c *conn) waitInLine(extended bool, due time.Time) (bool, func() error, err
 			}
 			if due.After(deadline) {
 				// The limiter says it cannot pass in time: no use waiting.
-				outcome = waitRejected
+				outcome = WaitRejected
 				return false, func() error { return c.deny(scope, r, nil, extended) }, nil
 			}
 			continue
@@ -181,8 +173,8 @@ func (c *conn) waitInLine(extended bool, due time.Time) (bool, func() error, err
 			until = due // it passes then, MaxWait or not: it was due in time
 		default:
 			if !now.Before(deadline) {
-				outcome = waitRejected
-				m.queries[scope][decisionDenied].Add(1)
+				outcome = WaitRejected
+				m.QueryDecided(scope, Denied)
 				e := c.waitedOut(scope, lim.scope(scope).MaxWait)
 				return false, func() error { return c.replyDenied(e, extended) }, nil
 			}
@@ -195,54 +187,45 @@ func (c *conn) waitInLine(extended bool, due time.Time) (bool, func() error, err
 		case <-w.wake:
 		case <-c.cancelWait:
 			t.Stop()
-			outcome = waitCanceled
+			outcome = WaitCanceled
 			e := pgwire.ErrorResponse{Severity: "ERROR", Code: "57014", Message: "canceling statement due to user request",
 				Detail: "The query was waiting for the rate limit and had not reached the server."}
 			return false, func() error { return c.replyDenied(e, extended) }, nil
 		case <-watch.gone:
 			t.Stop()
-			outcome = waitCanceled
+			outcome = WaitCanceled
 			return false, nil, errClientGone
 		case <-c.ctx.Done():
 			t.Stop()
-			outcome = waitCanceled
+			outcome = WaitCanceled
 			return false, nil, c.ctx.Err()
 		}
 		t.Stop()
 	}
 }
 
-func (c *conn) countAllowed() {
-	m := &c.p.metrics
-	for i := range c.lims {
-		if c.lims[i] != nil {
-			m.queries[i][decisionAllowed].Add(1)
-		}
-	}
-}
-
 // deny counts and logs a query refused by scope (err: the check failed)
 // and answers it.
 func (c *conn) deny(scope scopeID, res floodgate.Result, err error, extended bool) error {
-	m := &c.p.metrics
+	m := c.p.obs
 	p := c.p
 	if err != nil {
-		m.queries[scope][decisionError].Add(1)
+		m.QueryDecided(scope, Failed)
 		p.rejectLog[scope].log(p, slog.LevelError, "pgproxy: rate limit check failed; query rejected",
 			"scope", scope.String(), "user", c.params.User, "client", c.ipLog, "err", err)
 	} else {
-		m.queries[scope][decisionDenied].Add(1)
+		m.QueryDecided(scope, Denied)
 		p.rejectLog[scope].log(p, slog.LevelInfo, "pgproxy: query rate limit exceeded",
 			"scope", scope.String(), "user", c.params.User, "client", c.ipLog,
 			"source", string(res.Source), "retry_after", res.RetryAfter)
 	}
-	return c.replyDenied(c.rejection(scope, res, err != nil), extended)
+	return c.replyDenied(c.adm.rejection(scope, res, err != nil), extended)
 }
 
 // waitedOut is the ErrorResponse of a query whose turn did not come
 // within MaxWait.
 func (c *conn) waitedOut(scope scopeID, maxWait time.Duration) pgwire.ErrorResponse {
-	e := c.rejection(scope, floodgate.Result{}, false)
-	e.Detail = fmt.Sprintf("The %s query rate limit%s is reached, and the query waited its max_wait (%s) in line without its turn coming.", scope.label(), c.who(scope), maxWait)
+	e := c.adm.rejection(scope, floodgate.Result{}, false)
+	e.Detail = fmt.Sprintf("The %s query rate limit%s is reached, and the query waited its max_wait (%s) in line without its turn coming.", scope.label(), c.adm.who(scope), maxWait)
 	return e
 }

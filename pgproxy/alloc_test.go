@@ -25,7 +25,8 @@ func TestRelayAllocs(t *testing.T) {
 		}
 		return Scope{Limiter: lim}
 	}
-	p, err := New(Config{Upstream: "127.0.0.1:1", Limits: Limits{Global: scope("g"), PerUser: scope("u"), PerIP: scope("i")}})
+	obs := &counts{}
+	p, err := New(Config{Upstream: "127.0.0.1:1", Limits: Limits{Global: scope("g"), PerUser: scope("u"), PerIP: scope("i")}, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestRelayAllocs(t *testing.T) {
 
 	up := &fakeConn{}
 	c := newConn(p, &fakeConn{})
-	c.params.User, c.ipKey = "alice", "192.0.2.1"
+	c.params.User, c.adm.user, c.adm.ipKey = "alice", "alice", "192.0.2.1"
 	c.uw = bufio.NewWriterSize(up, bufSize)
 	c.status.Store('I')
 	c.started = true
@@ -62,7 +63,7 @@ func TestRelayAllocs(t *testing.T) {
 	}
 	run() // warm up: the key entries, the buffers
 	allocs := testing.AllocsPerRun(5, run)
-	if got := p.metrics.queries[scopeIP][decisionAllowed].Load(); got != 7*cycles { // our warm-up, AllocsPerRun's, and 5 runs
+	if got := obs.queries[scopeIP][Allowed].Load(); got != 7*cycles { // our warm-up, AllocsPerRun's, and 5 runs
 		t.Fatalf("%d cycles charged to the ip scope, want %d", got, 7*cycles)
 	}
 	// serverToClient's buffer is its one allocation per connection.

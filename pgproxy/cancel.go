@@ -104,7 +104,7 @@ func (c *conn) forwardCancel(packet []byte) {
 	}
 	target := p.cancels.lookup(pid, secret)
 	if target == nil {
-		p.metrics.cancels[cancelUnknown].Add(1)
+		p.obs.CancelRequest(CancelUnknownKey)
 		p.log.Info("pgproxy: CancelRequest for no open session; ignored", "client", c.ipLog)
 		return
 	}
@@ -122,10 +122,10 @@ func (c *conn) forwardCancel(packet []byte) {
 		up.Close()
 	}
 	if err != nil {
-		p.metrics.upstreamErrors.Add(1)
-		p.metrics.cancels[cancelFailed].Add(1)
+		p.obs.UpstreamError()
+		p.obs.CancelRequest(CancelFailed)
 		p.log.Error("pgproxy: cannot forward a CancelRequest to the upstream server", "upstream", p.cfg.Upstream, "err", err)
 		return
 	}
-	p.metrics.cancels[cancelForwarded].Add(1)
+	p.obs.CancelRequest(CancelForwarded)
 }

@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
+	"github.com/floodgate-go/floodgate/pgproxy/proxyproto"
 )
 
 var errTooManyFiles = syscall.EMFILE
@@ -40,8 +40,7 @@ type conn struct {
 	client net.Conn // raw, or the TLS connection over it
 	cr     *bufio.Reader
 	ip     netip.Addr // the client's address (PROXY protocol applied)
-	ipKey  string
-	ipLog  string // ip redacted for logs
+	ipLog  string     // ip redacted for logs
 
 	params pgwire.StartupParams
 
@@ -82,16 +81,14 @@ type conn struct {
 	readyCh      chan struct{} // signalled on every ReadyForQuery
 
 	// client-to-server state
-	started      bool                         // the server has ended the startup (its first ReadyForQuery)
-	authAnswered int64                        // answers to authentication requests forwarded
-	upMid        bool                         // the last write to the server ended inside a message
-	inCycle      bool                         // inside an extended-protocol cycle (after its first message, before Sync)
-	discarding   bool                         // dropping a rejected cycle's messages up to its Sync
-	exempt       bool                         // no query limits (replication)
-	lims         [numScopes]floodgate.Limiter // by scope, set before each decision; nil skips the scope
-	checkBuf     [numScopes]floodgate.Check
-	checkScope   [numScopes]scopeID // the scope of each check passed to AllowAll
-	out          []byte             // scratch for replies
+	started      bool      // the server has ended the startup (its first ReadyForQuery)
+	authAnswered int64     // answers to authentication requests forwarded
+	upMid        bool      // the last write to the server ended inside a message
+	inCycle      bool      // inside an extended-protocol cycle (after its first message, before Sync)
+	discarding   bool      // dropping a rejected cycle's messages up to its Sync
+	exempt       bool      // no query limits (replication)
+	adm          admission // the decisions under the limits (scope.go)
+	out          []byte    // scratch for replies
 
 	// The connection's concurrent-query slot (slot.go).
 	slotMu     sync.Mutex
@@ -107,6 +104,7 @@ func newConn(p *Proxy, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
 		p:          p,
+		adm:        admission{obs: p.obs},
 		raw:        nc,
 		client:     nc,
 		ctx:        ctx,
@@ -137,10 +135,10 @@ func (c *conn) close() {
 }
 
 func (c *conn) serve() {
-	m := &c.p.metrics
-	m.clientConns.Add(1)
+	m := c.p.obs
+	m.ClientConnected()
 	defer func() {
-		m.clientConns.Add(-1)
+		m.ClientDisconnected()
 		c.close()
 		c.dropSlot()
 		c.p.cancels.remove(c)
@@ -149,17 +147,9 @@ func (c *conn) serve() {
 	// The deadline covers the PROXY header, TLS and the startup packet.
 	_ = c.raw.SetDeadline(time.Now().Add(c.p.cfg.StartupTimeout))
 	c.cr = bufio.NewReaderSize(c.raw, bufSize)
-	peer := addrOf(c.raw.RemoteAddr())
-	c.setIP(peer)
-	if c.p.trustedPeer(peer) {
-		addr, err := readProxyHeader(c.cr)
-		if err != nil {
-			c.fail("PROXY protocol header", c.raw, err)
-			return
-		}
-		if addr.IsValid() {
-			c.setIP(addr)
-		}
+	if err := c.readClientAddr(); err != nil {
+		c.fail("PROXY protocol header", c.raw, err)
+		return
 	}
 	packet, ok := c.startup()
 	if !ok {
@@ -169,9 +159,49 @@ func (c *conn) serve() {
 	c.relay(packet)
 }
 
+// readClientAddr sets the client's address: the peer's, or the one named
+// by a PROXY header (package proxyproto, v1 or v2), which is read only when
+// the peer is trusted to send one (Config.ProxyProtocolFrom, matched by clientip.Prefixes: zone
+// removed, IPv4 written in IPv6 folded to IPv4).
+func (c *conn) readClientAddr() error {
+	peer := addrOf(c.raw.RemoteAddr())
+	c.setIP(peer)
+	if !c.p.trusted.Contains(peer) {
+		return nil
+	}
+	h, err := proxyproto.Read(c.cr)
+	var he *proxyproto.HeaderError
+	if errors.As(err, &he) {
+		return pgwire.Violation("%s", he.Message)
+	}
+	if err != nil {
+		return err
+	}
+	if a := h.Client(); a.IsValid() { // else the peer is the client (LOCAL, UNKNOWN)
+		c.setIP(a)
+	}
+	return nil
+}
+
+// addrOf returns the IP address of a connection's peer, as the connection
+// reports it (zone included); clientip normalises it where it is compared
+// and keyed.
+func addrOf(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr()
+	}
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return ap.Addr()
+	}
+	return netip.Addr{}
+}
+
+// setIP sets the client's address and its per-IP key, which clientip
+// spells (clientip.Resolver.AddrKey, with its default prefixes), as it does
+// for the listener's connection bound.
 func (c *conn) setIP(a netip.Addr) {
-	c.ip = a.Unmap()
-	c.ipKey, c.ipLog = ipKey(c.ip), redactIP(c.ip)
+	c.ip = a
+	c.adm.ipKey, c.ipLog = ipKey(a), redactIP(a.Unmap().WithZone(""))
 }
 
 // fail logs why a client connection is closed before it is relayed. A
@@ -184,7 +214,7 @@ func (c *conn) fail(stage string, w net.Conn, err error) {
 	}
 	var pe *pgwire.ProtocolError
 	if errors.As(err, &pe) {
-		c.p.metrics.malformed.Add(1)
+		c.p.obs.Malformed()
 		if w != nil {
 			_ = w.SetWriteDeadline(time.Now().Add(time.Second))
 			_, _ = w.Write(pe.Fatal().Append(nil))
@@ -258,6 +288,7 @@ func (c *conn) startup() (packet []byte, ok bool) {
 				return nil, false
 			}
 			c.params = sp
+			c.adm.user = sp.User
 			return packet, true
 		}
 	}
@@ -360,7 +391,7 @@ func (c *conn) relay(startup []byte) {
 	}
 	up, err := c.dialUpstream(c.ctx)
 	if err != nil {
-		p.metrics.upstreamErrors.Add(1)
+		p.obs.UpstreamError()
 		p.log.Error("pgproxy: cannot connect to the upstream server", "upstream", p.cfg.Upstream, "client", c.ipLog, "err", err)
 		c.reject(pgwire.ErrorResponse{Severity: "FATAL", Code: "08006", Message: "the proxy could not connect to the database server",
 			Hint: "The server may be down or unreachable from the proxy; see the proxy's log."})
@@ -376,11 +407,11 @@ func (c *conn) relay(startup []byte) {
 	c.connMu.Unlock()
 	c.uw = bufio.NewWriterSize(up, bufSize)
 	if _, err := up.Write(startup); err != nil {
-		p.metrics.upstreamErrors.Add(1)
+		p.obs.UpstreamError()
 		p.log.Error("pgproxy: cannot write to the upstream server", "upstream", p.cfg.Upstream, "err", err)
 		return
 	}
-	p.metrics.toServer.Add(uint64(len(startup)))
+	p.obs.Relayed(ClientToServer, len(startup))
 	// The server owes the ReadyForQuery that ends the startup.
 	c.expected.Store(1)
 	c.status.Store('I')
@@ -423,7 +454,7 @@ func (c *conn) relay(startup []byte) {
 			continue
 		}
 		if errors.Is(e.err, pgwire.ErrProtocol) {
-			p.metrics.malformed.Add(1)
+			p.obs.Malformed()
 			p.log.Warn("pgproxy: closing a connection that broke the protocol", "direction", e.dir, "user", c.params.User, "client", c.ipLog, "err", e.err)
 			continue
 		}
@@ -445,18 +476,16 @@ func (c *conn) terminateUpstream() {
 
 // admitConnection applies the connection limits.
 func (c *conn) admitConnection() bool {
-	lim := c.p.limits.Load().Connections
-	if lim.PerUser == nil && lim.PerIP == nil {
+	if !c.adm.forConnection(c.p.limits.Load().Connections) {
 		return true
 	}
-	c.lims = [numScopes]floodgate.Limiter{scopeUser: lim.PerUser, scopeIP: lim.PerIP}
-	res, denied, err := c.allow(c.ctx)
+	res, denied, err := c.adm.allow(c.ctx)
 	if err == nil && denied == scopeNone {
 		return true
 	}
 	scope := denied
 	p := c.p
-	p.metrics.connDenied[scope].Add(1)
+	p.obs.ConnectionDenied(scope)
 	e := pgwire.ErrorResponse{Severity: "FATAL", Code: "53300", Message: "too many new connections"}
 	if err != nil {
 		p.log.Error("pgproxy: connection limit check failed; refusing the connection", "scope", scope.String(), "user", c.params.User, "client", c.ipLog, "err", err)

@@ -44,12 +44,14 @@
 //
 // A client that breaks the protocol is answered FATAL 08P01 with what was
 // wrong, then closed. Package pgwire holds the protocol's framing and the
-// few messages the proxy reads and writes.
+// few messages the proxy reads and writes; package proxyproto reads the
+// PROXY protocol header a trusted load balancer may send first.
 //
 // # Operating
 //
 // SetLimits swaps the limits atomically without dropping a connection. The
-// Proxy is a prometheus.Collector; register it with your registry. Idle
+// Proxy reports what it does to Config.Observer; metrics.NewPostgres is the
+// Prometheus one, so this package imports no Prometheus. Idle
 // per-key state is dropped by the engines, so the proxy keeps no registry
 // of keys itself.
 package pgproxy

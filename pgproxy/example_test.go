@@ -13,6 +13,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/memstore"
+	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/pgproxy"
 	"github.com/floodgate-go/floodgate/testkit"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -45,8 +46,13 @@ func Example() {
 		}
 		return lim
 	}
+	obs, err := metrics.NewPostgres(prometheus.NewRegistry(), metrics.PostgresOptions{}) // the caller's registry
+	if err != nil {
+		log.Fatal(err)
+	}
 	p, err := pgproxy.New(pgproxy.Config{
 		Upstream: upstream,
+		Observer: obs,
 		Limits: pgproxy.Limits{
 			Global: pgproxy.Scope{Limiter: policy("pg-global", floodgate.PerSecond(1000).WithBurst(100), nil)},
 			PerUser: pgproxy.Scope{
@@ -62,7 +68,6 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	prometheus.NewRegistry().MustRegister(p) // the caller's registry
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)

@@ -23,7 +23,7 @@ type Planned struct {
 // scopes. It uses the keys the proxy uses and charges nothing.
 func (p *Proxy) Explain(user string, addr netip.Addr) []Planned {
 	l := p.limits.Load()
-	ip := ipKey(addr.Unmap())
+	ip := ipKey(addr)
 	var out []Planned
 	add := func(conn bool, s scopeID, lim floodgate.Limiter, wait bool) {
 		if lim != nil {

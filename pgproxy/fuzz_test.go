@@ -125,21 +125,3 @@ func FuzzServerStream(f *testing.F) {
 		p.cancels.remove(c)
 	})
 }
-
-// FuzzProxyHeader reads arbitrary bytes as a PROXY protocol header.
-func FuzzProxyHeader(f *testing.F) {
-	f.Add([]byte("PROXY TCP4 192.0.2.1 192.0.2.2 1 2\r\n"))
-	f.Add([]byte("PROXY TCP6 2001:db8::1 2001:db8::2 1 2\r\n"))
-	f.Add([]byte("PROXY UNKNOWN\r\n"))
-	f.Add(append([]byte("\r\n\r\n\x00\r\nQUIT\n\x21\x11\x00\x0c"), 1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 0, 2))
-	f.Add([]byte("\x00\x00\x00\x08\x04\xd2\x16\x2f"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		a, err := readProxyHeader(bufio.NewReaderSize(bytes.NewReader(data), 128))
-		if err == nil && a.IsValid() && a.Is4In6() {
-			t.Fatalf("address %s left IPv4-mapped", a)
-		}
-		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, pgwire.ErrProtocol) {
-			t.Fatalf("unexpected error %v", err)
-		}
-	})
-}

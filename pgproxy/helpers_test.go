@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
+	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/pgproxy"
 	"github.com/floodgate-go/floodgate/testkit"
 	"github.com/jackc/pgx/v5"
@@ -46,6 +47,14 @@ func startProxy(t *testing.T, pg *testkit.PostgresServer, cfg pgproxy.Config) *t
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	reg := prometheus.NewPedanticRegistry()
+	if cfg.Observer == nil {
+		obs, err := metrics.NewPostgres(reg, metrics.PostgresOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Observer = obs
+	}
 	p, err := pgproxy.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -65,10 +74,6 @@ func startProxy(t *testing.T, pg *testkit.PostgresServer, cfg pgproxy.Config) *t
 			t.Logf("proxy log:\n%s", lb.String())
 		}
 	})
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(p); err != nil {
-		t.Fatal(err)
-	}
 	return &testProxy{Proxy: p, Addr: ln.Addr().String(), log: lb, reg: reg}
 }
 

@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/concurrency"
+	"github.com/floodgate-go/floodgate/pgproxy/pgmode"
 	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 )
 
@@ -30,8 +31,9 @@ const (
 	// DefaultStartupTimeout bounds a client's startup: from accepting the
 	// connection to the StartupMessage (or CancelRequest), TLS handshake and
 	// PROXY header included. Authentication is the server's to time out
-	// (authentication_timeout).
-	DefaultStartupTimeout = 30 * time.Second
+	// (authentication_timeout). It is pgmode.DefaultStartupTimeout, which
+	// the daemon's postgres.bounds.header_timeout defaults to as well.
+	DefaultStartupTimeout = pgmode.DefaultStartupTimeout
 	// DefaultRejectLogInterval is the least time between two log lines about
 	// rejected queries of one scope.
 	DefaultRejectLogInterval = time.Second
@@ -68,8 +70,12 @@ type Config struct {
 	// protocol header (v1 or v2) naming the real client. A connection from
 	// one of them may start with such a header; from any other peer, a
 	// header is not read (the connection then fails as malformed), so no
-	// client can choose its own address.
-	ProxyProtocolFrom []netip.Prefix
+	// client can choose its own address. Entries follow clientip's rule of
+	// a trusted peer (clientip.ParsePrefix: no host bits set, not every
+	// address; IPv4 written in IPv6 read as IPv4) and a peer is matched as
+	// clientip.Prefixes.Contains matches it (its zone removed, so
+	// fe80::1%eth0 is in fe80::/10).
+	ProxyProtocolFrom clientip.Prefixes
 
 	// ChargeEmptyQuery charges simple queries that hold only whitespace,
 	// semicolons and comments, such as the "-- ping" and ";" connection
@@ -104,21 +110,28 @@ type Config struct {
 	// Logger receives connection errors and sampled rejections. Nil
 	// discards them.
 	Logger *slog.Logger
+
+	// Observer is told what the proxy does: queries decided, waits,
+	// connections, bytes relayed. metrics.NewPostgres returns one that
+	// exports Prometheus metrics. Nil means nobody.
+	Observer Observer
 }
 
-// ReplicationMode says how replication connections are treated.
-type ReplicationMode uint8
+// ReplicationMode says how replication connections are treated; it lives
+// in package pgmode, which the configuration reads without this package.
+type ReplicationMode = pgmode.ReplicationMode
 
+// The replication modes.
 const (
 	// ReplicationCharge limits the queries of replication connections like
 	// any other (replication commands are simple queries).
-	ReplicationCharge ReplicationMode = iota
+	ReplicationCharge = pgmode.ReplicationCharge
 	// ReplicationExempt relays replication connections without query
 	// limits; connection limits still apply.
-	ReplicationExempt
+	ReplicationExempt = pgmode.ReplicationExempt
 	// ReplicationRefuse answers replication connections FATAL 28000 before
 	// they reach the server.
-	ReplicationRefuse
+	ReplicationRefuse = pgmode.ReplicationRefuse
 )
 
 // Limits are the limits a Proxy applies. A zero Limits limits nothing.
@@ -183,11 +196,11 @@ type Proxy struct {
 	upTLS     *tls.Config
 	log       *slog.Logger
 	limits    atomic.Pointer[Limits]
-	trusted   []netip.Prefix
+	trusted   clientip.Prefixes
 	cancels   cancelMap
 	queues    waitQueues
 	clock     clock
-	metrics   metrics
+	obs       Observer
 	rejectLog [numScopes]sampler
 
 	mu        sync.Mutex
@@ -264,15 +277,23 @@ func New(cfg Config) (*Proxy, error) {
 		}
 	}
 	for _, pfx := range cfg.ProxyProtocolFrom {
+		// Each entry is held to clientip's rule of a trusted peer, as
+		// clientip.ParsePrefixes (the daemon's reader) holds it.
 		if !pfx.IsValid() {
 			return nil, errors.New("pgproxy: Config.ProxyProtocolFrom holds an invalid prefix")
 		}
-		p.trusted = append(p.trusted, pfx.Masked())
+		folded, err := clientip.ParsePrefix(pfx.String())
+		if err != nil {
+			return nil, fmt.Errorf("pgproxy: Config.ProxyProtocolFrom %s: %v", pfx, err)
+		}
+		p.trusted = append(p.trusted, folded)
 	}
 	p.cancels.m = make(map[uint32]*conn)
 	p.queues.init()
 	p.clock = systemClock{}
-	p.metrics.init()
+	if p.obs = cfg.Observer; p.obs == nil {
+		p.obs = nopObserver{}
+	}
 	p.limits.Store(&cfg.Limits)
 	return p, nil
 }

@@ -179,7 +179,8 @@ func TestWaitQueueOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{Upstream: pg.Addr, Limits: Limits{Global: Scope{Limiter: lim, MaxWait: 3500 * time.Millisecond}}})
+	obs := &counts{}
+	p, err := New(Config{Upstream: pg.Addr, Limits: Limits{Global: Scope{Limiter: lim, MaxWait: 3500 * time.Millisecond}}, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,8 +192,8 @@ func TestWaitQueueOrder(t *testing.T) {
 	go p.Serve(ln)
 	t.Cleanup(func() { p.Close() })
 	addr := ln.Addr().String()
-	allowed := func() uint64 { return p.metrics.queries[scopeGlobal][decisionAllowed].Load() }
-	waiting := func() int64 { return p.metrics.waiting.Load() }
+	allowed := func() uint64 { return obs.queries[scopeGlobal][Allowed].Load() }
+	waiting := func() int64 { return obs.waiting.Load() }
 	t0 := clk.Now()
 
 	s := make([]*session, 6)
@@ -280,7 +281,7 @@ func TestWaitQueueOrder(t *testing.T) {
 	if got := allowed(); got != 5 {
 		t.Errorf("%d queries charged, want 5 (s0, s1, s2, s3, s5)", got)
 	}
-	if got := p.metrics.waits[scopeGlobal][waitCanceled].Load(); got != 2 {
+	if got := obs.waits[scopeGlobal][WaitCanceled].Load(); got != 2 {
 		t.Errorf("%d canceled waits, want 2", got)
 	}
 }

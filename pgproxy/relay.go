@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 )
 
@@ -36,7 +35,7 @@ import (
 func (c *conn) serverToClient() error {
 	buf := make([]byte, serverBufSize)
 	have, skip := 0, 0 // bytes in buf; bytes of a message in transit still to come
-	m := &c.p.metrics
+	m := c.p.obs
 	for {
 		n, rerr := c.up.Read(buf[have:])
 		if n == 0 && rerr != nil {
@@ -127,7 +126,7 @@ func (c *conn) serverToClient() error {
 				}
 			}
 			c.wmu.Unlock()
-			m.toClient.Add(uint64(pos))
+			m.Relayed(ServerToClient, pos)
 			if readys > 0 && c.holding.Load() {
 				// Again, now that received counts them: a query refused
 				// meanwhile (slotDone) may have seen the old count.
@@ -211,7 +210,7 @@ const fatalWait = time.Second
 func (c *conn) clientToServer() error {
 	r := c.cr
 	max := c.p.cfg.MaxMessageSize
-	m := &c.p.metrics
+	m := c.p.obs
 	for {
 		if r.Buffered() < pgwire.HeaderSize {
 			if err := c.flush(); err != nil {
@@ -264,7 +263,7 @@ func (c *conn) clientToServer() error {
 			charge := true
 			if c.exempt {
 				charge = false
-				m.uncharged[reasonReplication].Add(1)
+				m.QueryUncharged(UnchargedReplication)
 			} else if typ == 'Q' && !c.p.cfg.ChargeEmptyQuery && size-pgwire.HeaderSize <= pgwire.MaxEmptyCheck && size <= r.Size() {
 				b, err := c.peek(size)
 				if err != nil {
@@ -272,7 +271,7 @@ func (c *conn) clientToServer() error {
 				}
 				if pgwire.EmptyQuery(b[pgwire.HeaderSize:]) {
 					charge = false
-					m.uncharged[reasonEmpty].Add(1)
+					m.QueryUncharged(UnchargedEmpty)
 				}
 			}
 			if charge {
@@ -295,7 +294,7 @@ func (c *conn) clientToServer() error {
 			if !c.inCycle {
 				c.inCycle = true
 				if c.exempt {
-					m.uncharged[reasonReplication].Add(1)
+					m.QueryUncharged(UnchargedReplication)
 				} else if b, _ := r.Peek(r.Buffered()); pgwire.CycleExecutes(b) {
 					ok, err := c.takeSlot(true)
 					if err == nil && ok {
@@ -409,7 +408,7 @@ func (c *conn) skip(size int) error {
 // flush sends what is buffered for the server.
 func (c *conn) flush() error {
 	if c.upN > 0 {
-		c.p.metrics.toServer.Add(uint64(c.upN))
+		c.p.obs.Relayed(ClientToServer, c.upN)
 		c.upN = 0
 	}
 	return c.uw.Flush()
@@ -433,10 +432,9 @@ func (c *conn) replyDenied(e pgwire.ErrorResponse, extended bool) error {
 // those, or nil when no scope limits queries.
 func (c *conn) loadLimits() *Limits {
 	lim := c.p.limits.Load()
-	if lim.Global.Limiter == nil && lim.PerUser.Limiter == nil && lim.PerIP.Limiter == nil {
+	if !c.adm.forQueries(lim) {
 		return nil
 	}
-	c.lims = [numScopes]floodgate.Limiter{lim.Global.Limiter, lim.PerUser.Limiter, lim.PerIP.Limiter}
 	return lim
 }
 

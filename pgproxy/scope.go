@@ -10,32 +10,20 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 )
 
 // A scopeID names a level of limits, in the order they are checked.
-type scopeID uint8
+type scopeID = Level
 
 const (
-	scopeGlobal scopeID = iota
-	scopeUser
-	scopeIP
-	numScopes
-	scopeNone = numScopes // no scope denied
+	scopeGlobal         = LevelGlobal
+	scopeUser           = LevelUser
+	scopeIP             = LevelIP
+	numScopes   scopeID = 3
+	scopeNone           = numScopes // no scope denied
 )
-
-// String is the scope's name in metrics and logs.
-func (s scopeID) String() string {
-	switch s {
-	case scopeGlobal:
-		return "global"
-	case scopeUser:
-		return "user"
-	case scopeIP:
-		return "ip"
-	}
-	return "none"
-}
 
 // label is the scope's name in messages to clients.
 func (s scopeID) label() string {
@@ -50,17 +38,46 @@ func (s scopeID) label() string {
 	return "unknown"
 }
 
+// An admission is a connection's side of the limits: who the client is
+// (its user and per-IP key), the limiters of the decision at hand, and the
+// buffers AllowAll is called with. It decides, counts and words a
+// refusal; the conn does the I/O around it (waiting for the server's
+// answers, waiting in line, replying). Its zero value, with user and
+// ipKey set, is ready.
+type admission struct {
+	obs        Observer
+	user       string                       // the startup parameter user
+	ipKey      string                       // the client's per-IP key (clientip's)
+	lims       [numScopes]floodgate.Limiter // by scope, set before each decision; nil skips the scope
+	checkBuf   [numScopes]floodgate.Check
+	checkScope [numScopes]scopeID // the scope of each check passed to AllowAll
+}
+
+// forQueries sets the limiters of a query's decision from l and reports
+// whether any scope limits queries.
+func (a *admission) forQueries(l *Limits) bool {
+	a.lims = [numScopes]floodgate.Limiter{l.Global.Limiter, l.PerUser.Limiter, l.PerIP.Limiter}
+	return l.Global.Limiter != nil || l.PerUser.Limiter != nil || l.PerIP.Limiter != nil
+}
+
+// forConnection sets the limiters of a new connection's decision from l
+// and reports whether any limits connections.
+func (a *admission) forConnection(l ConnLimits) bool {
+	a.lims = [numScopes]floodgate.Limiter{scopeUser: l.PerUser, scopeIP: l.PerIP}
+	return l.PerUser != nil || l.PerIP != nil
+}
+
 // allow charges one unit under each scope that has a limiter, all or
 // nothing. denied is the scope that denied or failed, scopeNone when all
 // passed.
-func (c *conn) allow(ctx context.Context) (res floodgate.Result, denied scopeID, err error) {
-	checks := c.checkBuf[:0]
-	for i, lim := range c.lims {
+func (a *admission) allow(ctx context.Context) (res floodgate.Result, denied scopeID, err error) {
+	checks := a.checkBuf[:0]
+	for i, lim := range a.lims {
 		if lim == nil {
 			continue
 		}
-		c.checkScope[len(checks)] = scopeID(i)
-		checks = append(checks, floodgate.Check{Limiter: lim, Key: c.key(scopeID(i)), Cost: 1})
+		a.checkScope[len(checks)] = scopeID(i)
+		checks = append(checks, floodgate.Check{Limiter: lim, Key: a.key(scopeID(i)), Cost: 1})
 	}
 	if len(checks) == 0 {
 		return floodgate.Result{Allowed: true}, scopeNone, nil
@@ -72,13 +89,23 @@ func (c *conn) allow(ctx context.Context) (res floodgate.Result, denied scopeID,
 	if i < 0 || i >= len(checks) { // not AllowAll's contract; blame the first
 		i = 0
 	}
-	return res, c.checkScope[i], err
+	return res, a.checkScope[i], err
 }
 
-func (c *conn) key(s scopeID) string { return scopeKey(s, c.params.User, c.ipKey) }
+// countAllowed reports a query every scope passed, once per scope that
+// has a limiter.
+func (a *admission) countAllowed() {
+	for i := range a.lims {
+		if a.lims[i] != nil {
+			a.obs.QueryDecided(scopeID(i), Allowed)
+		}
+	}
+}
+
+func (a *admission) key(s scopeID) string { return scopeKey(s, a.user, a.ipKey) }
 
 // scopeKey is a scope's key for a client: the one rule of how the proxy
-// keys its checks, which conn.key and Explain both read.
+// keys its checks, which admission.key and Explain both read.
 func scopeKey(s scopeID, user, ipKey string) string {
 	switch s {
 	case scopeGlobal:
@@ -89,19 +116,10 @@ func scopeKey(s scopeID, user, ipKey string) string {
 	return ipKey
 }
 
-// ipKey is the per-IP key of a client: its address, or its /64 for IPv6,
-// since one host usually holds a whole /64 and could otherwise rotate
-// through it to escape its limit.
-func ipKey(a netip.Addr) string {
-	if !a.IsValid() {
-		return "unknown"
-	}
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.String()
-	}
-	return a.String()
-}
+// ipKey is the per-IP key of a client: clientip's key of its address
+// (IPv6 by /64, IPv4 written in IPv6 as IPv4, "unknown" when there is no
+// address), the key the listener's connection bound uses too.
+func ipKey(a netip.Addr) string { return (*clientip.Resolver)(nil).AddrKey(a) }
 
 // redactIP hides the host part of an address in logs: the last octet of an
 // IPv4 address, all but the /48 of an IPv6 one.
@@ -158,10 +176,10 @@ func (s *sampler) log(p *Proxy, level slog.Level, msg string, args ...any) {
 }
 
 // who names the key of scope in a message to the client.
-func (c *conn) who(scope scopeID) string {
+func (a *admission) who(scope scopeID) string {
 	switch scope {
 	case scopeUser:
-		return fmt.Sprintf(" for user %q", c.params.User)
+		return fmt.Sprintf(" for user %q", a.user)
 	case scopeIP:
 		return " for your client address"
 	}
@@ -169,9 +187,9 @@ func (c *conn) who(scope scopeID) string {
 }
 
 // rejection builds the ErrorResponse of a query rejected by scope.
-func (c *conn) rejection(scope scopeID, res floodgate.Result, failed bool) pgwire.ErrorResponse {
+func (a *admission) rejection(scope scopeID, res floodgate.Result, failed bool) pgwire.ErrorResponse {
 	e := pgwire.ErrorResponse{Severity: "ERROR", Code: "53400", Message: "rate limit exceeded"}
-	who := c.who(scope)
+	who := a.who(scope)
 	switch {
 	case failed:
 		e.Detail = fmt.Sprintf("The %s query rate limit%s could not be checked, and the proxy does not run queries it cannot check.", scope.label(), who)

@@ -263,6 +263,13 @@ func TestSessions(t *testing.T) {
 			{[]byte("PROXY TCP4 192.0.2.7 10.0.0.1 51000 6432\r\n"), "192.0.2.7", 2},
 			{v2("10.0.0.100"), "10.0.0.100", 4},
 			{[]byte("PROXY TCP6 2001:db8::1 2001:db8::2 51000 6432\r\n"), "2001:db8::/64", 2},
+			// IPv4 clients written in IPv6 key as their IPv4 address, as
+			// clientip keys them: two NAT64 clients are two buckets, not
+			// one 64:ff9b::/64 ...
+			{[]byte("PROXY TCP6 64:ff9b::203.0.113.7 2001:db8::2 51000 6432\r\n"), "203.0.113.7", 2},
+			{[]byte("PROXY TCP6 64:ff9b::198.51.100.9 2001:db8::2 51000 6432\r\n"), "198.51.100.9", 2},
+			// ... and an IPv4-compatible address is not ::/64.
+			{[]byte("PROXY TCP6 ::192.0.2.99 2001:db8::2 51000 6432\r\n"), "192.0.2.99", 2},
 			{nil, "127.0.0.1", 2}, // a trusted peer without a header is the client
 		} {
 			cfg, err := pgx.ParseConfig(tp.dsn(testkit.PostgresTrustUser, ""))

@@ -90,7 +90,7 @@ func (c *conn) takeSlot(extended bool) (bool, error) {
 			Detail: "The query was waiting for a concurrent-query slot and had not reached the server."}
 		return false, c.replyDenied(e, extended)
 	}
-	c.p.metrics.slotRefused.Add(1)
+	c.p.obs.ConcurrentQueryRefused()
 	c.p.rejectLog[scopeUser].log(c.p, slog.LevelInfo, "pgproxy: too many concurrent queries",
 		"user", c.params.User, "client", c.ipLog, "reason", res.Reason.String(), "in_flight", res.InFlight)
 	return false, c.replyDenied(slotRejection(c.params.User, res), extended)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 	"github.com/floodgate-go/floodgate/internal/pathnet"
 )
 
@@ -24,7 +25,7 @@ type Decision struct {
 	Redirect bool
 
 	// BadPath is why ServeHTTP answers the request's path 400 before any
-	// route decides it (httplimit.CheckPath); Status is then 400.
+	// route decides it (httpmatch.CheckPath); Status is then 400.
 	BadPath error
 
 	// Status is what the route's limits answer instead of forwarding the
@@ -53,7 +54,7 @@ type Decision struct {
 // answer would; h may be nil. Decide is safe for concurrent use, but a
 // replay decides requests in order.
 func (p *Proxy) Decide(r *http.Request, status int, h http.Header) Decision {
-	if err := httplimit.CheckPath(r.URL.Path); err != nil {
+	if err := httpmatch.CheckPath(r.URL.Path); err != nil {
 		return Decision{BadPath: err, Status: http.StatusBadRequest}
 	}
 	if clean := pathnet.CleanPath(r.URL.Path); clean != r.URL.Path && r.URL.Path != "*" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 )
 
 // Decide decides as ServeHTTP does — the same route, key and charge — but
@@ -24,9 +25,9 @@ func TestDecide(t *testing.T) {
 	login := memLimiter(t, "login", floodgate.PerMinute(1))
 	shadow := memLimiter(t, "shadow", floodgate.PerMinute(1))
 	p, err := New(Config{Upstream: up.URL, Logger: slog.New(slog.DiscardHandler), Routes: []Route{
-		{Name: "login", Match: httplimit.Match{Path: "/login"}, Limits: []httplimit.Rule{{Limiter: login, Count: httplimit.CountFailed}}},
-		{Name: "shadow", Shadow: true, Match: httplimit.Match{PathPrefix: []string{"/beta"}}, Limits: []httplimit.Rule{{Limiter: shadow}}},
-		{Name: "api", Match: httplimit.Match{PathPrefix: []string{"/api"}}, Limits: []httplimit.Rule{{Limiter: api, Key: httplimit.KeyConst("k")}}},
+		{Name: "login", Match: httpmatch.Match{Path: "/login"}, Limits: []httplimit.Rule{{Limiter: login, Count: httplimit.CountFailed}}},
+		{Name: "shadow", Shadow: true, Match: httpmatch.Match{PathPrefix: []string{"/beta"}}, Limits: []httplimit.Rule{{Limiter: shadow}}},
+		{Name: "api", Match: httpmatch.Match{PathPrefix: []string{"/api"}}, Limits: []httplimit.Rule{{Limiter: api, Key: httplimit.KeyConst("k")}}},
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 	"github.com/floodgate-go/floodgate/internal/pathnet"
 )
 
@@ -11,7 +12,7 @@ import (
 // deciding or forwarding anything (Proxy.Explain).
 type Explanation struct {
 	// BadPath is why the proxy answers the request's path 400 before any
-	// route sees it (httplimit.CheckPath); no route is then matched.
+	// route sees it (httpmatch.CheckPath); no route is then matched.
 	BadPath error
 
 	// Redirect is the clean path a request whose path has dot segments or
@@ -35,7 +36,7 @@ type Explanation struct {
 // A RouteMatch is one route's verdict on a request.
 type RouteMatch struct {
 	Name    string
-	Match   string // the route's match, as httplimit.Match.String names it
+	Match   string // the route's match, as httpmatch.Match.String names it
 	Shadow  bool
 	Matched bool
 	Why     string // why it did not match; "" when it did
@@ -48,7 +49,7 @@ type RouteMatch struct {
 // charged or forwarded; r.Pattern may be set, as routing sets it.
 func (p *Proxy) Explain(r *http.Request) Explanation {
 	ex := Explanation{Route: -1}
-	if err := httplimit.CheckPath(r.URL.Path); err != nil {
+	if err := httpmatch.CheckPath(r.URL.Path); err != nil {
 		ex.BadPath = err
 		return ex
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 	"github.com/floodgate-go/floodgate/internal/certfile"
 	"github.com/floodgate-go/floodgate/internal/denylog"
 	"github.com/floodgate-go/floodgate/internal/pathnet"
@@ -130,7 +131,7 @@ type Route struct {
 	Name string
 
 	// Match selects the requests; the zero Match selects all.
-	Match httplimit.Match
+	Match httpmatch.Match
 
 	// Shadow decides and counts but never refuses: a request the limits
 	// would refuse (429, or 503 when the engine fails closed) is forwarded,
@@ -168,7 +169,7 @@ type Proxy struct {
 
 type route struct {
 	name   string
-	match  *httplimit.Matcher
+	match  *httpmatch.Matcher
 	desc   string // the Match, as written
 	shadow bool
 	mw     *httplimit.Middleware // nil for a route without limits; Decide and Explain use it
@@ -407,7 +408,7 @@ func (p *Proxy) compile(i int, rt Route) (*route, error) {
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := httplimit.CheckPath(r.URL.Path); err != nil {
+	if err := httpmatch.CheckPath(r.URL.Path); err != nil {
 		// No route can be trusted to see this path as the upstream will.
 		badPath(w, err)
 		return
@@ -434,7 +435,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.upstream.ServeHTTP(w, r)
 }
 
-// badPath answers 400 for a path httplimit.CheckPath refuses.
+// badPath answers 400 for a path httpmatch.CheckPath refuses.
 func badPath(w http.ResponseWriter, err error) {
 	w.Header()["Content-Type"] = []string{"application/problem+json"}
 	w.WriteHeader(http.StatusBadRequest)

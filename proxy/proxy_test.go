@@ -20,6 +20,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 	"github.com/floodgate-go/floodgate/internal/pathnet"
 	"github.com/floodgate-go/floodgate/testkit"
 )
@@ -172,12 +173,12 @@ func TestProxyRoutes(t *testing.T) {
 	_, addr := start(t, Config{
 		Upstream: up.URL,
 		Routes: []Route{
-			{Name: "admin-host", Match: httplimit.Match{Host: "admin.example.com"}, Limits: lim("host")},
-			{Name: "wild", Match: httplimit.Match{Host: "*.example.org"}, Limits: lim("wild")},
-			{Name: "items", Match: httplimit.Match{Path: "/items/{id}", Methods: []string{"GET"}}, Limits: lim("items")},
-			{Name: "api-post", Match: httplimit.Match{PathPrefix: []string{"/api/"}, Methods: []string{"post"}}, Limits: lim("api-post")},
-			{Name: "api", Match: httplimit.Match{PathPrefix: []string{"/api/"}}, Limits: lim("api")},
-			{Name: "open", Match: httplimit.Match{PathPrefix: []string{"/open/"}}},
+			{Name: "admin-host", Match: httpmatch.Match{Host: "admin.example.com"}, Limits: lim("host")},
+			{Name: "wild", Match: httpmatch.Match{Host: "*.example.org"}, Limits: lim("wild")},
+			{Name: "items", Match: httpmatch.Match{Path: "/items/{id}", Methods: []string{"GET"}}, Limits: lim("items")},
+			{Name: "api-post", Match: httpmatch.Match{PathPrefix: []string{"/api/"}, Methods: []string{"post"}}, Limits: lim("api-post")},
+			{Name: "api", Match: httpmatch.Match{PathPrefix: []string{"/api/"}}, Limits: lim("api")},
+			{Name: "open", Match: httpmatch.Match{PathPrefix: []string{"/open/"}}},
 		},
 	})
 	base := "http://" + addr
@@ -212,11 +213,11 @@ func TestProxyRoutes(t *testing.T) {
 
 func TestProxyRouteErrors(t *testing.T) {
 	for _, rt := range []Route{
-		{Match: httplimit.Match{Path: "/items/{id"}},
-		{Match: httplimit.Match{Path: "GET /x"}},
-		{Match: httplimit.Match{PathPrefix: []string{"api"}}},
-		{Match: httplimit.Match{Host: "a/b"}},
-		{Match: httplimit.Match{Methods: []string{"G T"}}},
+		{Match: httpmatch.Match{Path: "/items/{id"}},
+		{Match: httpmatch.Match{Path: "GET /x"}},
+		{Match: httpmatch.Match{PathPrefix: []string{"api"}}},
+		{Match: httpmatch.Match{Host: "a/b"}},
+		{Match: httpmatch.Match{Methods: []string{"G T"}}},
 		{Limits: []httplimit.Rule{{}}},
 	} {
 		if _, err := New(Config{Upstream: "http://127.0.0.1:1", Routes: []Route{rt}}); err == nil {
@@ -583,7 +584,7 @@ func TestProxyFailClosed(t *testing.T) {
 		Upstream: up.URL,
 		Headers:  httplimit.Headers{Source: true},
 		Routes: []Route{
-			{Match: httplimit.Match{PathPrefix: []string{"/shadow/"}}, Shadow: true, Limits: []httplimit.Rule{{Limiter: lim}}},
+			{Match: httpmatch.Match{PathPrefix: []string{"/shadow/"}}, Shadow: true, Limits: []httplimit.Rule{{Limiter: lim}}},
 			{Limits: []httplimit.Rule{{Limiter: lim}}},
 		},
 		OnShadow: func(_ string, res floodgate.Result) {
@@ -615,7 +616,7 @@ func TestProxySetRoutesUnderLoad(t *testing.T) {
 	up, _ := upstream(t)
 	api := memLimiter(t, "api", floodgate.PerSecond(1_000_000))
 	routes := func(prefix string) []Route {
-		return []Route{{Name: prefix, Match: httplimit.Match{PathPrefix: []string{"/" + prefix}}, Limits: []httplimit.Rule{{Limiter: api}}}, {Limits: []httplimit.Rule{{Limiter: api}}}}
+		return []Route{{Name: prefix, Match: httpmatch.Match{PathPrefix: []string{"/" + prefix}}, Limits: []httplimit.Rule{{Limiter: api}}}, {Limits: []httplimit.Rule{{Limiter: api}}}}
 	}
 	s, addr := start(t, Config{Upstream: up.URL, Routes: routes("a")})
 	stop := make(chan struct{})
@@ -658,7 +659,7 @@ func TestProxySetRoutesUnderLoad(t *testing.T) {
 	if bad.Load() != 0 || total.Load() == 0 {
 		t.Errorf("%d of %d requests failed during reloads", bad.Load(), total.Load())
 	}
-	if err := s.SetRoutes([]Route{{Match: httplimit.Match{Path: "/{"}}}); err == nil {
+	if err := s.SetRoutes([]Route{{Match: httpmatch.Match{Path: "/{"}}}); err == nil {
 		t.Error("a bad route list accepted")
 	}
 }
@@ -681,7 +682,7 @@ func TestDotSegmentsCannotDodgeRoutes(t *testing.T) {
 			t.Errorf("underPrefix(%q, %q) = %v", tc.path, tc.prefix, got)
 		}
 	}
-	p, err := New(Config{Upstream: "", Routes: []Route{{Name: "admin", Match: httplimit.Match{PathPrefix: []string{"/admin/"}}}}})
+	p, err := New(Config{Upstream: "", Routes: []Route{{Name: "admin", Match: httpmatch.Match{PathPrefix: []string{"/admin/"}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -705,9 +706,9 @@ func TestProxyPathSpellingsAtLimit(t *testing.T) {
 	_, addr := start(t, Config{
 		Upstream: up.URL,
 		Routes: []Route{
-			{Name: "login", Match: httplimit.Match{PathPrefix: []string{"/login"}}, Limits: one("login")},
-			{Name: "signin", Match: httplimit.Match{Path: "/signin"}, Limits: one("signin")},
-			{Name: "rest", Match: httplimit.Match{PathPrefix: []string{"/"}}},
+			{Name: "login", Match: httpmatch.Match{PathPrefix: []string{"/login"}}, Limits: one("login")},
+			{Name: "signin", Match: httpmatch.Match{Path: "/signin"}, Limits: one("signin")},
+			{Name: "rest", Match: httpmatch.Match{PathPrefix: []string{"/"}}},
 		},
 	})
 	// raw sends the request line as given, byte for byte, and returns the
@@ -768,7 +769,7 @@ func TestProxyPathSpellingsRefusedOrLimited(t *testing.T) {
 	_, addr := start(t, Config{
 		Upstream: up.URL,
 		Routes: []Route{
-			{Name: "login", Match: httplimit.Match{PathPrefix: []string{"/login"}}, Limits: []httplimit.Rule{{Limiter: memLimiter(t, "login", floodgate.PerMinute(1))}}},
+			{Name: "login", Match: httpmatch.Match{PathPrefix: []string{"/login"}}, Limits: []httplimit.Rule{{Limiter: memLimiter(t, "login", floodgate.PerMinute(1))}}},
 		},
 	})
 	raw := func(path string) int {

@@ -35,6 +35,7 @@ import (
 	"github.com/floodgate-go/floodgate/daemon"
 	"github.com/floodgate-go/floodgate/internal/buildinfo"
 	"github.com/floodgate-go/floodgate/internal/sdnotify"
+	_ "github.com/floodgate-go/floodgate/internal/sighup" // before the other packages initialise
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 )
 

@@ -18,14 +18,14 @@
 // whole key its Redis Cluster hash tag, so every script call touches one
 // slot, and distinct keys stay distinct.
 //
-// Every call to Redis goes through a failover.Guard (a per-call timeout
+// Every call to Redis goes through a failover.Breaker (a per-call timeout
 // and a circuit breaker), and a failure is decided by Options.Mode, as for
 // the rate engines: FailOpen admits without a slot, FailClosed refuses
 // (concurrency.ReasonFailClosed, a 503), LocalFallback holds the slot in a
 // concurrency.Local of this process, so each instance enforces the whole
 // limit on its own until Redis is back. To let one breaker judge one Redis
-// for rate limits and concurrency alike, give this package the Guard the
-// rate engines use (Options.Guard): lease calls go through its Do.
+// for rate limits and concurrency alike, give this package the Breaker of
+// the Guard the rate engines use (Options.Breaker: guard.Breaker()).
 package redislease
 
 import (
@@ -49,7 +49,7 @@ const Source floodgate.Source = "redis"
 
 // DefaultLease is how long a hold lasts without renewal: long enough that
 // a holder whose renewals meet a Redis hiccup (two in a row fail, at the
-// Guard's timeout each) keeps its slot, short enough that a dead holder's
+// Breaker's timeout each) keeps its slot, short enough that a dead holder's
 // slots come back soon.
 const DefaultLease = 10 * time.Second
 
@@ -66,7 +66,7 @@ type Options struct {
 	Prefix string
 
 	// Lease is how long a hold lasts unless renewed. 0 means
-	// DefaultLease. It must be at least three times the Guard's timeout,
+	// DefaultLease. It must be at least three times the Breaker's timeout,
 	// so that a renewal that times out leaves time for another.
 	Lease time.Duration
 
@@ -77,15 +77,15 @@ type Options struct {
 	// concurrency.Local of the Store's own. Only LocalFallback uses it.
 	Local concurrency.Store
 
-	// Guard is the Guard of a rate engine over the same Redis (the one
-	// failover.New and hybrid.New take as their remote store), shared so
-	// that one breaker judges that Redis: lease calls go through its Do.
-	// Nil means a Guard of the Store's own, made with GuardOptions, that
-	// carries leases only.
-	Guard *failover.Guard
+	// Breaker is the Breaker of a rate engine's Guard over the same Redis
+	// (Guard.Breaker of the Guard failover.New and hybrid.New take as their
+	// remote store), shared so that one breaker judges that Redis. Nil
+	// means a Breaker of the Store's own, made with BreakerOptions.
+	Breaker *failover.Breaker
 
-	// GuardOptions configures the Store's own Guard when Guard is nil.
-	GuardOptions failover.GuardOptions
+	// BreakerOptions configures the Store's own Breaker when Breaker is
+	// nil.
+	BreakerOptions failover.BreakerOptions
 }
 
 // Store is a concurrency.Store in Redis. It is safe for concurrent use.
@@ -95,7 +95,7 @@ type Store struct {
 	lease  time.Duration
 	mode   failover.Mode
 	local  concurrency.Store
-	guard  *failover.Guard
+	br     *failover.Breaker
 }
 
 var _ concurrency.Store = (*Store)(nil)
@@ -119,20 +119,20 @@ func New(client redis.UniversalClient, o Options) (*Store, error) {
 		return nil, fmt.Errorf("redislease: %w", err)
 	}
 	rs.Close()
-	s := &Store{client: client, prefix: o.Prefix, lease: o.Lease, mode: o.Mode, local: o.Local, guard: o.Guard}
+	s := &Store{client: client, prefix: o.Prefix, lease: o.Lease, mode: o.Mode, local: o.Local, br: o.Breaker}
 	if s.prefix == "" {
 		s.prefix = redisstore.DefaultPrefix
 	}
 	if s.lease == 0 {
 		s.lease = DefaultLease
 	}
-	if s.guard == nil {
-		if s.guard, err = failover.NewGuard(leasesOnly{}, o.GuardOptions); err != nil {
+	if s.br == nil {
+		if s.br, err = failover.NewBreaker(o.BreakerOptions); err != nil {
 			return nil, fmt.Errorf("redislease: %w", err)
 		}
 	}
-	if s.lease < 3*s.guard.Timeout() {
-		return nil, fmt.Errorf("redislease: lease %s is below three times the Guard's timeout (%s): a renewal that times out would leave no time for another", s.lease, s.guard.Timeout())
+	if s.lease < 3*s.br.Timeout() {
+		return nil, fmt.Errorf("redislease: lease %s is below three times the Breaker's timeout (%s): a renewal that times out would leave no time for another", s.lease, s.br.Timeout())
 	}
 	if s.mode == failover.LocalFallback && s.local == nil {
 		s.local = concurrency.NewLocal()
@@ -140,8 +140,8 @@ func New(client redis.UniversalClient, o Options) (*Store, error) {
 	return s, nil
 }
 
-// Guard returns the Guard that calls Redis, for its State and Stats.
-func (s *Store) Guard() *failover.Guard { return s.guard }
+// Breaker returns the Breaker that calls Redis, for its State and Stats.
+func (s *Store) Breaker() *failover.Breaker { return s.br }
 
 // Lease returns the lease in force.
 func (s *Store) Lease() time.Duration { return s.lease }
@@ -191,7 +191,7 @@ func (s *Store) Acquire(ctx context.Context, name, key, token string, limit int,
 	case failover.FailOpen:
 		return concurrency.Grant{Acquired: true, InFlight: -1, Source: floodgate.SourceFailOpen}, nil
 	case failover.FailClosed:
-		return concurrency.Grant{InFlight: -1, Source: floodgate.SourceFailClosed, RetryAfter: s.guard.RetryIn()}, nil
+		return concurrency.Grant{InFlight: -1, Source: floodgate.SourceFailClosed, RetryAfter: s.br.RetryIn()}, nil
 	}
 	g, err := s.local.Acquire(ctx, name, key, token, limit, 0)
 	g.Source, g.Lease = failover.SourceLocalFallback, 0
@@ -224,12 +224,13 @@ func (s *Store) InFlight(ctx context.Context, name, key string) (int, error) {
 	return n, err
 }
 
-// run calls the script through the Guard.
+// run calls the script through the Breaker. An error names the limit and
+// the operation.
 func (s *Store) run(ctx context.Context, name, key, op, token string, ttl time.Duration, limit int) (bool, int, error) {
 	k := leaseKey(s.prefix, name, key)
 	var held bool
 	var n int
-	err := s.guard.Do(ctx, failover.Op(op), name, func(ctx context.Context) error {
+	err := s.br.Do(ctx, func(ctx context.Context) error {
 		v, err := leaseScript.Run(ctx, s.client, []string{k}, op, token, ttl.Milliseconds(), limit).Int64Slice()
 		switch {
 		case err != nil && strings.HasPrefix(err.Error(), "FLOODGATE_CORRUPT"):
@@ -244,33 +245,8 @@ func (s *Store) run(ctx context.Context, name, key, op, token string, ttl time.D
 		return nil
 	})
 	if err != nil {
-		return false, 0, err
+		return false, 0, fmt.Errorf("redislease: limit %s: %s: %w", name, op, err)
 	}
 	// Do returned after fn did, so held and n are complete.
 	return held, n, nil
 }
-
-// leasesOnly is the remote store of a Guard made for this package alone:
-// lease calls reach Redis through Guard.Do, and a rate limit asked of it
-// is refused with what to do instead.
-type leasesOnly struct{}
-
-var errLeasesOnly = errors.New("redislease: this Guard was made for lease calls only; to decide rate limits over the same Redis, build a Guard over a redisstore.Store and give it to redislease.New as Options.Guard")
-
-func (leasesOnly) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
-	return algo.Verdict{}, errLeasesOnly
-}
-
-func (leasesOnly) Refund(context.Context, *algo.Set, string, int64) error { return errLeasesOnly }
-
-func (leasesOnly) Reserve(context.Context, *algo.Set, string, int64, time.Duration) (algo.Verdict, algo.Ticket, error) {
-	return algo.Verdict{}, algo.Ticket{}, errLeasesOnly
-}
-
-func (leasesOnly) Cancel(context.Context, *algo.Set, string, int64, algo.Ticket) error {
-	return errLeasesOnly
-}
-
-func (leasesOnly) Reset(context.Context, *algo.Set, string) error { return errLeasesOnly }
-
-func (leasesOnly) ValidateLimit(floodgate.Limit) error { return errLeasesOnly }

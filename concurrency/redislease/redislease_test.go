@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -247,10 +246,10 @@ func TestLeasesByToken(t *testing.T) {
 func TestFailureModes(t *testing.T) {
 	srv := testkit.Redis(t)
 	c := client(t, srv)
-	guard := failover.GuardOptions{Timeout: 50 * time.Millisecond, MinCalls: -1}
-	open := newLimiter(t, newStore(t, c, redislease.Options{Mode: failover.FailOpen, GuardOptions: guard}), concurrency.Options{Name: "o", Limit: 1})
-	closed := newLimiter(t, newStore(t, c, redislease.Options{Mode: failover.FailClosed, GuardOptions: failover.GuardOptions{Timeout: 50 * time.Millisecond, MinCalls: 1, FailureRate: 0.01, Backoff: time.Minute}}), concurrency.Options{Name: "c", Limit: 1})
-	local := newLimiter(t, newStore(t, c, redislease.Options{Mode: failover.LocalFallback, GuardOptions: guard}), concurrency.Options{Name: "l", Limit: 1})
+	guard := failover.BreakerOptions{Timeout: 50 * time.Millisecond, MinCalls: -1}
+	open := newLimiter(t, newStore(t, c, redislease.Options{Mode: failover.FailOpen, BreakerOptions: guard}), concurrency.Options{Name: "o", Limit: 1})
+	closed := newLimiter(t, newStore(t, c, redislease.Options{Mode: failover.FailClosed, BreakerOptions: failover.BreakerOptions{Timeout: 50 * time.Millisecond, MinCalls: 1, FailureRate: 0.01, Backoff: time.Minute}}), concurrency.Options{Name: "c", Limit: 1})
+	local := newLimiter(t, newStore(t, c, redislease.Options{Mode: failover.LocalFallback, BreakerOptions: guard}), concurrency.Options{Name: "l", Limit: 1})
 	ctx := context.Background()
 	srv.Kill()
 
@@ -285,8 +284,8 @@ func TestFailureModes(t *testing.T) {
 	})
 }
 
-// TestOneGuardForRatesAndLeases shares one Guard between a rate limit and
-// a concurrency limit on one Redis: a failure of either opens the one
+// TestOneGuardForRatesAndLeases shares one Guard's Breaker between a rate
+// limit and a concurrency limit on one Redis: a failure of either opens the one
 // breaker, and both then skip Redis.
 func TestOneGuardForRatesAndLeases(t *testing.T) {
 	srv := testkit.Redis(t)
@@ -305,7 +304,7 @@ func TestOneGuardForRatesAndLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leases := newStore(t, c, redislease.Options{Mode: failover.FailClosed, Guard: guard})
+	leases := newStore(t, c, redislease.Options{Mode: failover.FailClosed, Breaker: guard.Breaker()})
 	cl := newLimiter(t, leases, concurrency.Options{Name: "conc", Limit: 5})
 	ctx := context.Background()
 	if r, err := rl.Allow(ctx, "a"); err != nil || !r.Allowed || r.Source == floodgate.SourceFailOpen {
@@ -344,7 +343,7 @@ func mustGuard(t *testing.T, remote floodgate.Store) *failover.Guard {
 func TestCorruptKeyIsNotAnOutage(t *testing.T) {
 	srv := testkit.Redis(t)
 	c := client(t, srv)
-	s := newStore(t, c, redislease.Options{Mode: failover.FailOpen, GuardOptions: failover.GuardOptions{MinCalls: 1, FailureRate: 0.01}})
+	s := newStore(t, c, redislease.Options{Mode: failover.FailOpen, BreakerOptions: failover.BreakerOptions{MinCalls: 1, FailureRate: 0.01}})
 	l := newLimiter(t, s, concurrency.Options{Name: "x", Limit: 2})
 	if err := c.Set(context.Background(), s.Key("x", "k"), "not a set", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -353,7 +352,7 @@ func TestCorruptKeyIsNotAnOutage(t *testing.T) {
 	if res.Allowed || res.Reason != concurrency.ReasonError || !errors.Is(res.Err(), floodgate.ErrCorruptState) {
 		t.Fatalf("corrupt key: %+v", res)
 	}
-	if s.Guard().State() != failover.Closed {
+	if s.Breaker().State() != failover.Closed {
 		t.Fatal("a corrupt key opened the breaker")
 	}
 	if r, _ := l.Acquire(context.Background(), "other"); !r.Allowed || r.Source != redislease.Source {
@@ -369,7 +368,7 @@ func TestOptions(t *testing.T) {
 		"brace":       {Mode: failover.FailOpen, Prefix: "app{1}:"},
 		"short lease": {Mode: failover.FailOpen, Lease: 200 * time.Millisecond},
 		"stray local": {Mode: failover.FailOpen, Local: concurrency.NewLocal()},
-		"bad guard":   {Mode: failover.FailOpen, GuardOptions: failover.GuardOptions{Timeout: -1}},
+		"bad guard":   {Mode: failover.FailOpen, BreakerOptions: failover.BreakerOptions{Timeout: -1}},
 	} {
 		if _, err := redislease.New(c, o); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -453,21 +452,5 @@ func TestModel(t *testing.T) {
 				p.Release()
 			}
 		}
-	}
-}
-
-// TestOwnGuardDecidesNoRates: the Guard a Store makes for itself carries
-// leases only; a rate limit built on it is refused when it is built, with
-// what to do instead, rather than failing (and failing open) per request.
-func TestOwnGuardDecidesNoRates(t *testing.T) {
-	srv := testkit.Redis(t)
-	leases := newStore(t, client(t, srv), redislease.Options{Mode: failover.FailOpen})
-	rates, err := failover.New(leases.Guard(), failover.Options{Mode: failover.FailOpen})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = floodgate.New(rates, floodgate.Policy{Name: "rate", Limits: []floodgate.Limit{floodgate.PerSecond(100)}})
-	if err == nil || !strings.Contains(err.Error(), "redisstore.Store") {
-		t.Fatalf("a rate limit on a lease-only Guard: %v", err)
 	}
 }

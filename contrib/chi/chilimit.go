@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httplimit/quick"
 	"github.com/go-chi/chi/v5"
 )
 
@@ -53,7 +54,7 @@ func KeyByRoute(routes chi.Routes) httplimit.KeyFunc {
 var routeContexts = sync.Pool{New: func() any { return chi.NewRouteContext() }}
 
 // ByIP returns chi middleware that lets n requests per period through for
-// each client address: httplimit.LimitByIP, under the name chi users look
+// each client address: quick.LimitByIP, under the name chi users look
 // for (httprate.LimitByIP):
 //
 //	r.Use(chilimit.ByIP(100, time.Minute))
@@ -61,17 +62,17 @@ var routeContexts = sync.Pool{New: func() any { return chi.NewRouteContext() }}
 // The address is the connection's peer, never a header (chi's
 // middleware.RealIP rewrites RemoteAddr from headers any client can send;
 // do not put it in front): name the proxies in front with
-// httplimit.TrustProxies, and share the limit between instances with
-// httplimit.Redis. It panics on a non-positive n or period or an invalid
+// quick.TrustProxies, and share the limit between instances with
+// quick.Redis. It panics on a non-positive n or period or an invalid
 // option.
-func ByIP(n int64, per time.Duration, opts ...httplimit.Option) func(http.Handler) http.Handler {
-	return httplimit.LimitByIP(n, per, opts...)
+func ByIP(n int64, per time.Duration, opts ...quick.Option) func(http.Handler) http.Handler {
+	return quick.LimitByIP(n, per, opts...)
 }
 
 // ByHeader is ByIP keyed by a request header the server checks, such as an
 // API key, and by address for requests without it:
 //
-//	r.Use(chilimit.ByHeader("X-API-Key", 1000, time.Hour, httplimit.Redis(client)))
-func ByHeader(header string, n int64, per time.Duration, opts ...httplimit.Option) func(http.Handler) http.Handler {
-	return httplimit.LimitByHeader(header, n, per, opts...)
+//	r.Use(chilimit.ByHeader("X-API-Key", 1000, time.Hour, quick.Redis(client)))
+func ByHeader(header string, n int64, per time.Duration, opts ...quick.Option) func(http.Handler) http.Handler {
+	return quick.LimitByHeader(header, n, per, opts...)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httplimit/quick"
 	"github.com/labstack/echo/v4"
 )
 
@@ -54,24 +55,24 @@ func status(res *echo.Response, err error) int {
 }
 
 // ByIP returns Echo middleware that lets n requests per period through for
-// each client address, as httplimit.LimitByIP does:
+// each client address, as quick.LimitByIP does:
 //
 //	e.Use(echolimit.ByIP(100, time.Minute))
 //
 // The address is the connection's peer, never c.RealIP(): name the proxies
-// in front with httplimit.TrustProxies, and share the limit between
-// instances with httplimit.Redis. It panics on a non-positive n or period
-// or an invalid option; httplimit.ByIP with New returns the error.
-func ByIP(n int64, per time.Duration, opts ...httplimit.Option) echo.MiddlewareFunc {
-	return New(must("ByIP", n, per)(httplimit.ByIP(n, per, opts...)))
+// in front with quick.TrustProxies, and share the limit between
+// instances with quick.Redis. It panics on a non-positive n or period
+// or an invalid option; quick.ByIP with New returns the error.
+func ByIP(n int64, per time.Duration, opts ...quick.Option) echo.MiddlewareFunc {
+	return New(must("ByIP", n, per)(quick.ByIP(n, per, opts...)))
 }
 
 // ByHeader is ByIP keyed by a request header the server checks, such as an
 // API key, and by address for requests without it (httplimit.KeyByHeader):
 //
-//	e.Use(echolimit.ByHeader("X-API-Key", 1000, time.Hour, httplimit.Redis(client)))
-func ByHeader(header string, n int64, per time.Duration, opts ...httplimit.Option) echo.MiddlewareFunc {
-	return New(must("ByHeader", n, per)(httplimit.ByHeader(header, n, per, opts...)))
+//	e.Use(echolimit.ByHeader("X-API-Key", 1000, time.Hour, quick.Redis(client)))
+func ByHeader(header string, n int64, per time.Duration, opts ...quick.Option) echo.MiddlewareFunc {
+	return New(must("ByHeader", n, per)(quick.ByHeader(header, n, per, opts...)))
 }
 
 func must(fn string, n int64, per time.Duration) func(*httplimit.Middleware, error) *httplimit.Middleware {

@@ -9,6 +9,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	echolimit "github.com/floodgate-go/floodgate/contrib/echo"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -41,7 +42,7 @@ func ExampleNew() {
 	defer store.Close()
 	login, _ := floodgate.New(store, floodgate.Policy{Name: "login", Limits: []floodgate.Limit{floodgate.PerHour(2)}})
 	mw, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{
-		{Limiter: login, Match: httplimit.PathPrefix("/login"), Count: httplimit.CountFailed},
+		{Limiter: login, Match: httpmatch.PathPrefix("/login"), Count: httplimit.CountFailed},
 	}})
 	if err != nil {
 		fmt.Println(err)

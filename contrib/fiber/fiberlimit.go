@@ -108,10 +108,10 @@ type Config struct {
 	LimiterMiddleware Window
 
 	// Store keeps the state of the limits made from Max and Expiration:
-	// a memstore, redisstore, hybrid or failover store; httplimit.RedisStore
-	// makes the one that shares limits through Redis with a safe failure
-	// mode. Nil means a memory store of the middleware's own, for this
-	// process only.
+	// a memstore, redisstore, hybrid or failover store; RedisStore of
+	// package httplimit/quick makes the one that shares limits through
+	// Redis with a safe failure mode. Nil means a memory store of the
+	// middleware's own, for this process only.
 	//
 	// It replaces Fiber's Storage, a get-and-set key-value store: with
 	// such a store two instances (or two requests of one) can both read
@@ -254,7 +254,7 @@ func ByIP(n int, per time.Duration) fiber.Handler {
 // httplimit.KeyByHeader keys). With a shared store, every instance shares
 // each key's limit:
 //
-//	store, err := httplimit.RedisStore(client)
+//	store, err := quick.RedisStore(client)
 //	app.Use(fiberlimit.ByHeader("X-API-Key", 1000, time.Hour, store))
 func ByHeader(header string, n int, per time.Duration, store ...floodgate.Store) fiber.Handler {
 	cfg := Config{Max: n, Expiration: per, Name: "header"}

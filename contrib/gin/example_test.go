@@ -9,6 +9,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	ginlimit "github.com/floodgate-go/floodgate/contrib/gin"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/gin-gonic/gin"
 )
@@ -43,7 +44,7 @@ func ExampleNew() {
 	login, _ := floodgate.New(store, floodgate.Policy{Name: "login", Limits: []floodgate.Limit{floodgate.PerHour(2)}})
 	mw, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{
 		{Limiter: api},
-		{Limiter: login, Match: httplimit.PathPrefix("/login"), Count: httplimit.CountFailed},
+		{Limiter: login, Match: httpmatch.PathPrefix("/login"), Count: httplimit.CountFailed},
 	}})
 	if err != nil {
 		fmt.Println(err)

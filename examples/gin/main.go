@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	ginlimit "github.com/floodgate-go/floodgate/contrib/gin"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/gin-gonic/gin"
 )
@@ -29,7 +30,7 @@ func newRouter(store floodgate.Store) (http.Handler, error) {
 	}
 	mw, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{
 		{Limiter: api},
-		{Limiter: login, Match: httplimit.PathPrefix("/login"), Count: httplimit.CountFailed},
+		{Limiter: login, Match: httpmatch.PathPrefix("/login"), Count: httplimit.CountFailed},
 	}})
 	if err != nil {
 		return nil, err

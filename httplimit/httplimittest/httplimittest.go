@@ -27,6 +27,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httpmatch"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/redisstore"
 	"github.com/floodgate-go/floodgate/testkit"
@@ -89,8 +90,8 @@ func Middleware(t testing.TB, s Setup) *httplimit.Middleware {
 	}
 	key := httplimit.KeyByIP(res)
 	m, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{
-		{Limiter: s.API, Key: key, Match: httplimit.PathPrefix("/hello")},
-		{Limiter: s.Login, Key: key, Match: httplimit.PathPrefix("/login"), Count: httplimit.CountFailed},
+		{Limiter: s.API, Key: key, Match: httpmatch.PathPrefix("/hello")},
+		{Limiter: s.Login, Key: key, Match: httpmatch.PathPrefix("/login"), Count: httplimit.CountFailed},
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,9 @@
 // Package boundary holds the test that keeps floodgate's layers apart: the
 // library a Go service imports never pulls in the daemon's configuration,
-// a YAML library, gRPC or Prometheus, and the observers (metrics, status)
-// depend on no engine. It also holds the checks of the repository's
+// a YAML library, gRPC or Prometheus, the request matcher (httpmatch)
+// depends on no limiter, httplimit links no engine and no Redis client, and
+// the observers (metrics, status) depend on no engine. It also holds the
+// checks of the repository's
 // Markdown (docs_test.go).
 package boundary
 
@@ -26,7 +28,7 @@ func deps(t *testing.T, pkg string) []string {
 }
 
 func TestLayers(t *testing.T) {
-	library := []string{"", "/algo", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httplimit"}
+	library := []string{"", "/algo", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httpmatch", "/httplimit", "/httplimit/quick", "/pgproxy/pgwire", "/pgproxy/proxyproto", "/pgproxy/pgmode"}
 	forbidden := []string{
 		mod + "/config", mod + "/daemon", mod + "/internal/yamlpos",
 		mod + "/proxy", mod + "/checkapi", mod + "/envoyrls", mod + "/envoyrules", mod + "/admin", mod + "/status",
@@ -51,12 +53,45 @@ func TestLayers(t *testing.T) {
 			}
 		}
 	}
-	// The configuration is a file model: no front end, no daemon.
+	// The middleware takes any floodgate.Limiter, so it links no engine and
+	// no Redis client: the program chooses its store, or httplimit/quick
+	// chooses one for it. failover is forbidden whole, its stores and its
+	// Guard alike: httplimit needs neither.
+	for _, d := range deps(t, mod+"/httplimit") {
+		for _, e := range []string{mod + "/memstore", mod + "/redisstore", mod + "/hybrid", mod + "/failover", "github.com/redis/go-redis/"} {
+			if d == e || strings.HasPrefix(d, strings.TrimSuffix(e, "/")+"/") {
+				t.Errorf("%s/httplimit depends on %s: the middleware takes a limiter, it does not choose an engine (the one-liners that do live in httplimit/quick)", mod, d)
+			}
+		}
+	}
+	// The request matcher is a leaf: the proxy's routes and the
+	// configuration's checks select requests without the middleware or any
+	// limiter.
+	for _, d := range deps(t, mod+"/httpmatch") {
+		if (d == mod || strings.HasPrefix(d, mod+"/")) && d != mod+"/httpmatch" && !strings.HasPrefix(d, mod+"/internal/") {
+			t.Errorf("httpmatch depends on %s: the matcher needs no limiter, middleware or front end", d)
+		}
+	}
+	// Packages that report through an Observer leave Prometheus to
+	// package metrics, which implements it.
+	for _, p := range []string{"/outbound", "/pgproxy"} {
+		for _, d := range deps(t, mod+p) {
+			if strings.HasPrefix(d, "github.com/prometheus/") {
+				t.Errorf("%s%s depends on %s: it reports to an Observer, and metrics exports", mod, p, d)
+			}
+		}
+	}
+	// The configuration is a file model: no front end, no daemon, no
+	// metrics. The enumerations it reads from a front end live in a leaf
+	// package of their own (pgproxy/pgmode).
 	for _, d := range deps(t, mod+"/config") {
-		for _, f := range []string{"/daemon", "/proxy", "/checkapi", "/envoyrls", "/admin", "/status"} {
+		for _, f := range []string{"/daemon", "/proxy", "/checkapi", "/envoyrls", "/pgproxy", "/admin", "/status", "/metrics"} {
 			if d == mod+f {
 				t.Errorf("config depends on %s: the front ends build on the configuration, not the reverse", d)
 			}
+		}
+		if strings.HasPrefix(d, "github.com/prometheus/") {
+			t.Errorf("config depends on %s: the configuration links no metrics library", d)
 		}
 	}
 }

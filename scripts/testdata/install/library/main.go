@@ -13,18 +13,18 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httplimit/quick"
 	"github.com/floodgate-go/floodgate/memstore"
 )
 
 func main() {
 	mux := http.NewServeMux()
-	mux.Handle("/", httplimit.LimitByIP(2, time.Minute)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/", quick.LimitByIP(2, time.Minute)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "hello")
 	})))
 	codes := serve(mux, 3)
 	if codes != "200 200 429" {
-		log.Fatalf("LimitByIP(2, time.Minute) answered %s, want 200 200 429", codes)
+		log.Fatalf("quick.LimitByIP(2, time.Minute) answered %s, want 200 200 429", codes)
 	}
 
 	store := memstore.New(memstore.Options{})

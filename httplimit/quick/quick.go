@@ -1,4 +1,15 @@
-package httplimit
+// Package quick builds rate-limiting net/http middleware in one line: a
+// limit per client address, API key or user, kept in memory or, with the
+// option Redis, shared by every instance of the service.
+//
+//	http.Handle("/", quick.LimitByIP(100, time.Minute)(handler))
+//
+// Each one-liner is a package httplimit Middleware with a single rule; for
+// several rules, costs, or responses that count, use httplimit.New. Package
+// httplimit takes any floodgate.Limiter and links no engine; this package
+// chooses the engines (memstore, and redisstore behind failover for Redis),
+// so a program that imports it links them and go-redis.
+package quick
 
 import (
 	"errors"
@@ -11,6 +22,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/internal/isnil"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/redisstore"
@@ -21,14 +33,14 @@ import (
 // each client address, on a memory store of its own: the one line most
 // services start with.
 //
-//	mux.Handle("/", httplimit.LimitByIP(100, time.Minute)(handler))
+//	mux.Handle("/", quick.LimitByIP(100, time.Minute)(handler))
 //
 // The address is the connection's peer, never a header: behind a proxy or
 // load balancer every client would share the proxy's address, so name the
 // proxies with the option TrustProxies. The limit is GCRA with a burst of
-// n; responses carry the default headers and 429 body. Options keep the
-// limit in Redis for every instance (Redis), on another store (OnStore),
-// or under another policy name (Named).
+// n; responses carry httplimit's default headers and 429 body. Options
+// keep the limit in Redis for every instance (Redis), on another store
+// (OnStore), or under another policy name (Named).
 //
 // LimitByIP panics if n or per is not positive or an option is invalid,
 // like time.NewTicker does for a bad interval: the arguments are constants
@@ -38,41 +50,42 @@ func LimitByIP(n int64, per time.Duration, opts ...Option) func(http.Handler) ht
 }
 
 // LimitByHeader is LimitByIP keyed by the value of a request header such as
-// an API key (see KeyByHeader); requests without the header are keyed by
-// address. The header must be one that the server checks (an API key it
-// validates): a free-form header lets each client pick a fresh key per
-// request. With the option Redis, every instance shares each key's limit:
+// an API key (see httplimit.KeyByHeader); requests without the header are
+// keyed by address. The header must be one that the server checks (an API
+// key it validates): a free-form header lets each client pick a fresh key
+// per request. With the option Redis, every instance shares each key's limit:
 //
-//	httplimit.LimitByHeader("X-API-Key", 1000, time.Hour, httplimit.Redis(client))
+//	quick.LimitByHeader("X-API-Key", 1000, time.Hour, quick.Redis(client))
 func LimitByHeader(header string, n int64, per time.Duration, opts ...Option) func(http.Handler) http.Handler {
 	return must("LimitByHeader", n, per)(ByHeader(header, n, per, opts...)).Handler
 }
 
 // LimitByUser is LimitByIP keyed by the user userID returns ("user:" and
-// the id), or by address when it returns "" (see KeyByUser). userID must
-// read an identity the request has proven, e.g. with FromContext after the
-// authentication middleware.
+// the id), or by address when it returns "" (see httplimit.KeyByUser).
+// userID must read an identity the request has proven, e.g. with
+// httplimit.FromContext after the authentication middleware.
 func LimitByUser(userID func(r *http.Request) string, n int64, per time.Duration, opts ...Option) func(http.Handler) http.Handler {
 	return must("LimitByUser", n, per)(ByUser(userID, n, per, opts...)).Handler
 }
 
 // ByIP returns the Middleware of LimitByIP, or the error LimitByIP panics
-// with. The framework adapters' one-liners are built on it.
-func ByIP(n int64, per time.Duration, opts ...Option) (*Middleware, error) {
-	return oneLiner("ip", n, per, opts, func(ip KeyFunc) KeyFunc { return ip })
+// with: floodgate.ErrInvalidLimit for n or per, httplimit.ErrInvalidConfig
+// for an option. The framework adapters' one-liners are built on it.
+func ByIP(n int64, per time.Duration, opts ...Option) (*httplimit.Middleware, error) {
+	return oneLiner("ip", n, per, opts, func(ip httplimit.KeyFunc) httplimit.KeyFunc { return ip })
 }
 
 // ByHeader returns the Middleware of LimitByHeader, or its error.
-func ByHeader(header string, n int64, per time.Duration, opts ...Option) (*Middleware, error) {
-	return oneLiner("header", n, per, opts, func(ip KeyFunc) KeyFunc { return KeyByHeader(header, ip) })
+func ByHeader(header string, n int64, per time.Duration, opts ...Option) (*httplimit.Middleware, error) {
+	return oneLiner("header", n, per, opts, func(ip httplimit.KeyFunc) httplimit.KeyFunc { return httplimit.KeyByHeader(header, ip) })
 }
 
 // ByUser returns the Middleware of LimitByUser, or its error.
-func ByUser(userID func(r *http.Request) string, n int64, per time.Duration, opts ...Option) (*Middleware, error) {
+func ByUser(userID func(r *http.Request) string, n int64, per time.Duration, opts ...Option) (*httplimit.Middleware, error) {
 	if userID == nil {
-		return nil, fmt.Errorf("%w: userID is nil; pass the function that reads the authenticated user", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: userID is nil; pass the function that reads the authenticated user", httplimit.ErrInvalidConfig)
 	}
-	return oneLiner("user", n, per, opts, func(ip KeyFunc) KeyFunc { return KeyByUser(userID, ip) })
+	return oneLiner("user", n, per, opts, func(ip httplimit.KeyFunc) httplimit.KeyFunc { return httplimit.KeyByUser(userID, ip) })
 }
 
 // An Option changes what a one-liner builds. The zero set of options keeps
@@ -150,7 +163,7 @@ func TrustProxies(proxies ...string) Option {
 	return func(c *oneLinerConfig) { c.proxies = append(c.proxies, proxies...) }
 }
 
-func oneLiner(policy string, n int64, per time.Duration, opts []Option, key func(ip KeyFunc) KeyFunc) (*Middleware, error) {
+func oneLiner(policy string, n int64, per time.Duration, opts []Option, key func(ip httplimit.KeyFunc) httplimit.KeyFunc) (*httplimit.Middleware, error) {
 	c := oneLinerConfig{name: policy}
 	for _, o := range opts {
 		o(&c)
@@ -163,7 +176,7 @@ func oneLiner(policy string, n int64, per time.Duration, opts []Option, key func
 		c.errs = append(c.errs, err)
 	}
 	if len(c.errs) > 0 {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(c.errs...))
+		return nil, fmt.Errorf("%w: %w", httplimit.ErrInvalidConfig, errors.Join(c.errs...))
 	}
 	var closers []func() error
 	store := c.store
@@ -188,7 +201,7 @@ func oneLiner(policy string, n int64, per time.Duration, opts []Option, key func
 		closeAll()
 		return nil, err
 	}
-	m, err := New(Config{Rules: []Rule{{Limiter: lim, Key: key(KeyByIP(res))}}})
+	m, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: lim, Key: key(httplimit.KeyByIP(res))}}})
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -208,10 +221,10 @@ func oneLiner(policy string, n int64, per time.Duration, opts []Option, key func
 
 // must returns a function that panics with the error of a one-liner named
 // fn, or returns its Middleware.
-func must(fn string, n int64, per time.Duration) func(*Middleware, error) *Middleware {
-	return func(m *Middleware, err error) *Middleware {
+func must(fn string, n int64, per time.Duration) func(*httplimit.Middleware, error) *httplimit.Middleware {
+	return func(m *httplimit.Middleware, err error) *httplimit.Middleware {
 		if err != nil {
-			panic(fmt.Sprintf("httplimit: %s(%d, %s): %v", fn, n, per, err))
+			panic(fmt.Sprintf("quick: %s(%d, %s): %v", fn, n, per, err))
 		}
 		return m
 	}
@@ -225,11 +238,11 @@ func must(fn string, n int64, per time.Duration) func(*Middleware, error) *Middl
 // stores it made, not client.
 func RedisStore(client redis.UniversalClient) (*SharedStore, error) {
 	if isnil.Value(client) {
-		return nil, fmt.Errorf("%w: RedisStore(nil %T); pass a client", ErrInvalidConfig, client)
+		return nil, fmt.Errorf("%w: RedisStore(nil %T); pass a client", httplimit.ErrInvalidConfig, client)
 	}
 	rs, err := redisstore.New(client, redisstore.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: %w", httplimit.ErrInvalidConfig, err)
 	}
 	local := memstore.New(memstore.Options{})
 	fs, err := failover.New(rs, failover.Options{
@@ -239,7 +252,7 @@ func RedisStore(client redis.UniversalClient) (*SharedStore, error) {
 	if err != nil {
 		rs.Close()
 		local.Close()
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: %w", httplimit.ErrInvalidConfig, err)
 	}
 	return &SharedStore{Store: fs, remote: rs, local: local}, nil
 }

@@ -1,4 +1,4 @@
-package httplimit
+package httpmatch
 
 import (
 	"net/http/httptest"

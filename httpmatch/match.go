@@ -1,4 +1,4 @@
-package httplimit
+package httpmatch
 
 import (
 	"errors"
@@ -15,8 +15,9 @@ import (
 
 // A Match selects requests by host, path and method. It is the one
 // definition of which requests a limit sees: the daemon's proxy routes are
-// Matches, and PathPrefix and Methods are its parts for a Rule's Match. Every
-// condition given must hold; the zero Match selects every request.
+// Matches, and PathPrefix and Methods are its parts for an httplimit Rule's
+// Match. Every condition given must hold; the zero Match selects every
+// request.
 //
 // Paths are compared as the upstreams behind a limit may serve them, so that
 // no spelling of a path escapes its limit. By default a path is compared
@@ -66,7 +67,7 @@ type Match struct {
 	// matches it: "/users/{id}" (one segment per wildcard), "/files/{p...}"
 	// (the rest), "/static/" (the subtree below /static/), "/{$}" (the root
 	// only). The pattern that matched becomes the request's Pattern, which
-	// KeyByRoute reads. Exclusive with PathPrefix.
+	// httplimit.KeyByRoute reads. Exclusive with PathPrefix.
 	Path string `yaml:"path,omitempty"`
 
 	// PathPrefix matches paths that are one of these prefixes or lie
@@ -447,7 +448,7 @@ func foldPath(p string, fold bool) string {
 }
 
 // ErrBadPath is wrapped by the errors of CheckPath.
-var ErrBadPath = errors.New("httplimit: request path")
+var ErrBadPath = errors.New("httpmatch: request path")
 
 // CheckPath reports why the request path p, decoded (a URL's Path), cannot
 // be compared as its upstream will read it (see Match), or nil when it can:

@@ -1,4 +1,4 @@
-package httplimit_test
+package quick_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/failover"
-	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/httplimit/quick"
 	"github.com/floodgate-go/floodgate/testkit"
 	"github.com/redis/go-redis/v9"
 )
@@ -54,7 +54,7 @@ func TestRedisRefusedOpensBreakerOnce(t *testing.T) {
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(opening{slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}), &dials, &at}))
 
-	h := httplimit.LimitByIP(1000, time.Minute, httplimit.Redis(client))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	h := quick.LimitByIP(1000, time.Minute, quick.Redis(client))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	get := func() *http.Response { return getFrom(h, "192.0.2.1:1").Result() }
 	if res := get(); res.StatusCode != 200 {
 		t.Fatalf("with Redis up: %d, want 200", res.StatusCode)
