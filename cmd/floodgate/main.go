@@ -112,7 +112,9 @@ func versionCmd(args []string, stdout, stderr io.Writer) int {
 	if i.Modified {
 		rev += " (modified: built with uncommitted changes)"
 	}
-	fmt.Fprintf(stdout, "floodgate %s\nrevision:  %s\ncommitted: %s\ngo:        %s %s\n", i.Version, rev, i.Time, i.GoVersion, i.Platform)
+	// The first line is the banner's (and what this command printed
+	// alone before): scripts read the version after "floodgate ".
+	fmt.Fprintf(stdout, "floodgate %s\nrevision:  %s\ncommitted: %s\ngo:        %s %s\n", i, rev, i.Time, i.GoVersion, i.Platform)
 	return 0
 }
 

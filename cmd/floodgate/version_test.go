@@ -119,7 +119,7 @@ func TestVersionFromCheckout(t *testing.T) {
 	if i != want {
 		t.Errorf("floodgate version -json:\n got %+v\nwant %+v", i, want)
 	}
-	for _, line := range []string{"floodgate " + i.Version + "\n", "revision:  " + commit[:12] + "\n", "committed: " + committed + "\n", "go:        " + goVersion + " "} {
+	for _, line := range []string{"floodgate " + i.Version + " " + commit[:12] + " " + goVersion + "\n", "revision:  " + commit[:12] + "\n", "committed: " + committed + "\n", "go:        " + goVersion + " "} {
 		if !strings.Contains(text, line) {
 			t.Errorf("floodgate version does not print %q:\n%s", line, text)
 		}
