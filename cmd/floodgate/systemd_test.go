@@ -160,9 +160,19 @@ shutdown_timeout: 2s
 	conf("100/s")
 	cmd := exec.Command(binary, "serve", file)
 	cmd.Env = append(os.Environ(), sdnotify.Socket+"="+sock.path)
+	// The daemon's log goes to a pipe the test reads itself: what the
+	// daemon wrote before it sent READY=1 is in the pipe when READY=1
+	// arrives, whatever a copying goroutine would have got to.
+	logr, logw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logr.Close()
 	var stderr testkit.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	cmd.Stderr = logw
+	err = cmd.Start()
+	logw.Close()
+	if err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan struct{})
@@ -191,6 +201,8 @@ shutdown_timeout: 2s
 	is := func(s string) func(string) bool { return func(m string) bool { return m == s } }
 
 	expect("the first notification", is("READY=1"))
+	stderr.Write(drain(t, logr))
+	go io.Copy(&stderr, logr)
 	addrs := map[string]string{}
 	for _, m := range listening.FindAllStringSubmatch(stderr.String(), -1) {
 		addrs[m[1]] = m[2]
@@ -242,6 +254,33 @@ shutdown_timeout: 2s
 	sock.c.SetReadDeadline(time.Now())
 	if n, err := sock.c.Read(make([]byte, 4096)); err == nil {
 		t.Errorf("a notification after STOPPING=1 (%d bytes)", n)
+	}
+}
+
+// drain reads what the pipe r holds now, without waiting for more.
+func drain(t *testing.T, r *os.File) []byte {
+	t.Helper()
+	raw, err := r.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for {
+		var n int
+		var rerr error
+		// Returning true makes one read attempt, never a wait: an empty
+		// pipe answers EAGAIN.
+		if err := raw.Read(func(fd uintptr) bool { n, rerr = syscall.Read(int(fd), buf); return true }); err != nil {
+			t.Fatal(err)
+		}
+		if rerr == syscall.EINTR {
+			continue
+		}
+		if rerr != nil || n <= 0 {
+			return out
+		}
+		out = append(out, buf[:n]...)
 	}
 }
 
