@@ -1,7 +1,8 @@
 # floodgate — build and test.
 #
 #   make test    installs what the suite needs (Debian packages redis-server,
-#                postgresql and prometheus for promtool; staticcheck), then runs
+#                postgresql, prometheus for promtool, systemd for
+#                systemd-analyze; staticcheck), then runs
 #                gofmt, go vet, staticcheck and every test under -race against
 #                real servers the tests start.
 #   make quick   the inner loop: go test -short (no race detector, the long
@@ -51,6 +52,7 @@ servers:
 	command -v promtool >/dev/null 2>&1 || need="$$need prometheus"; \
 	command -v pgbouncer >/dev/null 2>&1 || need="$$need pgbouncer"; \
 	command -v chromium >/dev/null 2>&1 || need="$$need chromium"; \
+	command -v systemd-analyze >/dev/null 2>&1 || need="$$need systemd"; \
 	if [ -n "$$need" ]; then \
 		echo "installing Debian packages:$$need"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \

@@ -23,8 +23,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +38,7 @@ import (
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/envoyrls"
+	"github.com/floodgate-go/floodgate/internal/buildinfo"
 	"github.com/floodgate-go/floodgate/internal/certfile"
 	"github.com/floodgate-go/floodgate/internal/denylog"
 	"github.com/floodgate-go/floodgate/internal/netguard"
@@ -137,8 +136,8 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Help: "Connections closed as they were accepted, by listener and by the bound they were over (listener: max_connections, per_client: max_connections_per_client)."}, []string{"listener", "reason"})
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metrics.Namespace, Name: "build_info",
 		Help: "The floodgate binary serving: its version, commit and Go version (always 1)."}, []string{"version", "revision", "goversion"})
-	version, revision, goversion := buildVersion()
-	buildInfo.WithLabelValues(version, revision, goversion).Set(1)
+	bi := buildinfo.Read()
+	buildInfo.WithLabelValues(bi.Version, bi.Revision, bi.GoVersion).Set(1)
 	d.reg.MustRegister(d.reloads, d.reloadErrors, d.lastReload, d.shadowed, d.upstreamErrs, d.clientErrs, d.connsRefused, buildInfo)
 
 	if d.engine, err = newEngine(cfg.Storage, o.Clock, m, d.log); err != nil {
@@ -628,25 +627,6 @@ func withClientCA(tc *tls.Config, caFile string) (*tls.Config, error) {
 	tc = tc.Clone()
 	tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	return tc, nil
-}
-
-// buildVersion is the module version, the VCS revision and the Go version
-// the binary was built with, "unknown" where the build does not say.
-func buildVersion() (version, revision, goversion string) {
-	version, revision, goversion = "unknown", "unknown", runtime.Version()
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return
-	}
-	if bi.Main.Version != "" {
-		version = bi.Main.Version
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" {
-			revision = s.Value
-		}
-	}
-	return
 }
 
 // rawKeys reports whether keys are shown and logged as they are

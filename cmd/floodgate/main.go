@@ -6,7 +6,7 @@
 //	floodgate key show|reset -policy P -key K   inspect or forgive a key
 //	floodgate explain -http 'GET /path' …      what the daemon would do with a request
 //	floodgate replay -config FILE LOG        what a file would decide for yesterday's log
-//	floodgate version                  print the version
+//	floodgate version [-json]          print the version, commit and Go version
 //
 // See docs/daemon.md.
 package main
@@ -33,6 +33,8 @@ import (
 
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/daemon"
+	"github.com/floodgate-go/floodgate/internal/buildinfo"
+	"github.com/floodgate-go/floodgate/internal/sdnotify"
 	_ "github.com/floodgate-go/floodgate/internal/sighup" // before the other packages initialise
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 )
@@ -49,7 +51,7 @@ const usage = `usage:
                                      its keys and their state, charging nothing
   floodgate replay -config FILE [-against FILE] LOG
                                      decide an access log's requests with a file, on the log's clock, and report
-  floodgate version                  print the version
+  floodgate version [-json]          print the version, the commit, its time and the Go version
 `
 
 func main() {
@@ -75,8 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "explain":
 		return explain(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
-		fmt.Fprintln(stdout, "floodgate", version())
-		return 0
+		return versionCmd(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -85,18 +86,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-func version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown)"
-	}
-	v := bi.Main.Version
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += " " + s.Value[:12]
+// versionCmd prints what buildinfo reads from the binary: one field a
+// line for people, or one JSON object (-json) for machines.
+func versionCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print one JSON object: version, revision, modified, time, go, platform")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
 		}
+		return 2
 	}
-	return v + " " + bi.GoVersion
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "floodgate version: unexpected arguments %q; usage: floodgate version [-json]\n", fs.Args())
+		return 2
+	}
+	i := buildinfo.Read()
+	if *asJSON {
+		b, _ := json.Marshal(i)
+		fmt.Fprintf(stdout, "%s\n", b)
+		return 0
+	}
+	rev := i.ShortRevision()
+	if i.Modified {
+		rev += " (modified: built with uncommitted changes)"
+	}
+	// The first line is the banner's (and what this command printed
+	// alone before): scripts read the version after "floodgate ".
+	fmt.Fprintf(stdout, "floodgate %s\nrevision:  %s\ncommitted: %s\ngo:        %s %s\n", i, rev, i.Time, i.GoVersion, i.Platform)
+	return 0
 }
 
 func serve(args []string, stderr io.Writer) int {
@@ -126,6 +145,11 @@ func serve(args []string, stderr io.Writer) int {
 	var cfg *config.Config
 	var reload func()
 	var d atomic.Pointer[daemon.Daemon]
+	// reloading is set from a SIGHUP until the reload it asked for has
+	// called back, when systemd is told the daemon is ready again. (A
+	// change of the file being applied as the SIGHUP comes calls back
+	// first, and ends the reloading state a little early.)
+	var reloading atomic.Bool
 	if *path == "" {
 		cfg = config.Default()
 	} else {
@@ -141,6 +165,9 @@ func serve(args []string, stderr io.Writer) int {
 			default:
 				_ = dm.Apply(c)
 				releaseLoad()
+			}
+			if dm != nil && reloading.Swap(false) {
+				notify(dm.Logger(), sdnotify.Ready)
 			}
 		})
 		if err != nil {
@@ -163,6 +190,9 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	log := dm.Logger()
 	banner(stderr, dm, *path)
+	// Every listener is bound (and accepts into its backlog): a unit of
+	// Type=notify is started now.
+	notify(log, sdnotify.Ready)
 	if *path == "" {
 		log.Warn("running on the built-in defaults: memory engine, the demo upstream, the proxy on every interface; give a configuration file to serve yours",
 			"usage", "floodgate serve FILE")
@@ -182,15 +212,21 @@ func serve(args []string, stderr io.Writer) int {
 		case <-hup:
 			if reload == nil {
 				log.Info("SIGHUP: running on the built-in defaults, nothing to reload")
+				notify(log, sdnotify.Reloading())
+				notify(log, sdnotify.Ready)
 				continue
 			}
 			log.Info("SIGHUP: reading the configuration again", "file", *path)
+			reloading.Store(true)
+			notify(log, sdnotify.Reloading())
 			reload()
 		case err := <-dm.Failed():
 			log.Error("a listener failed; shutting down", "error", err)
+			notify(log, sdnotify.Stopping)
 			drain()
 			return 1
 		case <-ctx.Done():
+			notify(log, sdnotify.Stopping)
 			c := dm.Config()
 			log.Info("stopping: readiness off, draining the listeners", "delay", c.ShutdownDelay.D(), "timeout", c.ShutdownTimeout.D())
 			if err := drain(); err != nil {
@@ -203,6 +239,16 @@ func serve(args []string, stderr io.Writer) int {
 	}
 }
 
+// notify tells the service manager that started the daemon (systemd, for
+// a unit of Type=notify) its state; without one it does nothing. A failure
+// is logged: the daemon serves on, and systemd, which waits for READY=1,
+// gives up on the unit after its start timeout.
+func notify(log *slog.Logger, state string) {
+	if _, err := sdnotify.Notify(state); err != nil {
+		log.Warn("could not tell the service manager", "state", strings.ReplaceAll(state, "\n", " "), "error", err)
+	}
+}
+
 // banner says what is listening and how to try it.
 func banner(w io.Writer, d *daemon.Daemon, path string) {
 	cfg := d.Config()
@@ -211,7 +257,7 @@ func banner(w io.Writer, d *daemon.Daemon, path string) {
 	if path != "" {
 		src = path
 	}
-	fmt.Fprintf(w, "floodgate %s\nconfiguration: %s\n", version(), src)
+	fmt.Fprintf(w, "floodgate %s\nconfiguration: %s\n", buildinfo.Read(), src)
 	fmt.Fprintf(w, "storage:       %s\n", cfg.Storage.Engine)
 	local := func(addr net.Addr) string {
 		host, port, err := net.SplitHostPort(addr.String())
