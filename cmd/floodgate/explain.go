@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/floodgate-go/floodgate/admin"
-	"github.com/floodgate-go/floodgate/config"
 )
 
 // multiFlag is a flag given any number of times.
@@ -130,8 +128,7 @@ func explain(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(fs.Output(), explainUsage); fs.PrintDefaults() }
 	var d description
 	d.flags(fs)
-	addr := fs.String("addr", "http://"+config.DefaultAdminListen, "the daemon's admin listener `URL`")
-	token := fs.String("token", os.Getenv("FLOODGATE_ADMIN_TOKEN"), "the admin `token` (default $FLOODGATE_ADMIN_TOKEN)")
+	addr, token := adminFlags(fs)
 	asJSON := fs.Bool("json", false, "print the daemon's answer as JSON")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

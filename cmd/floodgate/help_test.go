@@ -18,12 +18,12 @@ func TestHelpListsEachCommandOnce(t *testing.T) {
 			seen[f[1]]++
 		}
 	}
-	for _, cmd := range []string{"serve", "validate", "check", "key", "explain", "replay", "version"} {
+	for _, cmd := range []string{"serve", "validate", "check", "key", "explain", "replay", "health", "version"} {
 		if seen[cmd] != 1 {
 			t.Errorf("%s is listed %d times:\n%s", cmd, seen[cmd], out.String())
 		}
 	}
-	if len(seen) != 7 {
+	if len(seen) != 8 {
 		t.Errorf("commands listed: %v", seen)
 	}
 }

@@ -9,11 +9,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/floodgate-go/floodgate/admin"
-	"github.com/floodgate-go/floodgate/config"
 )
 
 // key is `floodgate key show|reset`: a key's state under a policy, read
@@ -29,8 +27,7 @@ func key(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	policy := fs.String("policy", "", "policy `name`")
 	k := fs.String("key", "", "the `key`, e.g. user:42")
-	addr := fs.String("addr", "http://"+config.DefaultAdminListen, "the daemon's admin listener `URL`")
-	token := fs.String("token", os.Getenv("FLOODGATE_ADMIN_TOKEN"), "the admin `token` (default $FLOODGATE_ADMIN_TOKEN)")
+	addr, token := adminFlags(fs)
 	anyShape := fs.Bool("any-shape", false, "look the key up even if no front end makes keys of its shape (a key a check API caller sent)")
 	var desc description
 	if verb == "show" {

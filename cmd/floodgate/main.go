@@ -6,6 +6,7 @@
 //	floodgate key show|reset -policy P -key K   inspect or forgive a key
 //	floodgate explain -http 'GET /path' …      what the daemon would do with a request
 //	floodgate replay -config FILE LOG        what a file would decide for yesterday's log
+//	floodgate health [-ready]          probe a running daemon's /healthz or /readyz
 //	floodgate version [-json]          print the version, commit and Go version
 //
 // See docs/daemon.md.
@@ -51,6 +52,9 @@ const usage = `usage:
                                      its keys and their state, charging nothing
   floodgate replay -config FILE [-against FILE] LOG
                                      decide an access log's requests with a file, on the log's clock, and report
+  floodgate health [-addr URL] [-ready] [-timeout D]
+                                     probe a running daemon's admin listener: /healthz, or /readyz with -ready
+                                     (exit 0 on 200, 1 otherwise: a container image's healthcheck)
   floodgate version [-json]          print the version, the commit, its time and the Go version
 `
 
@@ -76,6 +80,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return replayCmd(args[1:], stdout, stderr)
 	case "explain":
 		return explain(args[1:], stdout, stderr)
+	case "health":
+		return health(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		return versionCmd(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -428,11 +434,29 @@ func checkConfig(cfg *config.Config, err error) (int, []string, error) {
 // -addr): a usage error, not an unreachable daemon.
 var errUsage = errors.New("usage")
 
+// adminFlags defines -addr and -token for a command that talks to the
+// admin listener: by default the listener's default address and the token
+// in $FLOODGATE_ADMIN_TOKEN.
+func adminFlags(fs *flag.FlagSet) (addr, token *string) {
+	return adminAddrFlag(fs), fs.String("token", os.Getenv("FLOODGATE_ADMIN_TOKEN"), "the admin `token` (default $FLOODGATE_ADMIN_TOKEN)")
+}
+
+// adminAddrFlag defines -addr, the admin listener's URL.
+func adminAddrFlag(fs *flag.FlagSet) *string {
+	return fs.String("addr", "http://"+config.DefaultAdminListen, "the daemon's admin listener `URL`")
+}
+
 // callDaemon makes one request to a running daemon, with its token when
-// given, and returns the response with its body (at most 1 MiB).
+// given, and returns the response with its body (at most 1 MiB), giving up
+// after 10 seconds.
 func callDaemon(method, url string, body []byte, token string) (*http.Response, []byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	return callDaemonContext(ctx, method, url, body, token)
+}
+
+// callDaemonContext is callDaemon within ctx.
+func callDaemonContext(ctx context.Context, method, url string, body []byte, token string) (*http.Response, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
