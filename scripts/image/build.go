@@ -38,6 +38,19 @@ const (
 // check API and the admin listener (the test checks that they agree).
 var ports = []string{"8080/tcp", "8081/tcp", "9090/tcp"}
 
+// healthcheck is the image's HEALTHCHECK: floodgate health asks the admin
+// listener (deploy/image/floodgate.yaml's :9090, reached on loopback inside
+// the container) for /healthz, the process serving. Not /readyz: a Redis
+// outage under fail_closed is no reason to restart a container. Its
+// Timeout leaves room for the command's own (2s).
+var healthcheck = v1.HealthConfig{
+	Test:        []string{"CMD", binaryPath, "health", "-addr", "http://127.0.0.1:9090"},
+	Interval:    30 * time.Second,
+	Timeout:     5 * time.Second,
+	StartPeriod: 10 * time.Second,
+	Retries:     3,
+}
+
 // The image's only accounts: no shell for either.
 const (
 	passwd = "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/:/sbin/nologin\n"
@@ -160,6 +173,7 @@ func build(o options) (result, error) {
 		WorkingDir:   "/",
 		ExposedPorts: exposed,
 		StopSignal:   "SIGTERM", // the daemon drains on it
+		Healthcheck:  &healthcheck,
 		Labels:       labels(bi, created, revision(root, o.warn), o.licenses),
 	}
 	img, err = mutate.ConfigFile(img, cf)

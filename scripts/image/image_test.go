@@ -96,6 +96,13 @@ func TestImage(t *testing.T) {
 	if got := slices.Sorted(maps.Keys(c.ExposedPorts)); !slices.Equal(got, []string{"8080/tcp", "8081/tcp", "9090/tcp"}) {
 		t.Errorf("exposed ports %q", got)
 	}
+	// The healthcheck runs floodgate health on the admin port, with time
+	// for the command's own 2s timeout; serveImage runs it.
+	hc := c.Healthcheck
+	wantTest := []string{"CMD", "/usr/local/bin/floodgate", "health", "-addr", "http://127.0.0.1:9090"}
+	if hc == nil || !slices.Equal(hc.Test, wantTest) || hc.Interval <= 0 || hc.Timeout <= 2*time.Second || hc.Retries <= 0 {
+		t.Fatalf("healthcheck %+v, want %q every interval, timing out after more than 2s, with retries", hc, wantTest)
+	}
 	if cf.OS != "linux" || cf.Architecture != runtime.GOARCH || !cf.Created.Time.Equal(created) {
 		t.Errorf("config: %s/%s created %v, want linux/%s created at the commit, %v", cf.OS, cf.Architecture, cf.Created, runtime.GOARCH, created)
 	}
@@ -169,12 +176,13 @@ func TestImage(t *testing.T) {
 	if out, err := validate.CombinedOutput(); err != nil {
 		t.Errorf("floodgate validate with the tokens: %v\n%s", err, out)
 	}
-	serveImage(t, bin, file)
+	serveImage(t, bin, file, hc.Test[2:])
 }
 
-// serveImage runs floodgate serve file and gets a 429 from its proxy and
-// its check API.
-func serveImage(t *testing.T, bin, file string) {
+// serveImage runs floodgate serve file, runs the healthcheck's arguments
+// (health) on it, its -addr moved to the served admin listener, and gets a
+// 429 from its proxy and its check API.
+func serveImage(t *testing.T, bin, file string, health []string) {
 	cmd := exec.Command(bin, "serve", file)
 	cmd.Env = environ("FLOODGATE_CHECK_TOKEN=check-secret", "FLOODGATE_ADMIN_TOKEN=admin-secret")
 	stderr, err := cmd.StderrPipe()
@@ -225,6 +233,19 @@ func serveImage(t *testing.T, bin, file string) {
 	for _, probe := range []string{"/healthz", "/readyz"} {
 		if code := do(t, "GET", "http://"+admin+probe, "", ""); code != 200 {
 			t.Errorf("%s: %d", probe, code)
+		}
+	}
+	i := slices.Index(health, "-addr")
+	if i < 0 || i+1 >= len(health) {
+		t.Fatalf("the healthcheck %q gives no -addr", health)
+	}
+	health = slices.Clone(health)
+	health[i+1] = "http://" + admin
+	for _, args := range [][]string{health, append(health, "-ready")} {
+		hc := exec.Command(bin, args...)
+		hc.Env = environ() // the probes need no token
+		if out, err := hc.CombinedOutput(); err != nil {
+			t.Errorf("floodgate %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 	if code := do(t, "GET", "http://"+admin+"/v1/config", "", ""); code != http.StatusUnauthorized {
