@@ -126,7 +126,7 @@ func (c *API) serveLease(w http.ResponseWriter, r *http.Request) {
 			w.Write(b)
 			return
 		}
-		if res.RetryAfter > 0 && !c.hdr.DisableRetryAfter {
+		if res.RetryAfter > 0 && !c.policies.Load().hdr.DisableRetryAfter {
 			w.Header()["Retry-After"] = []string{strconv.FormatInt(httplimit.RetryAfterSeconds(res.RetryAfter), 10)}
 		}
 		if res.Reason == concurrency.ReasonFull {
