@@ -118,18 +118,19 @@ type API struct {
 	hosts    []string
 	timeout  time.Duration
 	maxBody  int64
-	hdr      httplimit.Headers
+	setMu    sync.Mutex // serializes SetPolicies and SetHeaders
 	policies atomic.Pointer[policySet]
 	conc     atomic.Pointer[map[string]ConcurrencyLimit]
 	sample   *denylog.Sampler
 	errs     denylog.Errors
 }
 
-// policySet is one generation of policies, with the Decider that writes
-// their headers (it caches a description per limit set, so it is renewed
-// with the policies).
+// policySet is one generation of policies and header selection, with the
+// Decider that writes their headers (it caches a description per limit set,
+// so it is renewed with either).
 type policySet struct {
 	m       map[string]floodgate.Limiter
+	hdr     httplimit.Headers
 	decider *httplimit.Decider
 }
 
@@ -138,7 +139,6 @@ func New(cfg Config) *API {
 	c := &API{
 		timeout: cfg.Timeout,
 		maxBody: cfg.MaxBody,
-		hdr:     cfg.Headers,
 		sample:  denylog.New(cfg.Logger, cfg.RawKeys),
 	}
 	if c.timeout <= 0 {
@@ -150,7 +150,7 @@ func New(cfg Config) *API {
 	c.errs.Log = c.sample.Logger()
 	c.hosts = cfg.AllowedHosts
 	c.SetToken(cfg.Token)
-	c.SetPolicies(cfg.Policies)
+	c.set(cfg.Policies, cfg.Headers)
 	c.SetConcurrency(cfg.Concurrency)
 	return c
 }
@@ -167,12 +167,28 @@ func (c *API) SetToken(token string) {
 // old set or the new one, never a mix. The map must not be changed
 // afterwards.
 func (c *API) SetPolicies(p map[string]floodgate.Limiter) {
+	c.setMu.Lock()
+	defer c.setMu.Unlock()
+	c.set(p, c.policies.Load().hdr)
+}
+
+// SetHeaders replaces the header selection (Config.Headers), e.g. on a
+// reload: the next answer follows it, the lease endpoints' too.
+func (c *API) SetHeaders(h httplimit.Headers) {
+	c.setMu.Lock()
+	defer c.setMu.Unlock()
+	c.set(c.policies.Load().m, h)
+}
+
+// set stores the policies p with the header selection h; the caller holds
+// setMu (or is New).
+func (c *API) set(p map[string]floodgate.Limiter, h httplimit.Headers) {
 	// The 429 body is the check API's own JSON, so the Decider's is off.
-	d, err := httplimit.NewDecider(httplimit.DeciderConfig{Headers: c.hdr, Body: httplimit.BodyNone, Logger: c.sample.Logger()})
+	d, err := httplimit.NewDecider(httplimit.DeciderConfig{Headers: h, Body: httplimit.BodyNone, Logger: c.sample.Logger()})
 	if err != nil {
 		panic(err) // the config is fixed and valid
 	}
-	c.policies.Store(&policySet{m: p, decider: d})
+	c.policies.Store(&policySet{m: p, hdr: h, decider: d})
 }
 
 // checkRequest is one check of a request body. Cost is a pointer so that an

@@ -47,8 +47,10 @@ type leaseRequest struct {
 //
 //	POST /v1/concurrency/acquire {"name": "reports", "key": "user:42", "ttl": "30s"}
 //	  200 {"token": "…", "expires_in_ms": 30000, "in_flight": 1, "limit": 4}
-//	  429 every slot of the key is held (Retry-After when the store knows)
-//	  503 the store failed and its failure mode refuses
+//	  429 every slot of the key is held
+//	  503 the store failed and its failure mode refuses (Retry-After, the
+//	      seconds until its breaker tries the store again, unless
+//	      Headers.DisableRetryAfter)
 //	POST /v1/concurrency/renew {"name": "reports", "key": "user:42", "token": "…"}
 //	  204 renewed for ttl (default the limit's lease) from now
 //	  410 the lease ran out or was released; acquire a new one
@@ -124,7 +126,7 @@ func (c *API) serveLease(w http.ResponseWriter, r *http.Request) {
 			w.Write(b)
 			return
 		}
-		if res.RetryAfter > 0 {
+		if res.RetryAfter > 0 && !c.policies.Load().hdr.DisableRetryAfter {
 			w.Header()["Retry-After"] = []string{strconv.FormatInt(httplimit.RetryAfterSeconds(res.RetryAfter), 10)}
 		}
 		if res.Reason == concurrency.ReasonFull {

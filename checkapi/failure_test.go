@@ -10,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/concurrency"
+	"github.com/floodgate-go/floodgate/concurrency/redislease"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/redisstore"
@@ -81,6 +83,48 @@ func TestFailOpenIs200(t *testing.T) {
 	for _, name := range []string{"Retry-After", "X-Ratelimit-Remaining", "Ratelimit"} {
 		if v := resp.Header.Values(name); len(v) != 0 {
 			t.Errorf("%s %q on a fail-open answer", name, v)
+		}
+	}
+}
+
+// TestLeaseFailClosedRetryAfter: an acquire the lease store failed closed
+// on is answered 503 with one Retry-After, the seconds until the breaker
+// tries Redis again; with Headers.DisableRetryAfter it has none, as the
+// check endpoint's answers.
+func TestLeaseFailClosedRetryAfter(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: testkit.RefusingAddr(t), DialerRetries: 1, MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	store, err := redislease.New(client, redislease.Options{Mode: failover.FailClosed,
+		BreakerOptions: failover.BreakerOptions{MinCalls: 1, FailureRate: 0.01, Backoff: time.Hour, MaxBackoff: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := concurrency.New(store, concurrency.Options{Name: "check:reports", Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, disable := range []bool{false, true} {
+		c := New(Config{Concurrency: map[string]ConcurrencyLimit{"reports": {Limiter: lim, Lease: time.Minute}},
+			Logger: slog.New(slog.DiscardHandler), Headers: httplimit.Headers{DisableRetryAfter: disable}})
+		srv := httptest.NewServer(c)
+		t.Cleanup(srv.Close)
+		cc := checkClient{t: t, url: srv.URL + AcquirePath, c: srv.Client()}
+		resp, m := cc.post(`{"name":"reports","key":"user:42"}`)
+		if resp.StatusCode != 503 || m["error"] == nil {
+			t.Fatalf("DisableRetryAfter %v: %d %v, want a fail-closed 503", disable, resp.StatusCode, m)
+		}
+		got := resp.Header.Values("Retry-After")
+		if disable {
+			if len(got) != 0 {
+				t.Errorf("DisableRetryAfter: Retry-After %q, want none", got)
+			}
+			continue
+		}
+		if len(got) != 1 {
+			t.Fatalf("Retry-After %q, want one value", got)
+		}
+		if secs, err := strconv.Atoi(got[0]); err != nil || secs < 1 || secs > 3600 {
+			t.Errorf("Retry-After %q, want 1 to 3600 seconds", got[0])
 		}
 	}
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/envoyrls"
+	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/internal/buildinfo"
 	"github.com/floodgate-go/floodgate/internal/certfile"
 	"github.com/floodgate-go/floodgate/internal/denylog"
@@ -284,6 +285,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	d.conc.commit()
 	if d.check != nil {
 		d.check.SetPolicies(g.limiters)
+		d.check.SetHeaders(checkHeaders(cfg))
 		d.check.SetToken(cfg.Check.Token)
 	}
 	if d.envoy != nil {
@@ -453,6 +455,16 @@ func (d *Daemon) buildProxy(g *generation) error {
 	return nil
 }
 
+// checkHeaders is the check API's header selection: the proxy's headers, so
+// that a client deciding through the check API answers its own clients
+// with the fields the proxy would send; every family without a proxy.
+func checkHeaders(cfg *config.Config) httplimit.Headers {
+	if cfg.Proxy == nil {
+		return httplimit.Headers{}
+	}
+	return cfg.Proxy.Headers
+}
+
 // newFrontEnds builds the front ends of g's configuration and the runner
 // that serves them, reporting every front end that cannot be built at the
 // configuration's position.
@@ -482,7 +494,7 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 		if err != nil {
 			fail("check.concurrency", err)
 		}
-		d.check = checkapi.New(checkapi.Config{Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, RawKeys: rawKeys(cfg), Token: c.Token, AllowedHosts: c.AllowedHosts, Concurrency: cc})
+		d.check = checkapi.New(checkapi.Config{Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, RawKeys: rawKeys(cfg), Token: c.Token, AllowedHosts: c.AllowedHosts, Concurrency: cc, Headers: checkHeaders(cfg)})
 		d.run.fronts = append(d.run.fronts, httpFrontEnd("check", c.Listen, d.check, nil, c.Bounds, nil, d.log))
 	}
 	if e := cfg.Envoy; e != nil {
