@@ -2,6 +2,7 @@ package checkapi
 
 import (
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"testing"
@@ -56,19 +57,7 @@ func TestFailClosedRetryAfter(t *testing.T) {
 		if resp.StatusCode != 503 || m["allowed"] != false || m["source"] != string(floodgate.SourceFailClosed) {
 			t.Fatalf("DisableRetryAfter %v: %d %v, want a fail-closed 503", disable, resp.StatusCode, m)
 		}
-		got := resp.Header.Values("Retry-After")
-		if disable {
-			if len(got) != 0 {
-				t.Errorf("DisableRetryAfter: Retry-After %q, want none", got)
-			}
-			continue
-		}
-		if len(got) != 1 {
-			t.Fatalf("Retry-After %q, want one value", got)
-		}
-		if secs, err := strconv.Atoi(got[0]); err != nil || secs < 1 || secs > 3600 {
-			t.Errorf("Retry-After %q, want 1 to 3600 seconds", got[0])
-		}
+		checkRetryAfter(t, resp.Header, disable)
 	}
 }
 
@@ -113,18 +102,25 @@ func TestLeaseFailClosedRetryAfter(t *testing.T) {
 		if resp.StatusCode != 503 || m["error"] == nil {
 			t.Fatalf("DisableRetryAfter %v: %d %v, want a fail-closed 503", disable, resp.StatusCode, m)
 		}
-		got := resp.Header.Values("Retry-After")
-		if disable {
-			if len(got) != 0 {
-				t.Errorf("DisableRetryAfter: Retry-After %q, want none", got)
-			}
-			continue
+		checkRetryAfter(t, resp.Header, disable)
+	}
+}
+
+// checkRetryAfter checks the Retry-After of a fail-closed 503: none with
+// DisableRetryAfter, else exactly one value of 1 to 3600 seconds.
+func checkRetryAfter(t *testing.T, h http.Header, disable bool) {
+	t.Helper()
+	got := h.Values("Retry-After")
+	if disable {
+		if len(got) != 0 {
+			t.Errorf("DisableRetryAfter: Retry-After %q, want none", got)
 		}
-		if len(got) != 1 {
-			t.Fatalf("Retry-After %q, want one value", got)
-		}
-		if secs, err := strconv.Atoi(got[0]); err != nil || secs < 1 || secs > 3600 {
-			t.Errorf("Retry-After %q, want 1 to 3600 seconds", got[0])
-		}
+		return
+	}
+	if len(got) != 1 {
+		t.Fatalf("Retry-After %q, want one value", got)
+	}
+	if secs, err := strconv.Atoi(got[0]); err != nil || secs < 1 || secs > 3600 {
+		t.Errorf("Retry-After %q, want 1 to 3600 seconds", got[0])
 	}
 }
