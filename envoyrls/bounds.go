@@ -84,11 +84,7 @@ func truncate(b []byte) ([]byte, bool) {
 	over := false
 	descs := 0
 	for rest := b; len(rest) > 0; {
-		num, typ, n := protowire.ConsumeTag(rest)
-		if n < 0 {
-			return nil, false
-		}
-		m := protowire.ConsumeFieldValue(num, typ, rest[n:])
+		num, typ, n, m := nextField(rest)
 		if m < 0 {
 			return nil, false
 		}
@@ -108,11 +104,7 @@ func truncate(b []byte) ([]byte, bool) {
 	var out []byte
 	descs = 0
 	for rest := b; len(rest) > 0; {
-		num, typ, n := protowire.ConsumeTag(rest)
-		if n < 0 {
-			return nil, false
-		}
-		m := protowire.ConsumeFieldValue(num, typ, rest[n:])
+		num, typ, n, m := nextField(rest)
 		if m < 0 {
 			return nil, false
 		}
@@ -133,11 +125,7 @@ func truncate(b []byte) ([]byte, bool) {
 		var kept []byte
 		entries := 0
 		for dr := d; len(dr) > 0; {
-			dn, dt, k := protowire.ConsumeTag(dr)
-			if k < 0 {
-				return nil, false
-			}
-			l := protowire.ConsumeFieldValue(dn, dt, dr[k:])
+			dn, dt, k, l := nextField(dr)
 			if l < 0 {
 				return nil, false
 			}
@@ -154,16 +142,23 @@ func truncate(b []byte) ([]byte, bool) {
 	return out, true
 }
 
+// nextField reads the field at the start of b: its number and wire type,
+// the length of its tag and of its value; a negative value length when b
+// does not start with a whole field.
+func nextField(b []byte) (num protowire.Number, typ protowire.Type, tagLen, valueLen int) {
+	num, typ, tagLen = protowire.ConsumeTag(b)
+	if tagLen < 0 {
+		return 0, 0, 0, -1
+	}
+	return num, typ, tagLen, protowire.ConsumeFieldValue(num, typ, b[tagLen:])
+}
+
 // countField counts the occurrences of field num in the message b, up to
 // one over MaxEntries; -1 when b does not parse.
 func countField(b []byte, num protowire.Number) int {
 	count := 0
 	for len(b) > 0 && count <= MaxEntries {
-		n, typ, k := protowire.ConsumeTag(b)
-		if k < 0 {
-			return -1
-		}
-		l := protowire.ConsumeFieldValue(n, typ, b[k:])
+		n, _, k, l := nextField(b)
 		if l < 0 {
 			return -1
 		}
