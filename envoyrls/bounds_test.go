@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+	pb "google.golang.org/protobuf/proto"
 )
 
 // TestLargeDescriptorValuesAreDecided: a descriptor value as large as a
@@ -158,4 +159,47 @@ func TestTruncate(t *testing.T) {
 	if _, over := truncate(sb.Materialize()); over {
 		t.Error("a request within the bounds was truncated")
 	}
+}
+
+// FuzzTruncate: on any bytes truncate never panics, and what it cuts is a
+// request within one past each bound that keeps the fields it left alone.
+func FuzzTruncate(f *testing.F) {
+	many := &rlsv3.RateLimitRequest{Domain: "d"}
+	for range MaxDescriptors + 2 {
+		many.Descriptors = append(many.Descriptors, desc(nil, "k", "v"))
+	}
+	wide := &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{{}}}
+	for range MaxEntries + 2 {
+		wide.Descriptors[0].Entries = append(wide.Descriptors[0].Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: "k", Value: "v"})
+	}
+	for _, m := range []*rlsv3.RateLimitRequest{many, wide, {Domain: "d"}} {
+		b, err := pb.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{0x12, 0x05, 0x0a})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out, cut := truncate(b)
+		if !cut {
+			return
+		}
+		var req rlsv3.RateLimitRequest
+		if err := pb.Unmarshal(out, &req); err != nil {
+			var orig rlsv3.RateLimitRequest
+			if pb.Unmarshal(b, &orig) == nil {
+				t.Fatalf("a request that parsed was cut into one that does not: %v", err)
+			}
+			return
+		}
+		if len(req.Descriptors) > MaxDescriptors+1 {
+			t.Fatalf("%d descriptors kept, want at most %d", len(req.Descriptors), MaxDescriptors+1)
+		}
+		for _, d := range req.Descriptors {
+			if len(d.Entries) > MaxEntries+1 {
+				t.Fatalf("%d entries kept, want at most %d", len(d.Entries), MaxEntries+1)
+			}
+		}
+	})
 }
