@@ -70,11 +70,18 @@ func (s *Store) do(ctx context.Context, op uint8, set *algo.Set, key string, cos
 	}
 	r := requestPool.Get().(*request)
 	r.set, r.key, r.cost, r.op = set, key, cost, op
+	// The wait is bounded by the deadline on the request's own timer, not
+	// only by ctx.Done: a context that carries a deadline without a
+	// channel closing at it (package internal/deadline, which the failover
+	// Guard and the Envoy service give their calls) is bounded all the
+	// same, and no context needs deriving for it.
 	var expired <-chan time.Time
 	deadline, ok := ctx.Deadline()
 	if !ok && s.timeout > 0 {
 		deadline = time.Now().Add(s.timeout)
-		r.timer.Reset(s.timeout)
+	}
+	if !deadline.IsZero() {
+		r.timer.Reset(time.Until(deadline))
 		expired = r.timer.C
 	}
 	r.deadline = deadline
@@ -92,7 +99,10 @@ func (s *Store) do(ctx context.Context, op uint8, set *algo.Set, key string, cos
 			return nil, err
 		}
 	case <-expired:
-		cause := fmt.Errorf("Options.Timeout (%s) passed; check redis's health and latency, or give the call a context deadline: %w", s.timeout, context.DeadlineExceeded)
+		cause := context.DeadlineExceeded
+		if !ok {
+			cause = fmt.Errorf("Options.Timeout (%s) passed; check redis's health and latency, or give the call a context deadline: %w", s.timeout, context.DeadlineExceeded)
+		}
 		if err := s.giveUp(r, op, cause); err != nil {
 			return nil, err
 		}
