@@ -498,7 +498,9 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 		d.run.fronts = append(d.run.fronts, httpFrontEnd("check", c.Listen, d.check, nil, c.Bounds, nil, d.log))
 	}
 	if e := cfg.Envoy; e != nil {
-		ec := envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg),
+		// Every engine of the daemon returns by its call's deadline
+		// (DeadlineBound on the Redis Guard).
+		ec := envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg), DeadlineBound: true,
 			Mode: envoyMode(e), Store: d.engine.store, Token: e.Token,
 			Rules: e.Rules, Limiters: g.limiters, Logger: d.log, RawKeys: rawKeys(cfg),
 			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() },

@@ -86,7 +86,9 @@ func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, log
 		Window:       st.Failure.Breaker.Window.D(),
 		Backoff:      st.Failure.Breaker.Backoff.D(),
 		MaxBackoff:   st.Failure.Breaker.MaxBackoff.D(),
-		ContextBound: true, // redisstore returns when the call's context ends
+		// redisstore returns when the call's context ends or its
+		// deadline passes, whether or not Done closes then.
+		DeadlineBound: true,
 		// Operators learn that Redis went away, why the breaker thinks so,
 		// and what floodgate does about it, from the log too, not only
 		// from a metric: once per outage, not once per probe.

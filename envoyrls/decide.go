@@ -20,6 +20,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/envoyrules"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/internal/deadline"
 )
 
 // kind is what a descriptor's rule does with its limit.
@@ -69,8 +70,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if why := overBounds(req); why != "" {
 		return s.refuseOverBounds(ctx, req, why), nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
+	if s.byDeadline {
+		ctx = deadline.With(ctx, time.Now().Add(s.timeout))
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+	}
 
 	rs := s.rules.Load()
 	m := s.mode.Load()

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,17 @@ type Config struct {
 	// timeout, so that a Redis that hangs is answered by the failure
 	// policy.
 	Timeout time.Duration
+
+	// DeadlineBound promises that every limiter's engine returns by its
+	// context's deadline even when the context's Done channel has not
+	// closed (floodgate's own engines do: the memory engine never waits,
+	// and a failover.Guard made with DeadlineBound over redisstore bounds
+	// its calls by their deadline). Each call then gets Timeout as a
+	// deadline on the caller's context (a few bytes) rather than a
+	// context derived with context.WithTimeout (a timer, a registration
+	// with the caller's context, and a channel once the engine waits).
+	// Leave it false for an engine that waits on Done alone.
+	DeadlineBound bool
 
 	// Rules are the envoyproxy/ratelimit rules descriptors are matched
 	// against. Required; SetRules replaces them.
@@ -223,6 +235,7 @@ type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
 	timeout    time.Duration
+	byDeadline bool // Config.DeadlineBound
 	serverOpts []grpc.ServerOption
 	mode       atomic.Pointer[Mode]
 	store      floodgate.Store
@@ -255,7 +268,7 @@ type ruleSet struct {
 
 // New validates cfg and returns its service.
 func New(cfg Config) (*Service, error) {
-	s := &Service{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger, cfg.RawKeys), health: health.NewServer()}
+	s := &Service{timeout: cfg.Timeout, byDeadline: cfg.DeadlineBound, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger, cfg.RawKeys), health: health.NewServer()}
 	s.SetMode(cfg.Mode)
 	s.SetToken(cfg.Token)
 	s.store, s.tls = cfg.Store, cfg.TLS
@@ -333,8 +346,12 @@ func (s *Service) authorize(ctx context.Context, req any, info *grpc.UnaryServer
 // Serve serves the service and the health service on ln until Shutdown.
 // It returns nil after Shutdown.
 func (s *Service) Serve(ln net.Listener) error {
+	// Calls run on a fixed pool of stream workers, one per processor,
+	// instead of a new goroutine per call, whose stack grows anew on every
+	// call (gRPC falls back to a new goroutine when every worker is busy).
 	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(s.authorize), grpc.MaxRecvMsgSize(MaxRequestBytes),
-		grpc.ForceServerCodecV2(boundedCodec{encoding.GetCodecV2(proto.Name)})}, s.serverOpts...)
+		grpc.ForceServerCodecV2(boundedCodec{encoding.GetCodecV2(proto.Name)}),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0)))}, s.serverOpts...)
 	if s.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls)))
 	}
