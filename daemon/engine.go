@@ -79,13 +79,13 @@ func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, log
 	}
 	e.closers = append([]func() error{rs.Close}, e.closers...)
 	gopts := m.GuardOptions("redis", failover.GuardOptions{
-		Timeout:      st.Failure.Timeout.D(),
-		SlowTimeout:  st.Failure.SlowTimeout.D(),
-		FailureRate:  st.Failure.Breaker.FailureRate,
-		MinCalls:     st.Failure.Breaker.MinCalls,
-		Window:       st.Failure.Breaker.Window.D(),
-		Backoff:      st.Failure.Breaker.Backoff.D(),
-		MaxBackoff:   st.Failure.Breaker.MaxBackoff.D(),
+		Timeout:     st.Failure.Timeout.D(),
+		SlowTimeout: st.Failure.SlowTimeout.D(),
+		FailureRate: st.Failure.Breaker.FailureRate,
+		MinCalls:    st.Failure.Breaker.MinCalls,
+		Window:      st.Failure.Breaker.Window.D(),
+		Backoff:     st.Failure.Breaker.Backoff.D(),
+		MaxBackoff:  st.Failure.Breaker.MaxBackoff.D(),
 		// redisstore returns when the call's context ends or its
 		// deadline passes, whether or not Done closes then.
 		DeadlineBound: true,

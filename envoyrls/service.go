@@ -414,14 +414,15 @@ var units = [...]struct {
 // (100 per 30 s is 100 per 30 SECOND). A period that is not a whole number
 // of seconds is rounded up to one, with the rate scaled down, the way the
 // RateLimit-Policy field rounds: the advertised limit never exceeds the
-// real one. A rate above 2^32-1 is capped.
-func currentLimit(l floodgate.Limit, name string) *rlsv3.RateLimitResponse_RateLimit {
+// real one. A rate above 2^32-1 is capped. It fills cl, empty, and
+// returns it.
+func currentLimit(cl *rlsv3.RateLimitResponse_RateLimit, l floodgate.Limit, name string) *rlsv3.RateLimitResponse_RateLimit {
 	q, w := l.Rate, l.Period
 	if w%time.Second != 0 {
 		qs, ws := httplimit.Quota(l)
 		q, w = qs, time.Duration(ws)*time.Second
 	}
-	cl := &rlsv3.RateLimitResponse_RateLimit{Name: name, RequestsPerUnit: uint32(min(q, math.MaxUint32))}
+	cl.Name, cl.RequestsPerUnit = name, uint32(min(q, math.MaxUint32))
 	for _, u := range units {
 		if w%u.d == 0 {
 			cl.Unit = u.u
