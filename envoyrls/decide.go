@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -581,14 +582,54 @@ func parallel(groups []*group, f func(*group)) {
 		var wg sync.WaitGroup
 		for _, g := range groups[1:] {
 			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				f(g)
-			}()
+			help(helperTask{f: f, g: g, wg: &wg})
 		}
 		f(groups[0])
 		wg.Wait()
 	}
+}
+
+// A helperTask is one group of a parallel call, run by a helper.
+type helperTask struct {
+	f  func(*group)
+	g  *group
+	wg *sync.WaitGroup
+}
+
+// maxHelpers bounds the helper goroutines kept between calls.
+const maxHelpers = StreamWorkers
+
+var (
+	helperWork = make(chan helperTask) // an idle helper takes a task
+	helpers    atomic.Int64            // helpers kept
+)
+
+// help runs t on an idle helper, or on a new goroutine when none is idle.
+// Helpers are kept (up to maxHelpers) rather than started per call: a new
+// goroutine's stack grows anew, in every call, to the depth of a decision.
+func help(t helperTask) {
+	select {
+	case helperWork <- t:
+	default:
+		go helper(t)
+	}
+}
+
+// helper runs t, then, if kept, every task it is given.
+func helper(t helperTask) {
+	t.run()
+	if helpers.Add(1) > maxHelpers {
+		helpers.Add(-1)
+		return
+	}
+	for t := range helperWork {
+		t.run()
+	}
+}
+
+func (t helperTask) run() {
+	defer t.wg.Done()
+	t.f(t.g)
 }
 
 // fill describes c in its descriptor's status: the code, and, when state

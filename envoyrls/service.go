@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +37,11 @@ import (
 	"github.com/floodgate-go/floodgate/internal/denylog"
 	"github.com/floodgate-go/floodgate/internal/webguard"
 )
+
+// StreamWorkers is how many goroutines Serve keeps to run calls on: about
+// 8 KiB each while idle, and enough for the calls in flight at once of a
+// busy instance (a call beyond them runs on a goroutine of its own).
+const StreamWorkers = 256
 
 // DefaultTimeout bounds one ShouldRateLimit call when Config.Timeout is
 // zero.
@@ -346,12 +350,14 @@ func (s *Service) authorize(ctx context.Context, req any, info *grpc.UnaryServer
 // Serve serves the service and the health service on ln until Shutdown.
 // It returns nil after Shutdown.
 func (s *Service) Serve(ln net.Listener) error {
-	// Calls run on a fixed pool of stream workers, one per processor,
-	// instead of a new goroutine per call, whose stack grows anew on every
-	// call (gRPC falls back to a new goroutine when every worker is busy).
+	// Calls run on a pool of stream workers instead of a new goroutine
+	// per call, whose stack grew anew on every call. A worker is busy for
+	// the whole call, Redis's round trip included, and gRPC starts a new
+	// goroutine when every worker is busy: so there are as many as the
+	// calls one instance keeps in flight (StreamWorkers).
 	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(s.authorize), grpc.MaxRecvMsgSize(MaxRequestBytes),
 		grpc.ForceServerCodecV2(boundedCodec{encoding.GetCodecV2(proto.Name)}),
-		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0)))}, s.serverOpts...)
+		grpc.NumStreamWorkers(StreamWorkers)}, s.serverOpts...)
 	if s.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls)))
 	}
