@@ -21,6 +21,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/envoyrules"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/internal/chargedenied"
 	"github.com/floodgate-go/floodgate/internal/deadline"
 )
 
@@ -81,6 +82,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 
 	rs := s.rules.Load()
 	m := s.mode.Load()
+	if m.Independent && m.ChargeDenied {
+		// Counted as envoyproxy/ratelimit counts: an engine that can
+		// charge a denied request in the same step (redisstore, without
+		// a script) is told so.
+		ctx = chargedenied.With(ctx)
+	}
 	sc := scratchPool.Get().(*scratch)
 	defer sc.release()
 	descs := sc.entries(req.Descriptors)
