@@ -71,7 +71,11 @@ func (s *Store) completePlain(ctx context.Context, c *plainCall) {
 	n, err := c.incr.Int64()
 	if err != nil {
 		if redis.HasErrorPrefix(err, "WRONGTYPE") || redis.HasErrorPrefix(err, "ERR value is not an integer") {
-			// INCRBY changed nothing.
+			// INCRBY changed nothing; PEXPIRE NX gave the key an expiry
+			// if it had none, which PERSIST takes back.
+			if set, _ := c.expire.Int64(); set == 1 {
+				_ = s.client.Persist(ctx, c.incr.Args()[1].(string)).Err()
+			}
 			err = &CorruptStateError{
 				Key:      c.incr.Args()[1].(string),
 				Problem:  "holds something other than a count (an integer string)",

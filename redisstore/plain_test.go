@@ -135,4 +135,7 @@ func TestPlainCorruptState(t *testing.T) {
 	if typ, _ := client.Type(context.Background(), key).Result(); typ != "hash" {
 		t.Errorf("the key is now a %s", typ)
 	}
+	if ttl, err := client.PTTL(context.Background(), key).Result(); err != nil || ttl != -1 {
+		t.Errorf("the key now expires in %s (%v), want no expiry, as it was", ttl, err)
+	}
 }
