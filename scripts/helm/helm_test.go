@@ -118,7 +118,7 @@ podDisruptionBudget: {enabled: false}
 	},
 	{
 		name:   "servicemonitor",
-		values: "serviceMonitor: {enabled: true, labels: {release: prometheus}}",
+		values: "serviceMonitor: {enabled: true, labels: {release: prometheus}}\nconfig: {check: {allowed_hosts: [check.example.internal]}}",
 		want: []string{"ConfigMap/fg-floodgate", "Deployment/fg-floodgate", "PodDisruptionBudget/fg-floodgate",
 			"Secret/fg-floodgate-tokens", "Service/fg-floodgate", "ServiceMonitor/fg-floodgate"},
 		ports: []string{"admin", "check", "proxy"},
@@ -170,8 +170,17 @@ func TestChart(t *testing.T) {
 	}
 }
 
-// TestChartLint runs helm lint's checks, as `helm lint --strict` does.
+// TestChartLint runs helm lint's checks, as `helm lint --strict` does, and
+// reads values.yaml strictly: a key given twice is an error there too.
 func TestChartLint(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.UnmarshalStrict(b, &values); err != nil {
+		t.Errorf("values.yaml: %v", err)
+	}
 	l := lint.RunAll(chartDir, nil, ns)
 	for _, m := range l.Messages {
 		if m.Severity > support.InfoSev {
@@ -511,6 +520,15 @@ func checkConfig(t *testing.T, r *rendered, ports []string) map[string]any {
 		s, _ := cfg[section[p.Name]].(map[string]any)
 		if got, want := s["listen"], fmt.Sprintf(":%d", p.ContainerPort); got != want {
 			t.Errorf("%s.listen %v, want %s (its container port)", section[p.Name], got, want)
+		}
+	}
+	for _, s := range []string{"check", "admin"} {
+		if m, on := cfg[s].(map[string]any); on {
+			hosts, _ := m["allowed_hosts"].([]any)
+			if !slices.Contains(hosts, any("fg-floodgate."+ns+".svc.cluster.local")) || !slices.Contains(hosts, any("fg-floodgate")) ||
+				r.serviceMonitor != nil && s == "check" && !slices.Contains(hosts, any("check.example.internal")) {
+				t.Errorf("%s.allowed_hosts %v: want the Service's names", s, hosts)
+			}
 		}
 	}
 	for name, s := range section {

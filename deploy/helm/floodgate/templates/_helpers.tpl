@@ -55,12 +55,19 @@ floodgate.yaml: .Values.config with what the chart decides written over it.
 {{- else }}
 {{- $_ := unset $cfg "proxy" }}
 {{- end }}
+{{- /* The Service's names, which clients give as the Host. */}}
+{{- $svc := include "floodgate.fullname" . }}
+{{- $hosts := list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.%s" $svc .Release.Namespace .Values.clusterDomain) }}
 {{- if $l.check.enabled }}
-{{- $_ := set $cfg "check" (mergeOverwrite (deepCopy (get $cfg "check" | default dict)) (dict "listen" (printf ":%d" (int $l.check.port)) "token_file" (printf "%s/tokens/check-token" $rel))) }}
+{{- $check := deepCopy (get $cfg "check" | default dict) }}
+{{- $_ := set $check "allowed_hosts" (concat (get $check "allowed_hosts" | default list) $hosts | uniq) }}
+{{- $_ := set $cfg "check" (mergeOverwrite $check (dict "listen" (printf ":%d" (int $l.check.port)) "token_file" (printf "%s/tokens/check-token" $rel))) }}
 {{- else }}
 {{- $_ := unset $cfg "check" }}
 {{- end }}
-{{- $_ := set $cfg "admin" (mergeOverwrite (deepCopy (get $cfg "admin" | default dict)) (dict "listen" (printf ":%d" (int $l.admin.port)) "token_file" (printf "%s/tokens/admin-token" $rel))) }}
+{{- $admin := deepCopy (get $cfg "admin" | default dict) }}
+{{- $_ := set $admin "allowed_hosts" (concat (get $admin "allowed_hosts" | default list) $hosts | uniq) }}
+{{- $_ := set $cfg "admin" (mergeOverwrite $admin (dict "listen" (printf ":%d" (int $l.admin.port)) "token_file" (printf "%s/tokens/admin-token" $rel))) }}
 {{- if $l.envoy.enabled }}
 {{- $envoy := deepCopy (default dict .Values.envoy.config) }}
 {{- $_ := set $envoy "listen" (printf ":%d" (int $l.envoy.port)) }}
