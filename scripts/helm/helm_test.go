@@ -1,17 +1,23 @@
 package helm
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	chartcommon "helm.sh/helm/v4/pkg/chart/common"
@@ -460,46 +466,14 @@ func checkServiceMonitor(t *testing.T, r *rendered) {
 }
 
 // checkConfig lays out the pod's volumes under a directory as the kubelet
-// mounts them (a ConfigMap's or Secret's keys as the files of its mount
-// path; the existing Secrets the values name made up here), runs floodgate
-// validate on floodgate.yaml there, and checks that each listener listens
-// on its container port. It returns the file, decoded.
+// mounts them, runs floodgate validate on floodgate.yaml there, and checks
+// that each listener listens on its container port. It returns the file,
+// decoded.
 func checkConfig(t *testing.T, r *rendered, ports []string) map[string]any {
 	t.Helper()
 	root := t.TempDir()
 	spec := r.deployment.Spec.Template.Spec
-	volumes := map[string]corev1.Volume{}
-	for _, v := range spec.Volumes {
-		volumes[v.Name] = v
-	}
-	for _, m := range spec.Containers[0].VolumeMounts {
-		v := volumes[m.Name]
-		files := map[string][]byte{}
-		switch {
-		case v.ConfigMap != nil:
-			for k, s := range r.configMaps[v.ConfigMap.Name].Data {
-				files[k] = []byte(s)
-			}
-		case v.Secret != nil:
-			s := r.secrets[v.Secret.SecretName]
-			for _, it := range v.Secret.Items {
-				if s != nil {
-					files[it.Path] = s.Data[it.Key]
-				} else {
-					files[it.Path] = []byte("made-up-" + it.Key + "\n")
-				}
-			}
-		}
-		dir := filepath.Join(root, m.MountPath)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for name, b := range files {
-			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	mount(t, r, root, 1, nil)
 	path := filepath.Join(root, "etc/floodgate/floodgate.yaml")
 	out, err := exec.Command(floodgate(t), "validate", path).CombinedOutput()
 	if err != nil {
@@ -537,6 +511,246 @@ func checkConfig(t *testing.T, r *rendered, ports []string) map[string]any {
 		}
 	}
 	return cfg
+}
+
+// mount writes the pod's volumes under root as the kubelet does (its
+// AtomicWriter): each volume's files in a directory of their own, named for
+// the version, a symlink ..data to it, swapped by renaming a new symlink
+// over it, and each file a symlink into ..data. A ConfigMap's or Secret's
+// keys are its files (the existing Secrets the values name made up here);
+// edit may change them before they are written.
+func mount(t *testing.T, r *rendered, root string, version int, edit func(mountPath string, files map[string][]byte)) {
+	t.Helper()
+	spec := r.deployment.Spec.Template.Spec
+	volumes := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		volumes[v.Name] = v
+	}
+	for _, m := range spec.Containers[0].VolumeMounts {
+		v := volumes[m.Name]
+		files := map[string][]byte{}
+		switch {
+		case v.ConfigMap != nil:
+			for k, s := range r.configMaps[v.ConfigMap.Name].Data {
+				files[k] = []byte(s)
+			}
+		case v.Secret != nil:
+			s := r.secrets[v.Secret.SecretName]
+			for _, it := range v.Secret.Items {
+				if s != nil {
+					files[it.Path] = s.Data[it.Key]
+				} else {
+					files[it.Path] = []byte("made-up-" + it.Key + "\n")
+				}
+			}
+		}
+		if edit != nil {
+			edit(m.MountPath, files)
+		}
+		dir := filepath.Join(root, m.MountPath)
+		ts := fmt.Sprintf("..2026_12_01_08_00_%02d.%d", version, version)
+		if err := os.MkdirAll(filepath.Join(dir, ts), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, b := range files {
+			if err := os.WriteFile(filepath.Join(dir, ts, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old, _ := os.Readlink(filepath.Join(dir, "..data"))
+		if err := os.Symlink(ts, filepath.Join(dir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+		for name := range files {
+			link := filepath.Join(dir, name)
+			if _, err := os.Lstat(link); err == nil {
+				continue
+			}
+			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if old != "" {
+			if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestChartServe serves the chart's default configuration from the files
+// as the kubelet mounts them (its listeners moved to loopback), probes it
+// as the Deployment does, and then updates the ConfigMap and the token
+// Secret as the kubelet does: the running daemon reloads both.
+func TestChartServe(t *testing.T) {
+	r := render(t, nil)
+	c := r.deployment.Spec.Template.Spec.Containers[0]
+	tokens := r.secrets["fg-floodgate-tokens"]
+	if tokens == nil {
+		t.Fatal("no token Secret")
+	}
+	loopback := regexp.MustCompile(`(?m)^(\s*listen: )\S+$`)
+	root := t.TempDir()
+	onLoopback := func(mountPath string, files map[string][]byte) {
+		if mountPath == "/etc/floodgate" {
+			files["floodgate.yaml"] = loopback.ReplaceAll(files["floodgate.yaml"], []byte("${1}127.0.0.1:0"))
+		}
+	}
+	mount(t, r, root, 1, onLoopback)
+
+	d := serve(t, filepath.Join(root, "etc/floodgate/floodgate.yaml"), 3)
+	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+		if code, _ := do(t, "GET", "http://"+d.addrs[p.HTTPGet.Port.String()]+p.HTTPGet.Path, "", ""); code != 200 {
+			t.Errorf("%s: %d", p.HTTPGet.Path, code)
+		}
+	}
+	admin := "http://" + d.addrs["admin"] + "/v1/config"
+	adminToken := string(tokens.Data["admin-token"])
+	if code, _ := do(t, "GET", admin, "", ""); code != http.StatusUnauthorized {
+		t.Errorf("/v1/config without the admin token: %d, want 401", code)
+	}
+	if code, body := do(t, "GET", admin, adminToken, ""); code != 200 || !strings.Contains(body, "10/min") {
+		t.Errorf("/v1/config with the admin token: %d\n%s", code, body)
+	}
+	body := `{"policy": "default", "key": "helm-test"}`
+	var codes []int
+	for range 10 {
+		code, _ := do(t, "POST", "http://"+d.addrs["check"]+"/v1/check", string(tokens.Data["check-token"]), body)
+		if codes = append(codes, code); code == http.StatusTooManyRequests {
+			break
+		}
+	}
+	if codes[0] != 200 || codes[len(codes)-1] != http.StatusTooManyRequests {
+		t.Errorf("the check API answered %v, want 200s then 429", codes)
+	}
+
+	// helm upgrade with another rate and a rotated admin token: the
+	// kubelet swaps both volumes' ..data.
+	vals, err := loader.LoadValues(strings.NewReader("config: {policies: {default: {rate: 20/min, burst: 5}}}\ntokens: {admin: rotated-admin-token}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := render(t, vals)
+	next.secrets["fg-floodgate-tokens"].Data["check-token"] = tokens.Data["check-token"]
+	mount(t, next, root, 2, onLoopback)
+	// The two volumes are swapped one after the other: one reload or two.
+	for {
+		d.waitLog(t, "configuration reloaded")
+		code, body := do(t, "GET", admin, "rotated-admin-token", "")
+		if code == 200 && strings.Contains(body, "20/min") {
+			break
+		}
+	}
+	if code, _ := do(t, "GET", admin, adminToken, ""); code != http.StatusUnauthorized {
+		t.Errorf("/v1/config with the old admin token after the rotation: %d, want 401", code)
+	}
+}
+
+// daemon is a running floodgate serve.
+type daemon struct {
+	addrs map[string]string // listener name → address
+	mu    sync.Mutex
+	logs  strings.Builder
+	lines chan string
+}
+
+// serve runs floodgate serve file until the test ends, and waits until n
+// listeners are bound.
+func serve(t *testing.T, file string, n int) *daemon {
+	t.Helper()
+	cmd := exec.Command(floodgate(t), "serve", file)
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(s string) bool { return strings.HasPrefix(s, "FLOODGATE_") })
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{addrs: map[string]string{}, lines: make(chan string, 1024)}
+	bound := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct{ Msg, Listener, Addr string }
+			_ = json.Unmarshal(sc.Bytes(), &line)
+			d.mu.Lock()
+			d.logs.WriteString(sc.Text() + "\n")
+			if line.Msg == "listening" {
+				d.addrs[line.Listener] = line.Addr
+				if len(d.addrs) == n {
+					close(bound)
+				}
+			}
+			d.mu.Unlock()
+			select {
+			case d.lines <- line.Msg:
+			default:
+			}
+		}
+		close(d.lines)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("floodgate serve after SIGTERM: %v\n%s", err, d.logged())
+		}
+	})
+	select {
+	case <-bound:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("floodgate serve did not bind its %d listeners:\n%s", n, d.logged())
+	}
+	return d
+}
+
+func (d *daemon) logged() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.logs.String()
+}
+
+// waitLog waits for a log line with the message msg.
+func (d *daemon) waitLog(t *testing.T, msg string) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case m, ok := <-d.lines:
+			if !ok {
+				t.Fatalf("floodgate serve ended before %q:\n%s", msg, d.logged())
+			}
+			if m == msg {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %q in 30s:\n%s", msg, d.logged())
+		}
+	}
+}
+
+func do(t *testing.T, method, url, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 var (
