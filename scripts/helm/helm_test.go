@@ -62,10 +62,17 @@ var cases = []struct {
 	},
 	{
 		name: "envoy-only",
+		// docs/kubernetes.md's example, with a second rule file.
 		values: `
-listeners: {envoy: {enabled: true}, proxy: {enabled: false}, check: {enabled: false}}
+listeners:
+  envoy: {enabled: true}
+  proxy: {enabled: false}
+  check: {enabled: false}
+redis:
+  enabled: true
+  config: {addrs: ["redis-master.cache.svc:6379"]}
 envoy:
-  config: {algorithm: sliding_window, descriptors: independent}
+  config: {response_headers: ietf, descriptors: independent}
   rules:
     - name: edge.yaml
       content: |
@@ -86,13 +93,24 @@ envoy:
 	},
 	{
 		name: "postgres",
+		// docs/kubernetes.md's example.
 		values: `
-listeners: {postgres: {enabled: true, port: 5432}}
-postgres: {upstream: "db.example.internal:5432"}
+listeners:
+  postgres: {enabled: true, port: 5432}
+  proxy: {enabled: false}
+  check: {enabled: false}
+postgres:
+  upstream: pg-primary.db.svc:5432
+  config:
+    rate_limit:
+      per_user: {rate: 200/s, burst: 400}
+      per_ip: {rate: 100/s, burst: 200}
+    connections:
+      per_user: {rate: 20/s, burst: 50}
 `,
 		want: []string{"ConfigMap/fg-floodgate", "Deployment/fg-floodgate", "PodDisruptionBudget/fg-floodgate",
 			"Secret/fg-floodgate-tokens", "Service/fg-floodgate"},
-		ports: []string{"admin", "check", "postgres", "proxy"},
+		ports: []string{"admin", "postgres"},
 	},
 	{
 		name: "redis-secret",
