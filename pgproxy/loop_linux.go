@@ -442,7 +442,7 @@ func (lc *loopConn) processClient() {
 	c := lc.c
 	max := c.p.cfg.MaxMessageSize
 	fwd := 0
-	for !lc.parked && !lc.ending {
+	for !lc.parked && !lc.ending && !lc.closed {
 		if rest := lc.fwdRest + lc.dropRest; rest > 0 {
 			k := min(rest, lc.cw-lc.cr)
 			if k == 0 {
@@ -639,6 +639,9 @@ func (lc *loopConn) flushOnce() {
 // pump writes the outputs, closes an ending connection whose outputs are
 // written, and registers for the events the connection now waits for.
 func (lc *loopConn) pump() {
+	if lc.closed {
+		return
+	}
 	c := lc.c
 	if len(lc.uout) > lc.uw {
 		n, err := unix.Write(int(lc.ufd), lc.uout[lc.uw:])
