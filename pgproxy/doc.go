@@ -50,8 +50,8 @@
 // # Relaying
 //
 // On Linux, once the server has a plain-TCP session's StartupMessage, the
-// session is relayed by one of GOMAXPROCS epoll loops over non-blocking
-// sockets: no goroutine per connection, one read and one write per
+// session is relayed by an epoll loop (half of GOMAXPROCS, at least one)
+// over non-blocking sockets: no goroutine per connection, one read and one write per
 // readiness event, no allocation per message. A decision that may block (a
 // limiter not declared Limits.Local, a wait under MaxWait or for a
 // concurrent-query slot) parks the session while a goroutine decides;

@@ -20,8 +20,11 @@ import (
 // On Linux, a plain-TCP connection is relayed by an event loop once the
 // server has its StartupMessage: the goroutine that accepted it (and read
 // the PROXY header and the startup) hands both sockets over and returns.
-// A proxy runs GOMAXPROCS loops, started with its first connection, each
-// a goroutine locked to its thread around epoll_wait over non-blocking
+// A proxy runs one loop per two of GOMAXPROCS (at least one), started with
+// its first connection: the server and the clients usually share the
+// machine, and on 2 CPUs one loop cost 20–50% less CPU per transaction than
+// two (docs/BENCHMARKS.md), as more events come per epoll_wait. Each is a
+// goroutine locked to its thread around epoll_wait over non-blocking
 // sockets, level-triggered. A connection's events are handled where they
 // arrive:
 //
@@ -74,7 +77,7 @@ type loops struct {
 	failed  bool // they could not be started: connections stay on goroutines
 	stopped bool
 	wg      sync.WaitGroup
-	n       int // how many loops to start; 0: GOMAXPROCS
+	n       int // how many loops to start; 0: half of GOMAXPROCS, at least one
 }
 
 // pick returns a loop for a new connection, starting the loops with the
@@ -88,7 +91,7 @@ func (ls *loops) pick(p *Proxy) *loop {
 	if ls.all == nil {
 		n := ls.n
 		if n <= 0 {
-			n = runtime.GOMAXPROCS(0)
+			n = (runtime.GOMAXPROCS(0) + 1) / 2
 		}
 		for range n {
 			lp, err := newLoop(p)
