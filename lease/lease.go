@@ -70,6 +70,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
@@ -189,6 +190,7 @@ type Store struct {
 	base   time.Time // monotonic origin of now()
 
 	shards [shards]shard
+	held   atomic.Int64 // units in blocks, over every key
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -341,7 +343,7 @@ func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 		e.mu.Unlock()
 	}
 	if ok {
-		s.o.Observer.Held(set.Policy(), -cost)
+		s.held.Add(-cost)
 		return v, nil
 	}
 	// The blocks cannot cover the request: the remote store decides it,
@@ -410,7 +412,7 @@ func (s *Store) refill(e *entry, want int64, gen uint64) {
 			e.remaining, e.index, e.resetAfter = v.Remaining, v.Index, int64(v.ResetAfter)
 			e.refilling = false
 			e.mu.Unlock()
-			s.o.Observer.Held(set.Policy(), want)
+			s.held.Add(want)
 			return
 		}
 		// Denied: a smaller block may still fit.
@@ -531,7 +533,7 @@ func (s *Store) refundBlocks(set *algo.Set, key string, bs []block, now int64) {
 	if held == 0 {
 		return
 	}
-	s.o.Observer.Held(set.Policy(), -held)
+	s.held.Add(-held)
 	if units < held {
 		s.o.Observer.Lost(set.Policy(), held-units)
 	}
@@ -566,7 +568,7 @@ func (s *Store) Reset(ctx context.Context, set *algo.Set, key string) error {
 		e.gen++
 		e.mu.Unlock()
 		if held > 0 {
-			s.o.Observer.Held(set.Policy(), -held)
+			s.held.Add(-held)
 		}
 	}
 	return s.remote.Reset(ctx, set, key)
@@ -663,21 +665,9 @@ func (s *Store) sweep(now int64) {
 	}
 }
 
-// Held returns the units this Store holds in blocks, over every key.
-func (s *Store) Held() int64 {
-	var n int64
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.RLock()
-		for _, e := range sh.m {
-			e.mu.Lock()
-			n += e.left()
-			e.mu.Unlock()
-		}
-		sh.mu.RUnlock()
-	}
-	return n
-}
+// Held returns the units this Store holds in blocks, over every key: the
+// units it keeps from the other instances now.
+func (s *Store) Held() int64 { return s.held.Load() }
 
 // Keys returns how many keys the Store tracks.
 func (s *Store) Keys() int {

@@ -2,7 +2,8 @@ package lease
 
 // An Observer is told what a Store does with its leases, for metrics
 // (metrics.NewLease implements it). Its methods must be cheap and safe for
-// concurrent use; Held runs on decisions answered from a block.
+// concurrent use. They run when blocks are taken or given back, never on
+// a decision answered from a block; Store.Held tells the units held.
 type Observer interface {
 	// Leased: a block of units was taken from the remote store for a key
 	// of policy (one refill).
@@ -18,10 +19,6 @@ type Observer interface {
 	// moves on.
 	Lost(policy string, units int64)
 
-	// Held: the units held in blocks changed by delta (a block taken,
-	// units used or given back).
-	Held(policy string, delta int64)
-
 	// Failed: a refill failed on the remote store; the key is decided
 	// remotely until the next try.
 	Failed(policy string)
@@ -32,5 +29,4 @@ type nopObserver struct{}
 func (nopObserver) Leased(string, int64)   {}
 func (nopObserver) Refunded(string, int64) {}
 func (nopObserver) Lost(string, int64)     {}
-func (nopObserver) Held(string, int64)     {}
 func (nopObserver) Failed(string)          {}
