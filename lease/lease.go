@@ -56,12 +56,13 @@
 // Failures: while a block is valid, its units are answered from memory
 // even if the remote store is down: they were charged while it was up, so
 // the limit holds. A refill that fails is retried after a Horizon; a
-// request the block cannot cover goes to the remote store, whose error
-// is returned, so a failover.Store or a hybrid.Store placed around this
-// Store applies its failure mode from there: wrap the engine as
-// failover.New(lease.New(engine, o), ...). New refuses a remote that is
-// already a failover.Store, whose failure-mode verdicts charge nothing
-// remote and would make blocks out of nothing.
+// request the blocks cannot cover goes to the remote store. Give New the
+// failover.Store of the engine (lease.New(failover.New(engine, ...), o)):
+// requests the blocks cannot cover then get its failure mode exactly as
+// without leases, while blocks are taken and refunded through its Guard,
+// never from a failure-mode verdict (which charges nothing in Redis). A
+// refill answered by a failure mode anyway (a remote that fails open
+// itself) makes no block.
 package lease
 
 import (
@@ -185,7 +186,8 @@ func (o *Options) defaults() error {
 // remote Store. It is safe for concurrent use. Close it before the remote
 // store, so that its unused units go back.
 type Store struct {
-	remote floodgate.Store
+	remote floodgate.Store // decides what blocks cannot
+	lessor floodgate.Store // takes and refunds blocks: remote, or its Guard
 	o      Options
 	base   time.Time // monotonic origin of now()
 
@@ -221,8 +223,11 @@ func New(remote floodgate.Store, o Options) (*Store, error) {
 	if isnil.Value(remote) {
 		return nil, fmt.Errorf("lease: no remote store given (the store is nil: %T)", remote)
 	}
-	if _, ok := remote.(*failover.Store); ok {
-		return nil, errors.New("lease: the remote store already has a failure policy, whose verdicts charge nothing remote; lease from the engine (or its failover.Guard) and put the failover.Store around the lease.Store")
+	lessor := remote
+	if fs, ok := remote.(*failover.Store); ok {
+		// Its failure-mode verdicts charge nothing in Redis: blocks are
+		// taken and refunded through its Guard, past the failure mode.
+		lessor = fs.Guard()
 	}
 	if _, ok := remote.(*Store); ok {
 		return nil, errors.New("lease: the remote store is already a lease.Store")
@@ -230,7 +235,7 @@ func New(remote floodgate.Store, o Options) (*Store, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	s := &Store{remote: remote, o: o, base: time.Now()}
+	s := &Store{remote: remote, lessor: lessor, o: o, base: time.Now()}
 	for i := range s.shards {
 		s.shards[i].m = make(map[entryKey]*entry)
 	}
@@ -387,7 +392,7 @@ func (s *Store) refill(e *entry, want int64, gen uint64) {
 			s.endRefill(e, t0+end)
 			return
 		}
-		v, err := s.remote.Decide(ctx, set, e.key, want)
+		v, err := s.lessor.Decide(ctx, set, e.key, want)
 		if err != nil || failureSource(v.Source) {
 			// The remote store is failing: retry after a Horizon. A
 			// failure-mode verdict charged nothing remote.
@@ -542,7 +547,7 @@ func (s *Store) refundBlocks(set *algo.Set, key string, bs []block, now int64) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.o.CallTimeout)
 	defer cancel()
-	if err := s.remote.Refund(ctx, set, key, units); err != nil {
+	if err := s.lessor.Refund(ctx, set, key, units); err != nil {
 		s.o.Observer.Lost(set.Policy(), units)
 		return
 	}

@@ -2,7 +2,6 @@ package lease_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -236,14 +235,7 @@ func TestMaxKeys(t *testing.T) {
 	}
 }
 
-func TestRefusesFailoverRemote(t *testing.T) {
-	fs, err := failover.New(newMem(t), failover.Options{Mode: failover.FailOpen})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lease.New(fs, lease.Options{}); err == nil {
-		t.Fatal("lease.New accepted a failover.Store")
-	}
+func TestRefusesBadOptions(t *testing.T) {
 	if _, err := lease.New(nil, lease.Options{}); err == nil {
 		t.Fatal("lease.New accepted a nil store")
 	}
@@ -254,23 +246,23 @@ func TestRefusesFailoverRemote(t *testing.T) {
 
 // TestRedisDownWhileLeaseValid: the units of a valid block are answered
 // while Redis is down (they were charged while it was up); once the block
-// is used up the remote error comes back, and a failover.Store around the
-// lease store applies its failure mode.
+// is used up the failure mode of the failover.Store decides, as without
+// leases, and no block is made of its verdicts.
 func TestRedisDownWhileLeaseValid(t *testing.T) {
 	srv := testkit.Redis(t)
 	rs := newRedisStore(t, srv.Addr, "down:")
-	s := newLease(t, rs, lease.Options{TTL: time.Minute, MaxLease: 100, MaxFraction: 1})
-	fs, err := failover.New(s, failover.Options{Mode: failover.FailClosed})
+	fs, err := failover.New(rs, failover.Options{Mode: failover.FailClosed})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := newLease(t, fs, lease.Options{TTL: time.Minute, MaxLease: 100, MaxFraction: 1})
 	set := newSet(t, floodgate.Limit{Rate: 100_000, Period: time.Hour})
 	hot(t, s, set, "k")
 	srv.Kill()
 	ctx := context.Background()
 	var fromLease, failed int
-	for range 2000 {
-		v, err := fs.Decide(ctx, set, "k", 1)
+	for range 5000 {
+		v, err := s.Decide(ctx, set, "k", 1)
 		switch {
 		case err != nil:
 			t.Fatal(err)
@@ -286,8 +278,27 @@ func TestRedisDownWhileLeaseValid(t *testing.T) {
 	if fromLease == 0 || failed == 0 {
 		t.Fatalf("with Redis down: %d decisions from the lease, %d fail-closed; want the block used, then the failure mode", fromLease, failed)
 	}
-	// Without failover the engine's error is returned.
-	if _, err := s.Decide(ctx, set, "k", 1); err == nil || errors.Is(err, floodgate.ErrClosed) {
-		t.Fatalf("decision past the block with Redis down: err %v; want Redis's error", err)
+}
+
+// TestFailOpenMakesNoBlock: a fail-open verdict charged nothing in Redis,
+// so it is never leased.
+func TestFailOpenMakesNoBlock(t *testing.T) {
+	srv := testkit.Redis(t)
+	rs := newRedisStore(t, srv.Addr, "open:")
+	fs, err := failover.New(rs, failover.Options{Mode: failover.FailOpen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newLease(t, fs, lease.Options{})
+	set := newSet(t, floodgate.Limit{Rate: 100_000, Period: time.Hour})
+	srv.Kill()
+	for range 500 {
+		v, err := s.Decide(context.Background(), set, "k", 1)
+		if err != nil || v.Source != string(floodgate.SourceFailOpen) {
+			t.Fatalf("decision with Redis down: %+v, %v; want fail-open", v, err)
+		}
+	}
+	if h := s.Held(); h != 0 {
+		t.Fatalf("holds %d units made of fail-open verdicts", h)
 	}
 }
