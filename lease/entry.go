@@ -25,10 +25,11 @@ type entry struct {
 	// the one before it (rate).
 	since, units, rate int64
 
-	lastSeen  int64
-	refilling bool
-	retryAt   int64  // no refill before this instant (a denial, a failure)
-	gen       uint64 // bumped by Reset: a lease in flight is dropped
+	lastSeen   int64
+	refilling  bool
+	refillDone chan struct{} // closed when the refill in flight ends; nil if none
+	retryAt    int64         // no refill before this instant (a denial, a failure)
+	gen        uint64        // bumped by Reset: a lease in flight is dropped
 }
 
 // A block is units leased with one remote charge.
@@ -110,4 +111,19 @@ func (e *entry) take(now, cost int64) (algo.Verdict, bool) {
 		Index:  e.index,
 		Source: Source,
 	}, true
+}
+
+// startRefill marks a refill in flight. The caller holds mu.
+func (e *entry) startRefill() {
+	e.refilling = true
+	e.refillDone = make(chan struct{})
+}
+
+// endRefillLocked marks the refill in flight ended. The caller holds mu.
+func (e *entry) endRefillLocked() {
+	if e.refilling {
+		close(e.refillDone)
+	}
+	e.refilling = false
+	e.refillDone = nil
 }

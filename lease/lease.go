@@ -337,14 +337,14 @@ func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 	want := e.want(limit)
 	refill := want >= 2 && !e.refilling && e.left() < max(want/2, cost) && now >= e.retryAt
 	if refill {
-		e.refilling = true
+		e.startRefill()
 	}
 	gen := e.gen
 	e.mu.Unlock()
 	s.refundBlocks(set, key, expired, now)
 	if refill && !s.spawn(func() { s.refill(e, want, gen) }) {
 		e.mu.Lock()
-		e.refilling = false
+		e.endRefillLocked()
 		e.mu.Unlock()
 	}
 	if ok {
@@ -408,14 +408,14 @@ func (s *Store) refill(e *entry, want int64, gen uint64) {
 				// A Reset came between, or the block is already over: it
 				// must not be used. It is not refunded either: a Reset
 				// wiped its charge, and a window that ended took it along.
-				e.refilling = false
+				e.endRefillLocked()
 				e.mu.Unlock()
 				s.o.Observer.Lost(set.Policy(), want)
 				return
 			}
 			e.blocks = append(e.blocks, b)
 			e.remaining, e.index, e.resetAfter = v.Remaining, v.Index, int64(v.ResetAfter)
-			e.refilling = false
+			e.endRefillLocked()
 			e.mu.Unlock()
 			s.held.Add(want)
 			return
@@ -433,7 +433,7 @@ func (s *Store) refill(e *entry, want int64, gen uint64) {
 // retryAt.
 func (s *Store) endRefill(e *entry, retryAt int64) {
 	e.mu.Lock()
-	e.refilling = false
+	e.endRefillLocked()
 	e.retryAt = retryAt
 	e.mu.Unlock()
 }
@@ -561,22 +561,41 @@ func (s *Store) Refund(ctx context.Context, set *algo.Set, key string, cost int6
 }
 
 // Reset implements floodgate.Store: it drops key's blocks, unrefunded,
-// and resets the remote state. A lease in flight is dropped when it lands.
+// waits for a lease in flight to land (and drops it: its charge may or may
+// not be one the reset wipes), then resets the remote state, so that the
+// key starts afresh with no charge of this Store's left over.
+//
+// A block taken by a decision racing with the Reset may have been charged
+// before or after the remote reset: once the reset is done, blocks are
+// dropped again, and a lease still in flight is dropped when it lands.
+// Both err strict: at worst a few units stay charged unused.
 func (s *Store) Reset(ctx context.Context, set *algo.Set, key string) error {
-	if e := s.entry(set, key, false); e != nil {
-		e.mu.Lock()
-		var held int64
-		for _, b := range e.blocks {
-			held += b.left
-		}
-		e.blocks = nil
-		e.gen++
-		e.mu.Unlock()
-		if held > 0 {
-			s.held.Add(-held)
+	e := s.entry(set, key, false)
+	if e != nil {
+		if landed := s.dropBlocks(e); landed != nil {
+			select {
+			case <-landed:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
-	return s.remote.Reset(ctx, set, key)
+	err := s.remote.Reset(ctx, set, key)
+	if e != nil {
+		s.dropBlocks(e)
+	}
+	return err
+}
+
+// dropBlocks drops e's blocks unrefunded and makes a lease in flight be
+// dropped when it lands, whose end it returns (nil: none in flight).
+func (s *Store) dropBlocks(e *entry) <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s.held.Add(-e.left())
+	e.blocks = nil
+	e.gen++
+	return e.refillDone
 }
 
 // Reserve implements floodgate.Store by reserving on the remote store:
