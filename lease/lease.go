@@ -341,7 +341,9 @@ func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 	}
 	gen := e.gen
 	e.mu.Unlock()
-	s.refundBlocks(set, key, expired, now)
+	if len(expired) > 0 && !s.spawn(func() { s.refundBlocks(set, key, expired, now) }) {
+		s.refundBlocks(set, key, expired, now) // closed: Close waits for nothing more
+	}
 	if refill && !s.spawn(func() { s.refill(e, want, gen) }) {
 		e.mu.Lock()
 		e.endRefillLocked()
