@@ -30,6 +30,11 @@ type entry struct {
 	refillDone chan struct{} // closed when the refill in flight ends; nil if none
 	retryAt    int64         // no refill before this instant (a denial, a failure)
 	gen        uint64        // bumped by Reset: a lease in flight is dropped
+
+	// plain: the key's decisions are marked for plain counting (package
+	// internal/chargedenied), so its blocks are taken, and refunded, in
+	// the remote store's plain count, the one its other decisions use.
+	plain bool
 }
 
 // A block is units leased with one remote charge.

@@ -63,6 +63,17 @@
 // never from a failure-mode verdict (which charges nothing in Redis). A
 // refill answered by a failure mode anyway (a remote that fails open
 // itself) makes no block.
+//
+// Plain counting: a decision marked by package internal/chargedenied (the
+// Envoy service counting as envoyproxy/ratelimit counts) is counted by
+// redisstore in a plain count (INCRBY, no script), apart from the script's
+// state. The key's blocks are then taken and refunded with the same mark,
+// so they are charged to the count its other decisions read: a block is an
+// INCRBY of k, admitted while the count stays within the limit. A block
+// that does not fit is charged all the same, as a denied hit is there: the
+// window's last units, fewer than k, are lost to everyone until it ends.
+// When a key's marking changes, its blocks go back to the count they were
+// charged in.
 package lease
 
 import (
@@ -77,6 +88,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/internal/chargedenied"
 	"github.com/floodgate-go/floodgate/internal/isnil"
 )
 
@@ -329,7 +341,17 @@ func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 		return s.remote.Decide(ctx, set, key, cost)
 	}
 	now := s.now()
+	plain := chargedenied.On(ctx)
 	e.mu.Lock()
+	var switched []block
+	if e.plain != plain {
+		// The key is counted the other way now (the Envoy service's mode
+		// changed): its blocks and a lease in flight were charged in the
+		// other count, where the blocks go back.
+		switched, e.blocks = e.blocks, nil
+		e.gen++
+		e.plain = plain
+	}
 	e.lastSeen = now
 	e.observe(now, cost, s.o.Horizon)
 	expired := e.dropExpired(now)
@@ -341,10 +363,13 @@ func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 	}
 	gen := e.gen
 	e.mu.Unlock()
-	if len(expired) > 0 && !s.spawn(func() { s.refundBlocks(set, key, expired, now) }) {
-		s.refundBlocks(set, key, expired, now) // closed: Close waits for nothing more
+	if len(switched) > 0 && !s.spawn(func() { s.refundBlocks(set, key, switched, now, !plain) }) {
+		s.refundBlocks(set, key, switched, now, !plain)
 	}
-	if refill && !s.spawn(func() { s.refill(e, want, gen) }) {
+	if len(expired) > 0 && !s.spawn(func() { s.refundBlocks(set, key, expired, now, plain) }) {
+		s.refundBlocks(set, key, expired, now, plain) // closed: Close waits for nothing more
+	}
+	if refill && !s.spawn(func() { s.refill(e, want, gen, plain) }) {
 		e.mu.Lock()
 		e.endRefillLocked()
 		e.mu.Unlock()
@@ -379,11 +404,15 @@ func (s *Store) isClosed() bool {
 	return s.closed
 }
 
-// refill takes a block of want units for e from the remote store.
-func (s *Store) refill(e *entry, want int64, gen uint64) {
+// refill takes a block of want units for e from the remote store, in its
+// plain count when plain.
+func (s *Store) refill(e *entry, want int64, gen uint64, plain bool) {
 	set := e.set
 	ctx, cancel := context.WithTimeout(s.ctx, s.o.CallTimeout)
 	defer cancel()
+	if plain {
+		ctx = chargedenied.With(ctx)
+	}
 	for attempt := 0; attempt < 2; attempt++ {
 		t0 := s.now()
 		wall := time.Now()
@@ -530,8 +559,9 @@ func (s *Store) refundable(set *algo.Set, b block, now int64) int64 {
 	return u
 }
 
-// refundBlocks gives back what can be of blocks taken from key.
-func (s *Store) refundBlocks(set *algo.Set, key string, bs []block, now int64) {
+// refundBlocks gives back what can be of blocks taken from key, to the
+// remote store's plain count when plain.
+func (s *Store) refundBlocks(set *algo.Set, key string, bs []block, now int64, plain bool) {
 	var units, held int64
 	for _, b := range bs {
 		units += s.refundable(set, b, now)
@@ -549,6 +579,9 @@ func (s *Store) refundBlocks(set *algo.Set, key string, bs []block, now int64) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.o.CallTimeout)
 	defer cancel()
+	if plain {
+		ctx = chargedenied.With(ctx)
+	}
 	if err := s.lessor.Refund(ctx, set, key, units); err != nil {
 		s.o.Observer.Lost(set.Policy(), units)
 		return
@@ -653,9 +686,10 @@ func (s *Store) sweep(now int64) {
 		now = s.now()
 	}
 	type refund struct {
-		set *algo.Set
-		key string
-		bs  []block
+		set   *algo.Set
+		key   string
+		bs    []block
+		plain bool
 	}
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -678,7 +712,7 @@ func (s *Store) sweep(now int64) {
 			idle := len(e.blocks) == 0 && !e.refilling && now-e.lastSeen > int64(s.o.TTL)
 			e.mu.Unlock()
 			if len(bs) > 0 {
-				refunds = append(refunds, refund{k.set, k.key, bs})
+				refunds = append(refunds, refund{k.set, k.key, bs, e.plain})
 			}
 			if all || idle {
 				delete(sh.m, k)
@@ -686,7 +720,7 @@ func (s *Store) sweep(now int64) {
 		}
 		sh.mu.Unlock()
 		for _, r := range refunds {
-			s.refundBlocks(r.set, r.key, r.bs, now)
+			s.refundBlocks(r.set, r.key, r.bs, now, r.plain)
 		}
 	}
 }
