@@ -13,6 +13,8 @@
 //
 //   - hybrid:local: the local filter denied; Redis was not asked.
 //   - hybrid:global: the filter passed and Redis decided.
+//   - lease: the filter passed and a block of the budget leased from Redis
+//     decided (a global lease.Store; see New).
 //   - local-fallback (floodgate.SourceLocalFallback, the Source every
 //     failover to a store in this process carries): the filter passed and
 //     Redis failed, timed out or is cut off by the circuit breaker, so the
@@ -40,6 +42,7 @@ import (
 	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/internal/isnil"
+	"github.com/floodgate-go/floodgate/lease"
 )
 
 // The Sources of a Store's decisions.
@@ -103,6 +106,7 @@ type Options struct {
 type Store struct {
 	local    floodgate.Store
 	guard    *failover.Guard
+	global   floodgate.Store // guard, or a lease.Store leasing from it
 	fraction float64
 	sets     setCache
 }
@@ -113,6 +117,13 @@ var _ floodgate.Store = (*Store)(nil)
 // global is a *failover.Guard it is used as it is, so that stores over one
 // Redis can share one breaker; else New wraps it in a Guard made with
 // o.Guard.
+//
+// global may also be a *lease.Store that leases from a *failover.Guard:
+// what passes the filter is then decided by the lease store, from leased
+// blocks when they cover it (Source "lease"), else by the Guard. The
+// global limit still holds exactly (blocks are charged before they are
+// used); the filter, the local fallback and the breaker keep their
+// meaning, and a block still valid answers while Redis is down.
 func New(local, global floodgate.Store, o Options) (*Store, error) {
 	switch {
 	case isnil.Value(local) || isnil.Value(global):
@@ -123,6 +134,13 @@ func New(local, global floodgate.Store, o Options) (*Store, error) {
 	if _, ok := global.(*failover.Store); ok {
 		return nil, errors.New("hybrid: the global store already has a failure policy; pass the engine itself, the hybrid store falls back on its local filter")
 	}
+	if ls, ok := global.(*lease.Store); ok {
+		g, ok := ls.Remote().(*failover.Guard)
+		if !ok {
+			return nil, fmt.Errorf("hybrid: the lease store must lease from a *failover.Guard, whose breaker the hybrid store falls back by; it leases from %T", ls.Remote())
+		}
+		return &Store{local: local, guard: g, global: ls, fraction: o.Fraction}, nil
+	}
 	g, ok := global.(*failover.Guard)
 	if !ok {
 		var err error
@@ -130,7 +148,7 @@ func New(local, global floodgate.Store, o Options) (*Store, error) {
 			return nil, fmt.Errorf("hybrid: %w", err)
 		}
 	}
-	return &Store{local: local, guard: g, fraction: o.Fraction}, nil
+	return &Store{local: local, guard: g, global: g, fraction: o.Fraction}, nil
 }
 
 // Fraction returns the share of each limit the local filter holds.
@@ -173,9 +191,11 @@ func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 		lres.Source = SourceLocal
 		return lres, nil
 	}
-	gres, err := s.guard.Decide(ctx, set, key, cost)
+	gres, err := s.global.Decide(ctx, set, key, cost)
 	if err == nil {
-		gres.Source = SourceGlobal
+		if gres.Source != lease.Source {
+			gres.Source = SourceGlobal
+		}
 		return gres, nil
 	}
 	if ctx.Err() != nil || failover.Refusal(err) {
@@ -202,7 +222,7 @@ func (s *Store) Refund(ctx context.Context, set *algo.Set, key string, cost int6
 	if err := s.local.Refund(ctx, ls, key, min(cost, ls.Capacity())); err != nil {
 		errs = append(errs, fmt.Errorf("hybrid: policy %s: local refund: %w", set.Policy(), err))
 	}
-	if err := s.guard.Refund(ctx, set, key, cost); err != nil && ctx.Err() != nil {
+	if err := s.global.Refund(ctx, set, key, cost); err != nil && ctx.Err() != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -220,7 +240,7 @@ func (s *Store) Reset(ctx context.Context, set *algo.Set, key string) error {
 	if err := s.local.Reset(ctx, ls, key); err != nil {
 		errs = append(errs, fmt.Errorf("hybrid: policy %s: local reset: %w", set.Policy(), err))
 	}
-	if err := s.guard.Reset(ctx, set, key); err != nil {
+	if err := s.global.Reset(ctx, set, key); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
