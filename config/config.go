@@ -186,8 +186,55 @@ const (
 	LeaseAuto = "auto"
 )
 
-// Leased reports whether p's decisions are answered from leased blocks.
-func (p *PolicySpec) Leased() bool { return p.Lease == LeaseAuto }
+// Leasing is whether a policy's decisions are answered from blocks of its
+// budget leased from Redis (docs/leases.md), and how large a block may be.
+// Policies, the PostgreSQL proxy's rate_limit levels and the Envoy rules
+// (for every rule of the ratelimit_config files at once) each have one.
+type Leasing struct {
+	// Lease answers most decisions from blocks of the budget leased from
+	// Redis, one call charging a block as its requests would be, so the
+	// limit is never exceeded while Redis does a fraction of the work
+	// (docs/leases.md): off (the default) or auto, which sizes each key's
+	// block by its recent rate. The redis and hybrid engines lease (the
+	// hybrid engine its global part); sliding_log limits never do.
+	Lease string `yaml:"lease,omitempty"`
+
+	// LeaseMax caps a leased block in units (with lease: auto). The units
+	// a block holds are unavailable to other instances: with N instances
+	// up to about 1.5 × N × lease_max units of a key's limit can be held
+	// back. Default 1000; a block is also never above a tenth of the
+	// smallest limit's capacity.
+	LeaseMax int64 `yaml:"lease_max,omitempty"`
+}
+
+// Leased reports whether decisions are answered from leased blocks.
+func (l *Leasing) Leased() bool { return l.Lease == LeaseAuto }
+
+// Leases returns the policies of c that lease, by the names
+// FloodgatePolicies gives them, with their lease_max (0: the default):
+// leasing policies, PostgreSQL rate_limit levels, and every rule policy of
+// the Envoy rules when envoy.lease is auto.
+func (c *Config) Leases() map[string]int64 {
+	out := map[string]int64{}
+	for name, p := range c.Policies {
+		if p.Leased() {
+			out[name] = p.LeaseMax
+		}
+	}
+	if pg := c.Postgres; pg != nil {
+		for _, lv := range pg.RateLimit.levels() {
+			if lv.limit != nil && lv.limit.Leased() {
+				out[lv.policy] = lv.limit.LeaseMax
+			}
+		}
+	}
+	if e := c.Envoy; e != nil && e.Leased() && e.Rules != nil {
+		for name := range e.Rules.Policies() {
+			out[name] = e.LeaseMax
+		}
+	}
+	return out
+}
 
 // Remote reports whether the engine keeps state outside the process.
 func (s *Storage) Remote() bool { return s.Engine == EngineRedis || s.Engine == EngineHybrid }
@@ -452,20 +499,7 @@ type PolicySpec struct {
 	// take that share. Only the hybrid engine has a local filter.
 	Local *LimitsSpec `yaml:"local,omitempty"`
 
-	// Lease answers most of the policy's decisions from blocks of its
-	// budget leased from Redis, one script call charging a block as its
-	// requests would be, so the limit is never exceeded while Redis does a
-	// fraction of the work (docs/leases.md): off (the default) or auto,
-	// which sizes each key's block by its recent rate. Only the redis
-	// engine leases; sliding_log limits never do.
-	Lease string `yaml:"lease,omitempty"`
-
-	// LeaseMax caps a leased block in units (with lease: auto). The units
-	// a block holds are unavailable to other instances: with N instances
-	// up to about 1.5 × N × lease_max units of a key's limit can be held
-	// back. Default 1000; a block is also never above a tenth of the
-	// smallest limit's capacity.
-	LeaseMax int64 `yaml:"lease_max,omitempty"`
+	Leasing `yaml:",inline"`
 
 	// Description is free text for the status page and the effective
 	// configuration.
@@ -797,6 +831,11 @@ type Envoy struct {
 	// for how long, and how much of a request is buffered.
 	Bounds Bounds `yaml:"bounds"`
 
+	// Leasing leases every rule of the ratelimit_config files (lease:
+	// auto, lease_max), which stay as envoyproxy/ratelimit reads them.
+	// A descriptor that carries its own limit is decided exactly.
+	Leasing `yaml:",inline"`
+
 	// Rules are the loaded RatelimitConfig files.
 	Rules *envoyrules.Rules `yaml:"-"`
 }
@@ -928,6 +967,10 @@ type PostgresLimit struct {
 	// Overrides replace the limits for exact users (per_user) or client
 	// addresses (per_ip).
 	Overrides map[string]LimitsSpec `yaml:"overrides,omitempty"`
+
+	// Leasing answers most of the level's decisions from blocks leased
+	// from Redis (lease: auto).
+	Leasing `yaml:",inline"`
 }
 
 // Admin configures the operators' listener.

@@ -325,14 +325,14 @@ func (k *checker) checkPolicies() {
 		}
 		p := k.c.Policies[name]
 		k.buildPolicy(path, name, &p.LimitsSpec, p.Local, p.Overrides, p.Tiers)
-		k.checkLease(path, p)
+		k.checkLease(path, &p.Leasing)
 	}
 }
 
-// checkLease checks a policy's lease and lease_max.
-func (k *checker) checkLease(path string, p PolicySpec) {
-	if p.Lease != "" && k.oneOf(path+".lease", p.Lease, enumLease...) && p.Leased() && k.c.Storage.Engine != EngineRedis {
-		k.errf(path+".lease", "leases are taken from Redis, and storage.engine is %s; set engine: redis, or lease: off", k.c.Storage.Engine)
+// checkLease checks a lease and lease_max at path.
+func (k *checker) checkLease(path string, p *Leasing) {
+	if p.Lease != "" && k.oneOf(path+".lease", p.Lease, enumLease...) && p.Leased() && !k.c.Storage.Remote() {
+		k.errf(path+".lease", "leases are taken from Redis, and storage.engine is %s; set engine: redis or hybrid, or lease: off", k.c.Storage.Engine)
 	}
 	if k.has(path + ".lease_max") {
 		switch {
@@ -754,6 +754,7 @@ func (k *checker) checkEnvoy() {
 	k.serverTLS("envoy.tls", e.TLS)
 	k.secret("envoy", &e.Token, &e.TokenFile)
 	k.bounds("envoy", &e.Bounds, boundsGRPC)
+	k.checkLease("envoy", &e.Leasing)
 	alg, err := floodgate.ParseAlgorithm(e.Algorithm)
 	if err != nil {
 		k.oneOf("envoy.algorithm", e.Algorithm, enumAlgorithms...)
@@ -803,6 +804,7 @@ func (k *checker) checkPostgres() {
 		if lv.limit.MaxWait < 0 {
 			k.errf(path+".max_wait", "must not be negative")
 		}
+		k.checkLease(path, &lv.limit.Leasing)
 	}
 	for _, cl := range p.Connections.levels() {
 		if cl.limit != nil {
