@@ -378,12 +378,13 @@ func (d *Daemon) build(cfg *config.Config) (*generation, error) {
 		}
 	}
 	g := &generation{cfg: cfg, limiters: make(map[string]floodgate.Limiter, len(policies))}
+	leases := cfg.Leases()
 	var errs config.Errors
 	for name, p := range policies {
 		if len(p.Tiers) > 0 && p.TierOf == nil {
 			p.TierOf = tierOfKey
 		}
-		lim, err := floodgate.New(d.engine.storeFor(cfg, name), p)
+		lim, err := floodgate.New(d.engine.storeFor(leases, name), p)
 		if err != nil {
 			errs = append(errs, errorsAt(cfg, yamlpos.MapKeyPath("policies", name), err)...)
 			continue

@@ -34,30 +34,30 @@ type engine struct {
 	creds   atomic.Pointer[credentials] // Redis's user and password, which a reload may rotate
 	closers []func() error
 
-	// leased is the store of policies with lease: auto (redis engine
-	// only): lease over store. leaseCaps maps those policies to their
-	// lease_max (0: the default) in the configuration in service.
+	// leased leases from Redis for the policies with lease: auto (redis
+	// and hybrid engines): over store with the redis engine, over the
+	// Guard under the hybrid engine's filter. leasing is the store those
+	// policies decide on: leased itself, or a hybrid store whose global
+	// part it is. leaseCaps maps the policies to their lease_max (0: the
+	// default) in the configuration in service.
 	leased    *leasestore.Store
+	leasing   floodgate.Store
 	leaseCaps atomic.Pointer[map[string]int64]
 }
 
-// storeFor returns the store of policy name of c: the leasing one when
-// the policy has lease: auto and the engine leases.
-func (e *engine) storeFor(c *config.Config, name string) floodgate.Store {
-	if p, ok := c.Policies[name]; ok && p.Leased() && e.leased != nil {
-		return e.leased
+// storeFor returns the store of policy name, given the leasing policies
+// of its configuration (config.Leases): the leasing one when the policy
+// leases and the engine can.
+func (e *engine) storeFor(leases map[string]int64, name string) floodgate.Store {
+	if _, ok := leases[name]; ok && e.leasing != nil {
+		return e.leasing
 	}
 	return e.store
 }
 
 // setLeases records which policies of c lease, and their caps.
 func (e *engine) setLeases(c *config.Config) {
-	caps := map[string]int64{}
-	for name, p := range c.Policies {
-		if p.Leased() {
-			caps[name] = p.LeaseMax
-		}
-	}
+	caps := c.Leases()
 	e.leaseCaps.Store(&caps)
 }
 
@@ -144,7 +144,16 @@ func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, reg
 	_ = m.WatchGuard("redis", guard)
 	switch st.Engine {
 	case config.EngineHybrid:
-		e.store, err = hybrid.New(mem("local"), guard, hybrid.Options{Fraction: st.Hybrid.Fraction()})
+		// Leasing policies share the filter (the same shares under the
+		// same limit sets) and lease the global part from the Guard.
+		local, ho := mem("local"), hybrid.Options{Fraction: st.Hybrid.Fraction()}
+		e.store, err = hybrid.New(local, guard, ho)
+		if err == nil {
+			err = e.newLease(reg, guard)
+		}
+		if err == nil {
+			e.leasing, err = hybrid.New(local, e.leased, ho)
+		}
 	default:
 		o := failover.Options{Mode: st.Failure.Mode}
 		if o.Mode == failover.LocalFallback {
@@ -152,7 +161,8 @@ func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, reg
 		}
 		e.store, err = failover.New(guard, o)
 		if err == nil {
-			err = e.newLease(reg)
+			err = e.newLease(reg, e.store)
+			e.leasing = e.leased
 		}
 	}
 	if err != nil {
@@ -162,16 +172,18 @@ func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, reg
 	return e, nil
 }
 
-// newLease makes the store of the policies that lease: blocks are taken
-// through the failover store's Guard, and what they cannot cover is
-// decided by the failover store, failure mode included. It is closed
+// newLease makes the store that leases from remote for the policies that
+// lease. Over the failover store, blocks are taken through its Guard and
+// what they cannot cover is decided by the failover store, failure mode
+// included; over the hybrid engine's Guard, what they cannot cover goes to
+// the Guard, and the hybrid store falls back on its filter. It is closed
 // before the Redis store, so that its unused units go back.
-func (e *engine) newLease(reg prometheus.Registerer) error {
+func (e *engine) newLease(reg prometheus.Registerer, remote floodgate.Store) error {
 	obs, err := metrics.NewLease(reg, metrics.LeaseOptions{})
 	if err != nil {
 		return err
 	}
-	ls, err := leasestore.New(e.store, leasestore.Options{Cap: e.leaseCap, Observer: obs})
+	ls, err := leasestore.New(remote, leasestore.Options{Cap: e.leaseCap, Observer: obs})
 	if err != nil {
 		return err
 	}
