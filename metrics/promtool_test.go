@@ -14,6 +14,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/lease"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/testkit"
@@ -41,6 +42,20 @@ func TestPromtoolLint(t *testing.T) {
 	if err := m.WatchMemory("memory", s); err != nil {
 		t.Fatal(err)
 	}
+	lo, err := metrics.NewLease(reg, metrics.LeaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := lease.New(s, lease.Options{Observer: lo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ls.Close() })
+	lo.Watch(ls)
+	lo.Leased("api", 10)
+	lo.Refunded("api", 2)
+	lo.Lost("api", 1)
+	lo.Failed("api")
 	lim := m.Limiter(newLimiter(t, g, "api", floodgate.PerSecond(1)))
 	for _, cost := range []int64{1, 1, 0} {
 		if _, err := lim.AllowN(context.Background(), "k", cost); err != nil {
@@ -55,8 +70,10 @@ func TestPromtoolLint(t *testing.T) {
 		"floodgate_decisions_total", "floodgate_peeks_total", "floodgate_decision_duration_seconds_bucket",
 		"floodgate_engine_errors_total", "floodgate_breaker_state", "floodgate_breaker_transitions_total",
 		"floodgate_memory_keys", "floodgate_memory_evictions_total",
+		"floodgate_lease_size_units_bucket", "floodgate_lease_refunded_units_total", "floodgate_lease_lost_units_total",
+		"floodgate_lease_failures_total", "floodgate_lease_held_units",
 	} {
-		if !strings.Contains(body, "\n"+name+"{") {
+		if !strings.Contains(body, "\n"+name+"{") && !strings.Contains(body, "\n"+name+" ") {
 			t.Errorf("/metrics has no %s", name)
 		}
 	}
