@@ -16,7 +16,9 @@
 // smallest capacity of the key's limits and at most the policy's cap
 // (Options.MaxLease, Options.Cap). A key seen once gets no lease (k = 1):
 // its request goes to the remote store as without this package, exactly
-// and at the same cost. A hot key's next block is taken in the background
+// and at the same cost; so does a key whose k is below Options.MinLease
+// (4) and its cap, whose block would cost Redis more calls (the lease and
+// the refund of what is left) than it saves. A hot key's next block is taken in the background
 // when the current one runs below half of k, one refill per key at a time,
 // so that its requests never wait on the remote store.
 //
@@ -101,6 +103,7 @@ const (
 	DefaultTTL          = 250 * time.Millisecond
 	DefaultMaxFraction  = 0.1
 	DefaultMaxLease     = 1000
+	DefaultMinLease     = 4
 	DefaultMaxKeys      = 10_000
 	DefaultRefundMargin = 20 * time.Millisecond
 	DefaultClockSkew    = 20 * time.Millisecond
@@ -124,6 +127,14 @@ type Options struct {
 
 	// MaxLease caps a block in units, whatever the limits. Default 1000.
 	MaxLease int64
+
+	// MinLease is the smallest block worth taking: a block costs a remote
+	// call to take and, unused, another to refund, so a key whose demand
+	// over a Horizon is below MinLease (and below its cap) is decided
+	// remotely, as without leases. It keeps keys hit at random, a couple
+	// of times in a Horizon by chance, from costing Redis more than
+	// without leases. Default 4.
+	MinLease int64
 
 	// Cap, when set, gives each policy's own cap in units, in place of
 	// MaxLease: a positive cap, 0 for MaxLease, or a negative number for
@@ -166,6 +177,8 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("lease: MaxFraction %g is outside (0, 1]; 0 means the default (%g)", o.MaxFraction, DefaultMaxFraction)
 	case o.MaxLease < 0:
 		return fmt.Errorf("lease: MaxLease %d is negative; 0 means the default (%d)", o.MaxLease, DefaultMaxLease)
+	case o.MinLease < 0:
+		return fmt.Errorf("lease: MinLease %d is negative; 0 means the default (%d)", o.MinLease, DefaultMinLease)
 	case o.MaxKeys < 0:
 		return fmt.Errorf("lease: MaxKeys %d is negative; 0 means the default (%d)", o.MaxKeys, DefaultMaxKeys)
 	}
@@ -187,6 +200,9 @@ func (o *Options) defaults() error {
 	}
 	if o.MaxKeys == 0 {
 		o.MaxKeys = DefaultMaxKeys
+	}
+	if o.MinLease == 0 {
+		o.MinLease = DefaultMinLease
 	}
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
@@ -357,7 +373,7 @@ func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 	expired := e.dropExpired(now)
 	v, ok := e.take(now, cost)
 	want := e.want(limit)
-	refill := want >= 2 && !e.refilling && e.left() < max(want/2, cost) && now >= e.retryAt
+	refill := want >= max(min(s.o.MinLease, limit), 2) && !e.refilling && e.left() < max(want/2, cost) && now >= e.retryAt
 	if refill {
 		e.startRefill()
 	}

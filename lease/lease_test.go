@@ -180,6 +180,28 @@ func TestSlidingLogNeverLeased(t *testing.T) {
 	}
 }
 
+// TestMinLease: a key with fewer than MinLease units of demand in a
+// Horizon takes no block (it would cost Redis a lease and a refund for a
+// unit or two); at MinLease it does.
+func TestMinLease(t *testing.T) {
+	waitWindow(t)
+	mem := newMem(t)
+	s := newLease(t, mem, lease.Options{Horizon: 10 * time.Second, TTL: time.Hour})
+	set := newSet(t, perHour)
+	for i := range lease.DefaultMinLease - 1 {
+		if v, _ := s.Decide(context.Background(), set, "k", 1); v.Source != memstore.Source {
+			t.Fatalf("decision %d of a key was answered by %q", i+1, v.Source)
+		}
+	}
+	if got := peek(t, mem, set, "k").Remaining; s.Held() != 0 || got != perHour.Rate-(lease.DefaultMinLease-1) {
+		t.Fatalf("after %d decisions: %d units held, %d left remotely; want no block", lease.DefaultMinLease-1, s.Held(), got)
+	}
+	if _, err := s.Decide(context.Background(), set, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, "a block at MinLease units of demand", func() bool { return s.Held() > 0 })
+}
+
 func TestCapOffPolicy(t *testing.T) {
 	mem := newMem(t)
 	s := newLease(t, mem, lease.Options{Cap: func(p string) int64 { return -1 }})
@@ -196,7 +218,7 @@ func TestCapOffPolicy(t *testing.T) {
 func TestDemandDropRefunds(t *testing.T) {
 	waitWindow(t)
 	mem := newMem(t)
-	s := newLease(t, mem, lease.Options{TTL: time.Minute, Horizon: 10 * time.Millisecond})
+	s := newLease(t, mem, lease.Options{TTL: time.Minute, Horizon: 10 * time.Millisecond, MinLease: 2})
 	set := newSet(t, perHour)
 	admitted := hot(t, s, set, "k")
 	testkit.Eventually(t, 5*time.Second, "units back once demand stopped", func() bool {
