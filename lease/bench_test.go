@@ -2,12 +2,15 @@ package lease_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/lease"
+	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/testkit"
 )
 
@@ -63,3 +66,42 @@ func BenchmarkHotKey(b *testing.B) {
 }
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
+
+// BenchmarkColdKeys decides 500,000 keys at random, each too rarely to be
+// leased, on the memory engine directly and through a lease.Store over
+// it: what the lease layer adds to a decision it passes on.
+func BenchmarkColdKeys(b *testing.B) {
+	keys := make([]string, 500_000)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	l := floodgate.Limit{Rate: 1_000_000_000, Period: 1000 * time.Second}
+	for _, leased := range []bool{false, true} {
+		b.Run(map[bool]string{false: "memstore", true: "lease-over-memstore"}[leased], func(b *testing.B) {
+			var st floodgate.Store = memstore.New(memstore.Options{})
+			if leased {
+				ls, err := lease.New(st, lease.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer ls.Close()
+				st = ls
+			}
+			lim, err := floodgate.New(st, floodgate.Policy{Name: "cold", Limits: []floodgate.Limit{l}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				r := rand.New(rand.NewPCG(rand.Uint64(), 1))
+				for pb.Next() {
+					if _, err := lim.AllowN(ctx, keys[r.IntN(len(keys))], 1); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

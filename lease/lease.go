@@ -16,7 +16,9 @@
 // smallest capacity of the key's limits and at most the policy's cap
 // (Options.MaxLease, Options.Cap). A key seen once gets no lease (k = 1):
 // its request goes to the remote store as without this package, exactly
-// and at the same cost; so does a key whose k is below Options.MinLease
+// and at the same cost (its first decision only marks its hash slot as
+// seen; a key gets an entry when decided again within a Horizon); so does
+// a key whose k is below Options.MinLease
 // (4) and its cap, whose block would cost Redis more calls (the lease and
 // the refund of what is left) than it saves. A hot key's next block is taken in the background
 // when the current one runs below half of k, one refill per key at a time,
@@ -227,13 +229,24 @@ type Store struct {
 	wg     sync.WaitGroup // the janitor, refills and refunds
 
 	closeOnce sync.Once
-	mu        sync.Mutex // guards closed and wg.Add after close
-	closed    bool
+	mu        sync.Mutex  // orders wg.Add after close with Close
+	closed    atomic.Bool // set under mu
+
+	// seen is when a hash slot of keys without an entry was last decided
+	// (s.now()+1; 0: never): a key gets an entry, and its demand a count,
+	// only when decided again within a Horizon, so that keys decided once
+	// in a while cost a decision no more than a look-up and a store.
+	seen [seenSlots]atomic.Int64
 }
 
 var _ floodgate.Store = (*Store)(nil)
 
 const shards = 64
+
+// seenSlots is the size of Store.seen (128 KiB). A key that shares its
+// slot with another decided within a Horizon gets an entry a decision
+// early, which costs memory, never a lease it would not get otherwise.
+const seenSlots = 1 << 14
 
 type shard struct {
 	mu sync.RWMutex
@@ -308,26 +321,36 @@ func (s *Store) capFor(set *algo.Set) int64 {
 	return min(c, frac, set.Capacity())
 }
 
-func (s *Store) shardOf(k entryKey) *shard {
-	// FNV-1a of the key, mixed with the set's ID.
+// hashOf is FNV-1a of k's key, mixed with its set's ID.
+func hashOf(k entryKey) uint64 {
 	h := uint64(14695981039346656037) ^ k.set.ID()
 	for i := 0; i < len(k.key); i++ {
 		h ^= uint64(k.key[i])
 		h *= 1099511628211
 	}
-	return &s.shards[h%shards]
+	return h
 }
 
 // entry returns key's entry, making one when create is set and there is
 // room; nil otherwise.
 func (s *Store) entry(set *algo.Set, key string, create bool) *entry {
 	k := entryKey{set, key}
-	sh := s.shardOf(k)
+	return s.entryOf(k, hashOf(k), create, 0)
+}
+
+// entryOf is entry for k of hash h. With create, a key without an entry
+// gets one only when seen at now within a Horizon of another decision of
+// its seen slot.
+func (s *Store) entryOf(k entryKey, h uint64, create bool, now int64) *entry {
+	sh := &s.shards[h%shards]
 	sh.mu.RLock()
 	e := sh.m[k]
 	sh.mu.RUnlock()
 	if e != nil || !create {
 		return e
+	}
+	if last := s.seen[(h/shards)%seenSlots].Swap(now + 1); last == 0 || now+1-last > int64(s.o.Horizon) {
+		return nil
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -337,7 +360,7 @@ func (s *Store) entry(set *algo.Set, key string, create bool) *entry {
 	if len(sh.m) >= (s.o.MaxKeys+shards-1)/shards {
 		return nil
 	}
-	e = &entry{set: set, key: key}
+	e = &entry{set: k.set, key: k.key}
 	sh.m[k] = e
 	return e
 }
@@ -352,11 +375,12 @@ func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 	if limit < 2 {
 		return s.remote.Decide(ctx, set, key, cost)
 	}
-	e := s.entry(set, key, true)
+	now := s.now()
+	k := entryKey{set, key}
+	e := s.entryOf(k, hashOf(k), true, now)
 	if e == nil {
 		return s.remote.Decide(ctx, set, key, cost)
 	}
-	now := s.now()
 	plain := chargedenied.On(ctx)
 	e.mu.Lock()
 	var switched []block
@@ -403,7 +427,7 @@ func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 func (s *Store) spawn(f func()) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return false
 	}
 	s.wg.Add(1)
@@ -414,11 +438,7 @@ func (s *Store) spawn(f func()) bool {
 	return true
 }
 
-func (s *Store) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
+func (s *Store) isClosed() bool { return s.closed.Load() }
 
 // refill takes a block of want units for e from the remote store, in its
 // plain count when plain.
@@ -669,7 +689,7 @@ func (s *Store) ValidateLimit(l floodgate.Limit) error { return s.remote.Validat
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
-		s.closed = true
+		s.closed.Store(true)
 		s.mu.Unlock()
 		s.cancel()
 		s.wg.Wait()

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -182,24 +183,52 @@ func TestSlidingLogNeverLeased(t *testing.T) {
 
 // TestMinLease: a key with fewer than MinLease units of demand in a
 // Horizon takes no block (it would cost Redis a lease and a refund for a
-// unit or two); at MinLease it does.
+// unit or two); at MinLease it does. A key's first decision only marks it
+// seen: its demand is counted from the second.
 func TestMinLease(t *testing.T) {
 	waitWindow(t)
 	mem := newMem(t)
 	s := newLease(t, mem, lease.Options{Horizon: 10 * time.Second, TTL: time.Hour})
 	set := newSet(t, perHour)
-	for i := range lease.DefaultMinLease - 1 {
+	for i := range lease.DefaultMinLease {
 		if v, _ := s.Decide(context.Background(), set, "k", 1); v.Source != memstore.Source {
 			t.Fatalf("decision %d of a key was answered by %q", i+1, v.Source)
 		}
 	}
-	if got := peek(t, mem, set, "k").Remaining; s.Held() != 0 || got != perHour.Rate-(lease.DefaultMinLease-1) {
-		t.Fatalf("after %d decisions: %d units held, %d left remotely; want no block", lease.DefaultMinLease-1, s.Held(), got)
+	if got := peek(t, mem, set, "k").Remaining; s.Held() != 0 || got != perHour.Rate-lease.DefaultMinLease {
+		t.Fatalf("after %d decisions: %d units held, %d left remotely; want no block", lease.DefaultMinLease, s.Held(), got)
 	}
 	if _, err := s.Decide(context.Background(), set, "k", 1); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 5*time.Second, "a block at MinLease units of demand", func() bool { return s.Held() > 0 })
+}
+
+// TestColdKeysKeepNoEntries: keys decided once each (10k keys under
+// random load) get no entry: no map insertion, no demand count, nothing
+// for the janitor to sweep every Horizon.
+func TestColdKeysKeepNoEntries(t *testing.T) {
+	mem := newMem(t)
+	s := newLease(t, mem, lease.Options{Horizon: time.Hour})
+	set := newSet(t, floodgate.Limit{Rate: 1_000_000, Period: time.Hour, Algorithm: floodgate.GCRA})
+	for i := range 5000 {
+		if _, err := s.Decide(context.Background(), set, "k"+strconv.Itoa(i), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A slot shared with an earlier key makes an entry a decision early:
+	// 5000 keys in 16384 slots share a few hundred.
+	if n := s.Keys(); n > 1000 {
+		t.Fatalf("%d entries for 5000 keys decided once each", n)
+	}
+	for range 2 {
+		if _, err := s.Decide(context.Background(), set, "again", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Keys() == 0 {
+		t.Fatal("a key decided twice within a Horizon has no entry")
+	}
 }
 
 func TestCapOffPolicy(t *testing.T) {
