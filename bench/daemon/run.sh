@@ -17,6 +17,8 @@
 #                       #     requests/s and CPU per request of every target
 #   ./run.sh rls        # (d): floodgate serve's Envoy listener against
 #                       #     envoyproxy/ratelimit built from source (rls.go)
+#   ./run.sh rlslease   # (d) with envoy.lease: auto, parity counting: hot
+#                       #     keys, and 10k keys with and without leases
 #
 # Environment: ROUNDS (default 5), WRK_D (wrk duration, default 5s), WRK_C
 # (connections, default 64), LOAD_D (load generator duration, default 5s),
@@ -24,6 +26,8 @@
 # Everything listens on 127.0.0.1 and stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")"
+# This module is not in the repository's go.work: it builds on its own go.mod.
+export GOWORK=off
 ROUNDS=${ROUNDS:-5}
 WRK_D=${WRK_D:-5s}
 WRK_C=${WRK_C:-64}
@@ -147,5 +151,16 @@ if [[ " ${parts[*]} " == *" rls "* ]]; then
 		read -r descs keys storage rate <<<"$spec"
 		echo "# (d) rls descriptors=$descs keys=$keys storage=$storage rate=$rate/s"
 		"$bin" rls -descriptors "$descs" -keys "$keys" -storage "$storage" -rate "$rate" -rounds "$ROUNDS" -d "$LOAD_D"
+	done
+fi
+
+if [[ " ${parts[*]} " == *" rlslease "* ]]; then
+	# Parity counting (as envoyproxy/ratelimit counts) with and without
+	# leases; the same rounds as rls.
+	parity='descriptors: independent;charge_denied: true'
+	for spec in "1 1 lease" "2 1 lease" "1 1 off" "2 10000 lease" "2 10000 off"; do
+		read -r descs keys lease <<<"$spec"
+		echo "# (d) rls descriptors=$descs keys=$keys lease=$lease $(uptime)"
+		"$bin" rls -descriptors "$descs" -keys "$keys" -rounds "$ROUNDS" -d "$LOAD_D" -floodgate "$parity;lease: ${lease/lease/auto}"
 	done
 fi
