@@ -467,6 +467,15 @@ type PolicySpec struct {
 	// smallest limit's capacity.
 	LeaseMax int64 `yaml:"lease_max,omitempty"`
 
+	// Penalty blocks a key for this long once the policy denies it
+	// ("15m"): every request of the key is then refused (429, Retry-After
+	// the penalty's end) without being charged, and the refusals do not
+	// extend it. With count: failed, the attempt after the limit's failures
+	// is the denial that starts it. The penalty is kept in the engine, so
+	// every instance on one Redis sees it; a key reset lifts it. Between 1s
+	// and 90 days; absent means no penalty. See docs/penalty.md.
+	Penalty Duration `yaml:"penalty,omitempty"`
+
 	// Description is free text for the status page and the effective
 	// configuration.
 	Description string `yaml:"description,omitempty"`
@@ -924,6 +933,11 @@ type PostgresLimit struct {
 	// instead of failing at once. Default 0: fail at once with SQLSTATE
 	// 53400.
 	MaxWait Duration `yaml:"max_wait,omitempty"`
+
+	// Penalty refuses every query of a user (per_user) or client address
+	// (per_ip) for this long once the level denies one, as a policy's
+	// penalty does. Between 1s and 90 days; absent means no penalty.
+	Penalty Duration `yaml:"penalty,omitempty"`
 
 	// Overrides replace the limits for exact users (per_user) or client
 	// addresses (per_ip).

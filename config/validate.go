@@ -326,6 +326,23 @@ func (k *checker) checkPolicies() {
 		p := k.c.Policies[name]
 		k.buildPolicy(path, name, &p.LimitsSpec, p.Local, p.Overrides, p.Tiers)
 		k.checkLease(path, p)
+		k.checkPenalty(path, p.Penalty)
+	}
+}
+
+// checkPenalty checks the penalty of the policy at path: absent, or within
+// the library's bounds. A penalty of 0 is refused, not read as "none": it
+// is a mistake for one that was meant.
+func (k *checker) checkPenalty(path string, d Duration) {
+	if !k.has(path + ".penalty") {
+		return
+	}
+	if d == 0 {
+		k.errf(path+".penalty", "a penalty of 0 blocks nothing; give a duration such as 15m, or remove penalty for none")
+		return
+	}
+	if err := floodgate.ValidatePenalty(d.D()); err != nil {
+		k.errf(path+".penalty", "%s", strings.TrimPrefix(err.Error(), floodgate.ErrInvalidPolicy.Error()+": "))
 	}
 }
 
@@ -800,6 +817,7 @@ func (k *checker) checkPostgres() {
 		}
 		path := "postgres.rate_limit." + lv.field
 		k.buildPolicy(path, lv.policy, &lv.limit.LimitsSpec, nil, lv.limit.Overrides, nil)
+		k.checkPenalty(path, lv.limit.Penalty)
 		if lv.limit.MaxWait < 0 {
 			k.errf(path+".max_wait", "must not be negative")
 		}
@@ -970,12 +988,16 @@ func (c *Config) FloodgatePolicies() (map[string]floodgate.Policy, error) {
 	k := &checker{c: c, d: d}
 	out := map[string]floodgate.Policy{}
 	for name, p := range c.Policies {
-		out[name] = k.buildPolicy(yamlpos.MapKeyPath("policies", name), name, &p.LimitsSpec, p.Local, p.Overrides, p.Tiers)
+		fp := k.buildPolicy(yamlpos.MapKeyPath("policies", name), name, &p.LimitsSpec, p.Local, p.Overrides, p.Tiers)
+		fp.Penalty = p.Penalty.D()
+		out[name] = fp
 	}
 	if c.Postgres != nil {
 		for _, lv := range c.Postgres.RateLimit.levels() {
 			if lv.limit != nil {
-				out[lv.policy] = k.buildPolicy("postgres.rate_limit."+lv.field, lv.policy, &lv.limit.LimitsSpec, nil, lv.limit.Overrides, nil)
+				fp := k.buildPolicy("postgres.rate_limit."+lv.field, lv.policy, &lv.limit.LimitsSpec, nil, lv.limit.Overrides, nil)
+				fp.Penalty = lv.limit.Penalty.D()
+				out[lv.policy] = fp
 			}
 		}
 		for _, cl := range c.Postgres.Connections.levels() {
