@@ -934,9 +934,11 @@ type PostgresLimit struct {
 	// 53400.
 	MaxWait Duration `yaml:"max_wait,omitempty"`
 
-	// Penalty refuses every query of a user (per_user) or client address
-	// (per_ip) for this long once the level denies one, as a policy's
-	// penalty does. Between 1s and 90 days; absent means no penalty.
+	// Penalty refuses every query of a user (per_user), a client address
+	// (per_ip) or of everyone (global) for this long once the level
+	// denies one, as a policy's penalty does; a query refused so does not
+	// wait (max_wait waits out only penalties shorter than it). Between 1s
+	// and 90 days; absent means no penalty.
 	Penalty Duration `yaml:"penalty,omitempty"`
 
 	// Overrides replace the limits for exact users (per_user) or client
