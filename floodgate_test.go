@@ -150,7 +150,7 @@ func TestClockSteppingBack(t *testing.T) {
 		lim.AllowN(ctx, "k", 5)
 		for _, back := range []time.Duration{-time.Millisecond, -time.Second, -5 * time.Second, -time.Hour} {
 			clock.Set(floodgatetest.Start.Add(10 * time.Second).Add(back))
-			res, err := lim.Allow(ctx, "k")
+			res, err := floodgate.Allow(ctx, lim, "k")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -271,7 +271,7 @@ func TestEngineErrorsCarryContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := lim.Allow(context.Background(), "k")
+	res, err := floodgate.Allow(context.Background(), lim, "k")
 	if !errors.Is(err, errDown) || !strings.Contains(err.Error(), "policy api") || res.Allowed {
 		t.Fatalf("got %+v, %v; want a denied zero result and an error naming the policy", res, err)
 	}
@@ -370,7 +370,7 @@ func TestRefundErrorsRedactKeys(t *testing.T) {
 	}
 	secret := "sk_live_" + strings.Repeat("x", 1<<20)
 	first, second := refundFails{mk("first", 10)}, mk("second", 1)
-	second.Allow(context.Background(), "k")
+	floodgate.Allow(context.Background(), second, "k")
 	_, drove, err := floodgate.AllowAll(context.Background(),
 		floodgate.Check{Limiter: first, Key: secret, Cost: 1},
 		floodgate.Check{Limiter: second, Key: "k", Cost: 1})

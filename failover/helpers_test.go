@@ -128,7 +128,7 @@ func newLimiter(t *testing.T, store floodgate.Store, limits ...floodgate.Limit) 
 
 func mustAllow(t *testing.T, lim floodgate.Limiter, key string) floodgate.Result {
 	t.Helper()
-	res, err := lim.Allow(context.Background(), key)
+	res, err := floodgate.Allow(context.Background(), lim, key)
 	if err != nil {
 		t.Fatalf("Allow(%q): %v", key, err)
 	}

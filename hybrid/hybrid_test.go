@@ -216,7 +216,7 @@ func TestCallerCancelUndoesLocalCharge(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error)
 	go func() {
-		_, err := lim.Allow(ctx, "k")
+		_, err := floodgate.Allow(ctx, lim, "k")
 		errc <- err
 	}()
 	deadline := time.Now().Add(10 * time.Second)
@@ -402,8 +402,8 @@ func TestLocalDenialAllocatesNothing(t *testing.T) {
 	}
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(1000, func() {
-		a.Allow(ctx, "k")
-		b.Allow(ctx, "k")
+		floodgate.Allow(ctx, a, "k")
+		floodgate.Allow(ctx, b, "k")
 	})
 	if allocs != 0 {
 		t.Fatalf("%.1f allocations per pair of local denials, want 0", allocs)
@@ -471,7 +471,7 @@ func TestClosedGlobalStoreIsAnError(t *testing.T) {
 	}
 	lim := newLimiter(t, s, floodgate.PerSecond(10))
 	for range 10 {
-		if res, err := lim.Allow(context.Background(), "k"); !errors.Is(err, floodgate.ErrClosed) || res.Allowed {
+		if res, err := floodgate.Allow(context.Background(), lim, "k"); !errors.Is(err, floodgate.ErrClosed) || res.Allowed {
 			t.Fatalf("%+v, %v; want ErrClosed", res, err)
 		}
 	}

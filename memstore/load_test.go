@@ -58,7 +58,7 @@ func TestDefaultClockUnderCPUSaturation(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(deadline) {
-				res, err := lim.Allow(ctx, "hot")
+				res, err := floodgate.Allow(ctx, lim, "hot")
 				if err != nil {
 					t.Error(err)
 					return
@@ -66,7 +66,7 @@ func TestDefaultClockUnderCPUSaturation(t *testing.T) {
 				if res.Allowed {
 					admitted.Add(1)
 				}
-				if res, _ := exact.Allow(ctx, "hot"); res.Allowed {
+				if res, _ := floodgate.Allow(ctx, exact, "hot"); res.Allowed {
 					reference.Add(1)
 				}
 			}

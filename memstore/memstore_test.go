@@ -69,7 +69,7 @@ func TestNoOverAdmission(t *testing.T) {
 						go func() {
 							defer wg.Done()
 							for time.Now().Before(deadline) {
-								res, err := lim.Allow(ctx, "hot")
+								res, err := floodgate.Allow(ctx, lim, "hot")
 								if err != nil {
 									t.Error(err)
 									return
@@ -107,14 +107,14 @@ func TestMaxKeysEvictsLeastDebt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, _ := hourly.Allow(ctx, "debtor"); !res.Allowed {
+	if res, _ := floodgate.Allow(ctx, hourly, "debtor"); !res.Allowed {
 		t.Fatal("first request denied")
 	}
 	for i := 0; i < 10_000; i++ {
 		if i%100 == 0 {
 			clock.Advance(time.Millisecond)
 		}
-		if _, err := lim.Allow(ctx, "flood:"+strconv.Itoa(i)); err != nil {
+		if _, err := floodgate.Allow(ctx, lim, "flood:"+strconv.Itoa(i)); err != nil {
 			t.Fatal(err)
 		}
 		if n := s.Len(); n > 64 {
@@ -126,7 +126,7 @@ func TestMaxKeysEvictsLeastDebt(t *testing.T) {
 	}
 	// Each eviction removes the least-debt entry of its sample, and the
 	// debtor is never that: every other entry carries less.
-	if res, _ := hourly.Allow(ctx, "debtor"); res.Allowed {
+	if res, _ := floodgate.Allow(ctx, hourly, "debtor"); res.Allowed {
 		t.Fatal("the key with the most debt was evicted and its limit forgotten")
 	}
 }
@@ -142,7 +142,7 @@ func TestSweepDropsIdleState(t *testing.T) {
 	for i := 0; i < 1000; i++ {
 		k := strconv.Itoa(i)
 		for _, l := range []*floodgate.PolicyLimiter{gcra, fixed, sliding, slog} {
-			if _, err := l.Allow(ctx, k); err != nil {
+			if _, err := floodgate.Allow(ctx, l, k); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -178,7 +178,7 @@ func TestJanitorRuns(t *testing.T) {
 	s := newStore(t, memstore.Options{SweepInterval: time.Millisecond})
 	lim := newLimiter(t, s, floodgate.Every(time.Millisecond))
 	for i := 0; i < 100; i++ {
-		lim.Allow(ctx, strconv.Itoa(i))
+		floodgate.Allow(ctx, lim, strconv.Itoa(i))
 	}
 	// The janitor must drop the keys by itself; poll for it, bounded.
 	deadline := time.Now().Add(10 * time.Second)
@@ -199,8 +199,8 @@ func TestDecideDoesNotAllocate(t *testing.T) {
 		{floodgate.PerSecond(1000).WithAlgorithm(floodgate.FixedWindow)},
 	} {
 		lim := newLimiter(t, s, limits...)
-		lim.Allow(ctx, "existing")
-		if n := testing.AllocsPerRun(1000, func() { lim.Allow(ctx, "existing") }); n != 0 {
+		floodgate.Allow(ctx, lim, "existing")
+		if n := testing.AllocsPerRun(1000, func() { floodgate.Allow(ctx, lim, "existing") }); n != 0 {
 			t.Errorf("%v: %v allocations per decision on an existing key, want 0", limits, n)
 		}
 	}
@@ -272,7 +272,7 @@ func TestLockFreeUpdatesSurviveRebuilds(t *testing.T) {
 			// New keys grow the table (a rebuild at every doubling); deleting
 			// them and sweeping rebuilds it again to drop the tombstones.
 			for i := 0; i < 20; i++ {
-				churn.Allow(ctx, strconv.Itoa(i))
+				floodgate.Allow(ctx, churn, strconv.Itoa(i))
 			}
 			for i := 0; i < 20; i++ {
 				churn.Reset(ctx, strconv.Itoa(i))
@@ -300,7 +300,7 @@ func TestLockFreeUpdatesSurviveRebuilds(t *testing.T) {
 					}
 				}
 				j := (g + i) % len(hot)
-				res, err := lim.Allow(ctx, hot[j])
+				res, err := floodgate.Allow(ctx, lim, hot[j])
 				if err != nil {
 					t.Error(err)
 					return

@@ -475,7 +475,7 @@ func (t *Transport) waitBudget(ctx context.Context, up string) (slept bool, err 
 		return false, nil
 	}
 	start := time.Now()
-	res, err := t.limiter.WaitN(ctx, up, 1)
+	res, err := floodgate.WaitN(ctx, t.limiter, up, 1)
 	if err != nil {
 		if errors.Is(err, floodgate.ErrWaitDeadline) {
 			return false, fmt.Errorf("outbound: %s: budget: %w: %w", up, ErrDeadline, err)

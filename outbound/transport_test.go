@@ -393,7 +393,7 @@ type pausingLimiter struct {
 	done     bool
 }
 
-func (l *pausingLimiter) WaitN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
+func (l *pausingLimiter) ReserveN(ctx context.Context, key string, cost int64) (*floodgate.Reservation, error) {
 	if !l.done {
 		if res, err := l.Limiter.AllowN(ctx, key, 0); err == nil && res.Remaining == 0 {
 			// The request is about to wait: another caller's 429 comes.
@@ -401,7 +401,7 @@ func (l *pausingLimiter) WaitN(ctx context.Context, key string, cost int64) (flo
 			l.pauses.Pause(ctx, l.upstream, l.until)
 		}
 	}
-	return l.Limiter.WaitN(ctx, key, cost)
+	return l.Limiter.ReserveN(ctx, key, cost)
 }
 
 // A pause that starts while a request waits for budget is waited out too:

@@ -140,7 +140,7 @@ func waitWhileBlocked(t *testing.T, srv *testkit.RedisServer, client *redis.Clie
 		// Wait until the server is asleep: a PING no longer answers at once.
 		testkit.Eventually(t, 10*time.Second, "DEBUG SLEEP under way", func() bool { return !answers(t, srv.Addr) })
 		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		_, err := lim.Wait(wctx, key)
+		_, err := floodgate.Wait(wctx, lim, key)
 		cancel()
 		if !errors.Is(err, floodgate.ErrWaitDeadline) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("round %d: Wait = %v, want an error wrapping ErrWaitDeadline and context.DeadlineExceeded", round, err)
@@ -150,7 +150,7 @@ func waitWhileBlocked(t *testing.T, srv *testkit.RedisServer, client *redis.Clie
 		}
 		// The reservation's script, sent before the deadline, runs now.
 		testkit.Eventually(t, 10*time.Second, "the held script ran", func() bool { return evalshaCalls(t, srv) > before })
-		res, err := lim.Allow(ctx, key)
+		res, err := floodgate.Allow(ctx, lim, key)
 		if err != nil {
 			t.Fatal(err)
 		}
