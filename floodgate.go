@@ -85,6 +85,40 @@ type Limiter interface {
 	ReserveN(ctx context.Context, key string, cost int64) (*Reservation, error)
 }
 
+// A Describer tells the limits a Limiter applies, for pages and tools that
+// show them (the status page, the daemon's reload). New's PolicyLimiter is
+// one; find one behind wrappers with As[Describer].
+type Describer interface {
+	// LimitsFor returns the limit set that applies to key: its override,
+	// its tier or the policy's defaults. It is never nil.
+	LimitsFor(key string) *LimitSet
+
+	// Overrides returns the keys that have limits of their own, sorted;
+	// LimitsFor tells each one's limits.
+	Overrides() []string
+}
+
+// As returns the first limiter in l's chain of wrappers that is a T, and
+// true; the zero T and false when none is. The chain is l, then, while the
+// limiter at hand has a method Unwrap() Limiter, what that returns, up to a
+// limiter without one or a nil; as errors.As walks wrapped errors. T is
+// usually an interface such as Describer, or a concrete type such as
+// *PolicyLimiter.
+func As[T any](l Limiter) (T, bool) {
+	for l != nil {
+		if t, ok := l.(T); ok {
+			return t, true
+		}
+		u, ok := l.(interface{ Unwrap() Limiter })
+		if !ok {
+			break
+		}
+		l = u.Unwrap()
+	}
+	var zero T
+	return zero, false
+}
+
 // A Store keeps the state of limits and decides on it. Engines (memstore,
 // redisstore) and compositions (hybrid, failover) are Stores; package algo
 // holds what they decide with. The key is already normalised (NormalizeKey)
@@ -128,7 +162,10 @@ type PolicyLimiter struct {
 	p     *compiled
 }
 
-var _ Limiter = (*PolicyLimiter)(nil)
+var (
+	_ Limiter   = (*PolicyLimiter)(nil)
+	_ Describer = (*PolicyLimiter)(nil)
+)
 
 // New validates p and returns a Limiter that keeps its state in store. A
 // limit the store cannot keep (Store.ValidateLimit) is an error here, never
@@ -147,12 +184,12 @@ func New(store Store, p Policy) (*PolicyLimiter, error) {
 // Name returns the policy's name.
 func (l *PolicyLimiter) Name() string { return l.p.name }
 
-// LimitsFor returns the limit set that applies to key: its override, its
-// tier or the policy's defaults.
+// LimitsFor implements Describer: the limit set that applies to key, its
+// override, its tier or the policy's defaults.
 func (l *PolicyLimiter) LimitsFor(key string) *LimitSet { return l.p.setFor(key) }
 
-// Overrides returns the keys the policy overrides (Policy.Overrides),
-// sorted; LimitsFor tells each one's limits.
+// Overrides implements Describer: the keys the policy overrides
+// (Policy.Overrides), sorted.
 func (l *PolicyLimiter) Overrides() []string {
 	out := make([]string, 0, len(l.p.overrides))
 	for k := range l.p.overrides {

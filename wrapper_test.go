@@ -73,3 +73,35 @@ func TestWrapperOverridingOnePrimitive(t *testing.T) {
 		t.Errorf("Wait and WaitN made %d reservations through the wrapper, want 2", n)
 	}
 }
+
+// unwrapping is a wrapper that names the limiter it wraps.
+type unwrapping struct{ floodgate.Limiter }
+
+func (u unwrapping) Unwrap() floodgate.Limiter { return u.Limiter }
+
+// As finds a capability through wrappers that Unwrap, as errors.As finds an
+// error, and stops at a wrapper that does not.
+func TestAs(t *testing.T) {
+	store := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { store.Close() })
+	lim, err := floodgate.New(store, floodgate.Policy{Name: "api", Limits: []floodgate.Limit{floodgate.PerSecond(100)},
+		Overrides: map[string][]floodgate.Limit{"batch": {floodgate.PerSecond(500)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := unwrapping{unwrapping{lim}}
+	d, ok := floodgate.As[floodgate.Describer](chain)
+	if !ok || d.LimitsFor("batch").Limit(0) != floodgate.PerSecond(500) || len(d.Overrides()) != 1 {
+		t.Fatalf("As[Describer] through two wrappers = %v, %v; want the policy's limiter", d, ok)
+	}
+	if pl, ok := floodgate.As[*floodgate.PolicyLimiter](chain); !ok || pl != lim {
+		t.Errorf("As[*PolicyLimiter] = %v, %v; want %v", pl, ok, lim)
+	}
+	// denyOne has no Unwrap: the walk ends at it.
+	if _, ok := floodgate.As[floodgate.Describer](denyOne{Limiter: lim}); ok {
+		t.Error("As walked past a wrapper without Unwrap")
+	}
+	if _, ok := floodgate.As[floodgate.Describer](nil); ok {
+		t.Error("As(nil) found something")
+	}
+}

@@ -110,10 +110,14 @@ type limiter struct {
 	route string
 }
 
-// WithRoute returns the limiter recording its decisions as asked by the
-// named route (Decision.Route), into the same record.
-func (l *limiter) WithRoute(route string) floodgate.Limiter {
-	return &limiter{Limiter: l.Limiter, p: l.p, route: route}
+// WithRoute returns l recording its decisions as asked by the named route
+// (Decision.Route), into the same record, when l is a limiter that
+// Status.Limiter returned; any other l as it is.
+func WithRoute(l floodgate.Limiter, route string) floodgate.Limiter {
+	if w, ok := l.(*limiter); ok {
+		return &limiter{Limiter: w.Limiter, p: w.p, route: route}
+	}
+	return l
 }
 
 // Unwrap returns the wrapped Limiter.

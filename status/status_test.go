@@ -97,9 +97,7 @@ func TestStatusRecentDecisions(t *testing.T) {
 	ctx := context.Background()
 	s := New(Options{Buckets: 2, Span: time.Second, Step: time.Second, RawKeys: true})
 	base := s.Limiter(tinyLimiter(t, "api", floodgate.PerHour(2)))
-	lim := base.(interface {
-		WithRoute(string) floodgate.Limiter
-	}).WithRoute("login")
+	lim := WithRoute(base, "login")
 	for range 3 {
 		floodgate.Allow(ctx, lim, "user:1")
 	}
