@@ -9,12 +9,13 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/testkit"
 )
 
-func waitLimiter(t *testing.T, clock floodgate.Clock, limits ...floodgate.Limit) *floodgate.PolicyLimiter {
+func waitLimiter(t *testing.T, clock clock.Clock, limits ...floodgate.Limit) *floodgate.PolicyLimiter {
 	t.Helper()
 	store := memstore.New(memstore.Options{Clock: clock, SweepInterval: -1})
 	t.Cleanup(func() { store.Close() })

@@ -12,6 +12,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
@@ -24,7 +25,7 @@ func TestConformance(t *testing.T) {
 	for _, p := range []failover.Mode{failover.FailOpen, failover.FailClosed, failover.LocalFallback} {
 		t.Run(p.String(), func(t *testing.T) {
 			floodgatetest.Run(t, floodgatetest.Harness{
-				NewStore: func(t *testing.T, clock floodgate.Clock) floodgate.Store {
+				NewStore: func(t *testing.T, clock clock.Clock) floodgate.Store {
 					o := failover.Options{Mode: p}
 					if p == failover.LocalFallback {
 						o.Local = newMem(t, clock)

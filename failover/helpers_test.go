@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/redisstore"
@@ -43,7 +44,7 @@ type fakeRemote struct {
 	unblock chan struct{}
 }
 
-func newFakeRemote(t *testing.T, clock floodgate.Clock) *fakeRemote {
+func newFakeRemote(t *testing.T, clock clock.Clock) *fakeRemote {
 	t.Helper()
 	m := memstore.New(memstore.Options{Clock: clock, SweepInterval: -1})
 	f := &fakeRemote{mem: m, unblock: make(chan struct{})}
@@ -110,7 +111,7 @@ func (f *fakeRemote) Reset(ctx context.Context, set *algo.Set, key string) error
 
 func newClock() *floodgatetest.Clock { return floodgatetest.NewClock(floodgatetest.Start) }
 
-func newMem(t *testing.T, clock floodgate.Clock) *memstore.Store {
+func newMem(t *testing.T, clock clock.Clock) *memstore.Store {
 	t.Helper()
 	m := memstore.New(memstore.Options{Clock: clock, SweepInterval: -1})
 	t.Cleanup(func() { m.Close() })

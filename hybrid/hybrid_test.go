@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/hybrid"
@@ -20,7 +21,7 @@ import (
 // exactly, so the hybrid store keeps every semantic of the engines.
 func TestConformance(t *testing.T) {
 	floodgatetest.Run(t, floodgatetest.Harness{
-		NewStore: func(t *testing.T, clock floodgate.Clock) floodgate.Store {
+		NewStore: func(t *testing.T, clock clock.Clock) floodgate.Store {
 			s, err := hybrid.New(newMem(t, clock), newMem(t, clock), hybrid.Options{Fraction: 1})
 			if err != nil {
 				t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 )
@@ -46,21 +47,21 @@ func TestNoOverAdmission(t *testing.T) {
 		floodgate.PerSecond(1000).WithAlgorithm(floodgate.SlidingLog),
 	} {
 		t.Run(l.Algorithm.String(), func(t *testing.T) {
-			for _, clock := range []struct {
+			for _, ck := range []struct {
 				name  string
-				clock floodgate.Clock
-			}{{"system", floodgate.SystemClock}, {"coarse", nil}} {
-				t.Run(clock.name, func(t *testing.T) {
-					if clock.clock == nil {
+				clock clock.Clock
+			}{{"system", clock.System}, {"coarse", nil}} {
+				t.Run(ck.name, func(t *testing.T) {
+					if ck.clock == nil {
 						// The coarse clock a store makes for itself when
 						// given none, made here so the test can read it.
-						c := floodgate.NewCoarseClock(0)
+						c := clock.NewCoarse(0)
 						t.Cleanup(c.Stop)
-						clock.clock = c
+						ck.clock = c
 					}
-					lim := newLimiter(t, newStore(t, memstore.Options{Clock: clock.clock}), l)
+					lim := newLimiter(t, newStore(t, memstore.Options{Clock: ck.clock}), l)
 					var admitted atomic.Int64
-					clockStart := clock.clock.UnixNano()
+					clockStart := ck.clock.UnixNano()
 					start := time.Now()
 					deadline := start.Add(300 * time.Millisecond)
 					var wg sync.WaitGroup
@@ -81,7 +82,7 @@ func TestNoOverAdmission(t *testing.T) {
 						}()
 					}
 					wg.Wait()
-					elapsed := time.Duration(clock.clock.UnixNano() - clockStart)
+					elapsed := time.Duration(ck.clock.UnixNano() - clockStart)
 					// Fixed windows admit up to 2×rate around a boundary; the
 					// others admit at most a burst plus the refill.
 					bound := l.Capacity() + int64(float64(l.Rate)*elapsed.Seconds()/l.Period.Seconds()) + 1

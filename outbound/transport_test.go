@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/outbound"
 )
@@ -440,7 +441,7 @@ func TestBreakerProbeCloses(t *testing.T) {
 	})
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
-	clock := floodgate.ClockFunc(now.Load)
+	clock := clock.Func(now.Load)
 	tr := newTransport(t, outbound.Options{Breaker: failover.GuardOptions{MinCalls: 1, Backoff: time.Minute, Clock: clock}})
 	host := strings.TrimPrefix(up.URL, "http://")
 	ctx := within(t, 30*time.Second)

@@ -14,11 +14,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 )
 
 // corruptClock pins the time, so that nothing refills while a test counts
 // charges and "far in the future" is a known instant.
-var corruptClock = floodgate.ClockFunc(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
+var corruptClock = clock.Func(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
 
 // TestCorruptKeyFailsOnlyItsDecision writes a hash under the key of one
 // client, then decides for it and for many others in shared batches: only

@@ -17,6 +17,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/testkit"
 )
@@ -242,7 +243,7 @@ func scriptFlushUnderLoad(t *testing.T, client redis.UniversalClient) {
 	// A fixed clock: nothing refills, so what is left plus what was
 	// admitted is the capacity exactly, and the capacity is far above the
 	// decisions made, so every one of them is admitted and charged.
-	clock := floodgate.ClockFunc(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
+	clock := clock.Func(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
 	const capacity = 1_000_000
 	lim := newLimiter(t, newStore(t, client, Options{Clock: clock}), "flush", floodgate.PerHour(capacity))
 	// Workers flush after every 100th decision, so the cache is flushed
@@ -348,7 +349,7 @@ func concurrentDecisionsAreAtomic(t *testing.T, client redis.UniversalClient) {
 	} {
 		t.Run(l.Algorithm.String(), func(t *testing.T) {
 			// A fixed clock: nothing refills while the test runs.
-			clock := floodgate.ClockFunc(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
+			clock := clock.Func(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
 			lim := newLimiter(t, newStore(t, client, Options{Clock: clock, Prefix: "atomic:" + l.Algorithm.String() + ":"}), "atomic", l)
 			var mu sync.Mutex
 			var remaining []int64
@@ -394,7 +395,7 @@ func concurrentDecisionsAreAtomic(t *testing.T, client redis.UniversalClient) {
 // a two-limit policy: a denial by one limit charges neither.
 func TestMultiLimitBatchAllOrNothing(t *testing.T) {
 	client := standalone(t)
-	clock := floodgate.ClockFunc(func() int64 { return time.Date(2026, 3, 1, 0, 0, 30, 0, time.UTC).UnixNano() })
+	clock := clock.Func(func() int64 { return time.Date(2026, 3, 1, 0, 0, 30, 0, time.UTC).UnixNano() })
 	s := newStore(t, client, Options{Clock: clock})
 	both := newLimiter(t, s, "pair", floodgate.PerHour(100), floodgate.PerMinute(30).WithAlgorithm(floodgate.FixedWindow))
 	first := newLimiter(t, s, "pair", floodgate.PerHour(100))

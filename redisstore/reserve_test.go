@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/testkit"
 )
@@ -52,7 +53,7 @@ func TestRandomReservations(t *testing.T) {
 	client := standalone(t)
 	var n int
 	floodgatetest.RandomReservations(t, floodgatetest.Harness{
-		NewStore: func(t *testing.T, clock floodgate.Clock) floodgate.Store {
+		NewStore: func(t *testing.T, clock clock.Clock) floodgate.Store {
 			n++
 			return newStore(t, client, Options{Prefix: fmt.Sprintf("prop%d:", n), Clock: clock})
 		},
