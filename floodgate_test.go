@@ -11,6 +11,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/floodgatetest"
+	"github.com/floodgate-go/floodgate/internal/textform"
 	"github.com/floodgate-go/floodgate/memstore"
 )
 
@@ -39,14 +40,23 @@ func TestLimitValidate(t *testing.T) {
 	}
 }
 
-func TestParseAlgorithm(t *testing.T) {
-	for _, a := range []floodgate.Algorithm{floodgate.GCRA, floodgate.TokenBucket, floodgate.FixedWindow, floodgate.SlidingWindow, floodgate.SlidingLog} {
-		got, err := floodgate.ParseAlgorithm(strings.ToUpper(strings.ReplaceAll(a.String(), "_", "-")))
-		if err != nil || got != a {
-			t.Errorf("ParseAlgorithm(%q) = %v, %v", a, got, err)
+// Every Algorithm's String is the configuration name textform parses back
+// to it, whatever the case and dashes.
+func TestAlgorithmNames(t *testing.T) {
+	all := []floodgate.Algorithm{floodgate.GCRA, floodgate.TokenBucket, floodgate.FixedWindow, floodgate.SlidingWindow, floodgate.SlidingLog}
+	if len(all) != len(textform.Algorithms) {
+		t.Fatalf("%d algorithms, %d names", len(all), len(textform.Algorithms))
+	}
+	for _, a := range all {
+		got, ok := textform.Algorithm(strings.ToUpper(strings.ReplaceAll(a.String(), "_", "-")))
+		if !ok || floodgate.Algorithm(got) != a {
+			t.Errorf("textform.Algorithm(%q) = %v, %v", a, got, ok)
 		}
 	}
-	if _, err := floodgate.ParseAlgorithm("leaky"); !errors.Is(err, floodgate.ErrInvalidLimit) {
+	if _, ok := textform.Algorithm("leaky"); ok {
+		t.Error("unknown algorithm parsed")
+	}
+	if err := (floodgate.Limit{Rate: 1, Period: time.Second, Algorithm: floodgate.SlidingLog + 1}).Validate(); !errors.Is(err, floodgate.ErrInvalidLimit) {
 		t.Errorf("unknown algorithm: error %v", err)
 	}
 }
