@@ -175,8 +175,10 @@ func Wait(ctx context.Context, l Limiter, key string) (Result, error) {
 // limit has no future to book into: its Reservation is not OK with the
 // wait before the units could pass, WaitN sleeps that long and asks
 // again, so it never over-admits, but a caller may lose its turn to one
-// that asks at the right moment. A Reservation that is not OK and has no
-// such wait, from a limiter other than New's, is waited on the same way.
+// that asks at the right moment. A Reservation that is not OK from a
+// limiter other than New's is treated the same way: WaitN sleeps for its
+// Delay, if that fits before the deadline, and asks again. A ReserveN
+// that returns neither a Reservation nor an error is an error.
 func WaitN(ctx context.Context, l Limiter, key string, cost int64) (Result, error) {
 	pl, direct := l.(*PolicyLimiter)
 	for {
