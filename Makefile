@@ -2,7 +2,8 @@
 #
 #   make test    installs what the suite needs (Debian packages redis-server,
 #                postgresql, prometheus for promtool, systemd for
-#                systemd-analyze; staticcheck), then runs
+#                systemd-analyze, zsh and fish for the completion scripts,
+#                jq for release-check; staticcheck), then runs
 #                gofmt, go vet, staticcheck and every test under -race against
 #                real servers the tests start.
 #   make quick   the inner loop: go test -short (no race detector, the long
@@ -53,6 +54,9 @@ servers:
 	command -v pgbouncer >/dev/null 2>&1 || need="$$need pgbouncer"; \
 	command -v chromium >/dev/null 2>&1 || need="$$need chromium"; \
 	command -v systemd-analyze >/dev/null 2>&1 || need="$$need systemd"; \
+	command -v zsh >/dev/null 2>&1 || need="$$need zsh"; \
+	command -v fish >/dev/null 2>&1 || need="$$need fish"; \
+	command -v jq >/dev/null 2>&1 || need="$$need jq"; \
 	if [ -n "$$need" ]; then \
 		echo "installing Debian packages:$$need"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
