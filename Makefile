@@ -14,6 +14,14 @@
 #   make install-test
 #                every module installed as a user installs it, from a throwaway
 #                release tag in a clone, floodgate's modules from its tags only (part of make test).
+#   make archives
+#                the release archives of cmd/floodgate for linux and darwin on
+#                amd64 and arm64, with SHA256SUMS and an SPDX SBOM each, in
+#                build/release (scripts/archives.sh; docs/operating.md,
+#                "Release archives").
+#   make release-check
+#                one archive for this machine built twice (the same checksums),
+#                verified, unpacked and run, its SBOM checked (part of make test).
 #   make image   the container image, without a container daemon, as an OCI image
 #                layout in build/image and an OCI archive build/floodgate-image.tar
 #                (docs/operating.md, "Container image").
@@ -36,9 +44,9 @@ TOOL        := scripts/modtool
 IMAGE       := scripts/image
 NOWORK      := GOWORK=off
 
-.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile install-test image-check image bench demo course fuzz
+.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile install-test image-check image archives release-check bench demo course fuzz
 
-test: deps fmt-check mod-check vet lint unit bench-compile install-test image-check
+test: deps fmt-check mod-check vet lint unit bench-compile install-test image-check release-check
 
 deps: servers tools
 
@@ -119,6 +127,14 @@ install-test:
 # limit answers 429.
 image-check:
 	cd $(IMAGE) && $(NOWORK) $(GO) test -race -timeout 10m ./...
+
+archives:
+	scripts/archives.sh
+
+# scripts/release-check.sh: reproducible, checksummed, runs, its SBOM is the
+# binary's modules.
+release-check:
+	scripts/release-check.sh
 
 image:
 	cd $(IMAGE) && $(NOWORK) $(GO) run . -root ../.. -out ../../build/image -archive ../../build/floodgate-image.tar
