@@ -21,6 +21,7 @@ type command struct {
 	desc     string   // the DESCRIPTION section, paragraphs of text
 	examples []string // the EXAMPLES section: a command line, then "# what it does" on the next
 	exit     string   // the EXIT STATUS section
+	files    bool     // its arguments are files (completion offers them)
 	run      func(args []string, stdout, stderr io.Writer) int
 }
 
@@ -49,7 +50,8 @@ STOPPING=1. See docs/daemon.md.`,
 				"floodgate serve /etc/floodgate/floodgate.yaml",
 				"# your configuration, reloaded when it changes",
 			},
-			exit: "0 after a clean shutdown, 1 when the configuration or a listener fails, 2 for a usage error.",
+			exit:  "0 after a clean shutdown, 1 when the configuration or a listener fails, 2 for a usage error.",
+			files: true,
 			run: func(args []string, _, stderr io.Writer) int {
 				return serve(args, stderr)
 			},
@@ -68,8 +70,9 @@ starts with. A Redis that cannot be reached is a warning, not an error.`,
 				"kubectl get cm floodgate -o jsonpath='{.data.floodgate\\.yaml}' | floodgate validate -",
 				"# check what standard input holds",
 			},
-			exit: "0 valid, 1 invalid, 2 for a usage error.",
-			run:  validate,
+			exit:  "0 valid, 1 invalid, 2 for a usage error.",
+			files: true,
+			run:   validate,
 		},
 		{
 			name:     "check",
@@ -156,8 +159,9 @@ counted and quoted in the report, never fatal. See docs/replay.md.`,
 				"floodgate replay -config new.yaml -against none -json access.log",
 				"# the new file's decisions alone, as JSON",
 			},
-			exit: "0 after a report, 1 when a configuration or the log cannot be read, 2 for a usage error.",
-			run:  replayCmd,
+			exit:  "0 after a report, 1 when a configuration or the log cannot be read, 2 for a usage error.",
+			files: true,
+			run:   replayCmd,
 		},
 		{
 			name:     "health",

@@ -170,7 +170,8 @@ _floodgate() {
 	(( CURRENT-- ))
 	case $cmd in
 `)
-	zflags := func(flags []*flag.Flag) string {
+	// zargs is the _arguments call for flags (and files), or _nothing.
+	zargs := func(flags []*flag.Flag, files string) string {
 		var specs []string
 		for _, f := range flags {
 			_, usage := flag.UnquoteUsage(f)
@@ -180,22 +181,31 @@ _floodgate() {
 			}
 			specs = append(specs, spec+"'")
 		}
-		specs = append(specs, "'*:file:_files'")
-		return strings.Join(specs, " ")
+		if files != "" {
+			specs = append(specs, files)
+		}
+		if len(specs) == 0 {
+			return "_nothing"
+		}
+		return "_arguments " + strings.Join(specs, " ")
 	}
 	for _, c := range t {
 		fmt.Fprintf(w, "\t%s)\n", c.c.name)
+		files := ""
+		if c.c.files {
+			files = "'*:file:_files'"
+		}
 		switch {
 		case c.verbs[0] == "" && len(c.words) > 0:
 			fmt.Fprintf(w, "\t\t_arguments '1:%s:(%s)'\n", c.c.name, strings.Join(c.words, " "))
 		case c.verbs[0] != "":
 			fmt.Fprintf(w, "\t\tif (( CURRENT == 2 )); then _values %s %s; return; fi\n\t\tlocal verb=$words[2]\n\t\tshift words\n\t\t(( CURRENT-- ))\n\t\tcase $verb in\n", c.c.name, strings.Join(c.verbs, " "))
 			for _, v := range c.verbs {
-				fmt.Fprintf(w, "\t\t%s) _arguments %s ;;\n", v, zflags(c.flags[v]))
+				fmt.Fprintf(w, "\t\t%s) %s ;;\n", v, zargs(c.flags[v], files))
 			}
 			fmt.Fprintf(w, "\t\tesac\n")
 		default:
-			fmt.Fprintf(w, "\t\t_arguments %s\n", zflags(c.flags[""]))
+			fmt.Fprintf(w, "\t\t%s\n", zargs(c.flags[""], files))
 		}
 		fmt.Fprintf(w, "\t\t;;\n")
 	}
@@ -217,6 +227,9 @@ func writeFish(w io.Writer) {
 	}
 	for _, c := range t {
 		seen := fmt.Sprintf("__fish_seen_subcommand_from %s", c.c.name)
+		if c.c.files {
+			fmt.Fprintf(w, "complete -c floodgate -n '%s' -F\n", seen)
+		}
 		if len(c.words) > 0 {
 			fmt.Fprintf(w, "complete -c floodgate -n '%s; and not __fish_seen_subcommand_from %s' -a '%s'\n", seen, strings.Join(c.words, " "), strings.Join(c.words, " "))
 		}
