@@ -28,9 +28,9 @@ commit=$(git rev-parse HEAD)
 [ -z "$(git status --porcelain)" ] ||
 	echo "release-check: the work tree has changes; the archives are built from HEAD ($commit) without them"
 
-scripts/archives.sh -out "$work/a" -platforms "$host"
+scripts/archives.sh -out "$work/a" -platforms "$host" "$commit"
 # The second build compiles everything again, in a build cache of its own.
-GOCACHE=$work/gocache scripts/archives.sh -out "$work/b" -platforms "$host"
+GOCACHE=$work/gocache scripts/archives.sh -out "$work/b" -platforms "$host" "$commit"
 cmp -s "$work/a/SHA256SUMS" "$work/b/SHA256SUMS" ||
 	fail "two builds of $commit differ:$(diff "$work/a/SHA256SUMS" "$work/b/SHA256SUMS")"
 (cd "$work/a" && sha256sum --quiet -c SHA256SUMS) || fail "sha256sum -c SHA256SUMS failed"
