@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the concurrency benchmarks and keeps their output under results/:
 #
-#   BenchmarkThrottle   overhead of httplimit.Throttle beside chi's Throttle
+#   BenchmarkThrottle   overhead of throttle.Limit beside chi's Throttle
 #                       (admitted, backlog, refused), ROUNDS rounds, benchstat
 #                       table in results/throttle.benchstat.txt
 #   BenchmarkShedding   a reverse proxy offered 4x its upstream's capacity,

@@ -11,7 +11,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/floodgate-go/floodgate/concurrency"
-	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/concurrency/throttle"
 )
 
 // throttleImpls build concurrency-limiting middleware of n slots and a
@@ -21,14 +21,14 @@ var throttleImpls = []struct {
 	wrap func(tb testing.TB, n, backlog int, timeout time.Duration, h http.Handler) http.Handler
 }{
 	{"floodgate", func(_ testing.TB, n, backlog int, timeout time.Duration, h http.Handler) http.Handler {
-		return httplimit.ThrottleBacklog(n, backlog, timeout)(h)
+		return throttle.Backlog(n, backlog, timeout)(h)
 	}},
 	{"floodgate-noheaders", func(tb testing.TB, n, backlog int, timeout time.Duration, h http.Handler) http.Handler {
 		l, err := concurrency.New(concurrency.NewLocal(), concurrency.Options{Limit: n, MaxWaiting: backlog, MaxWait: timeout})
 		if err != nil {
 			tb.Fatal(err)
 		}
-		t, err := httplimit.NewThrottle(httplimit.ThrottleConfig{Limiter: l, NoHeaders: true})
+		t, err := throttle.New(throttle.Config{Limiter: l, NoHeaders: true})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/concurrency/adaptive"
-	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/concurrency/throttle"
 )
 
 // The upstream of the load-shedding benchmark serves upstreamSlots
@@ -181,7 +181,7 @@ var shedImpls = []struct {
 }{
 	// Fixed limits set to the upstream's capacity, which the operator
 	// rarely knows this well.
-	{"floodgate-fixed", func(testing.TB) func(http.Handler) http.Handler { return httplimit.Throttle(upstreamSlots) }},
+	{"floodgate-fixed", func(testing.TB) func(http.Handler) http.Handler { return throttle.Limit(upstreamSlots) }},
 	{"chi-fixed", func(testing.TB) func(http.Handler) http.Handler { return middleware.Throttle(upstreamSlots) }},
 	// Adaptive limits with their defaults: they know nothing of the
 	// upstream.
@@ -211,7 +211,7 @@ func adaptiveThrottle(tb testing.TB, c concurrency.Controller) func(http.Handler
 	if err != nil {
 		tb.Fatal(err)
 	}
-	t, err := httplimit.NewThrottle(httplimit.ThrottleConfig{Limiter: l})
+	t, err := throttle.New(throttle.Config{Limiter: l})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -566,7 +566,7 @@ type Route struct {
 }
 
 // RouteConcurrency bounds a route's requests in flight (package
-// concurrency, served as httplimit's Throttler serves it). With storage
+// concurrency, served as concurrency/throttle serves it). With storage
 // memory the slots are this process's; with redis or hybrid they are
 // leases in Redis shared by every instance, judged by the same circuit
 // breaker as the rate limits.

@@ -1,7 +1,6 @@
 // Package config is floodgate's configuration file: the typed structs of
 // the YAML that `floodgate serve` reads, its parser and validator, the JSON
-// Schema editors use, a watcher for hot reload, and the import of
-// envoyproxy/ratelimit rule files.
+// Schema editors use, and the import of envoyproxy/ratelimit rule files.
 //
 // The structs map one-to-one onto the file (each field's yaml tag is its
 // name there), so the daemon, `floodgate validate` and library users share
@@ -17,6 +16,7 @@
 //
 // A parsed Config builds the library's values with FloodgatePolicies
 // (floodgate.Policy with validated floodgate.Limit values) and, for the
-// Envoy service, Envoy.Rules. Watch reloads it when the file, or a file it
-// refers to, changes on disk, and on demand (SIGHUP).
+// Envoy service, Envoy.Rules. Hot reload is the daemon's: daemon.Watch
+// loads the file again when it, or a file it refers to, changes on disk,
+// and on demand (SIGHUP).
 package config

@@ -9,6 +9,7 @@ import (
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/concurrency/adaptive"
 	"github.com/floodgate-go/floodgate/concurrency/redislease"
+	"github.com/floodgate-go/floodgate/concurrency/throttle"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
@@ -134,12 +135,12 @@ func newController(a *config.AdaptiveConcurrency) (concurrency.Controller, error
 
 // throttler is the middleware of a route's concurrency section: keyed by
 // key (nil shares the slots), refusing with the proxy's body format.
-func (c *concLimits) throttler(route string, rc *config.RouteConcurrency, key httplimit.KeyFunc, body httplimit.Body) (*httplimit.Throttler, error) {
+func (c *concLimits) throttler(route string, rc *config.RouteConcurrency, key httplimit.KeyFunc, body httplimit.Body) (*throttle.Throttler, error) {
 	lim, err := c.limiter(route, rc)
 	if err != nil {
 		return nil, err
 	}
-	return httplimit.NewThrottle(httplimit.ThrottleConfig{Limiter: lim, Key: key, Body: body})
+	return throttle.New(throttle.Config{Limiter: lim, Key: key, Body: body})
 }
 
 // checkLimits builds the check API's concurrency limits in the store of

@@ -1,7 +1,8 @@
 // Package daemon is floodgate serve: it turns a configuration file
-// (package config) into running listeners (package server) over an engine
-// (memstore, redisstore, hybrid, failover), with metrics (package metrics),
-// and swaps in each new configuration the file watcher delivers.
+// (package config) into running listeners (proxy, checkapi, envoyrls,
+// pgproxy, admin, status) over an engine (memstore, redisstore, hybrid,
+// failover), with metrics (package metrics), and swaps in each new
+// configuration its file watcher (Watch) delivers.
 //
 // A reload rebuilds the policies, routes and Envoy rules and swaps them in
 // atomically; the engine, and so every key's state, stays. A policy whose

@@ -204,7 +204,7 @@ func TestPanicInHandler(t *testing.T) {
 	}
 }
 
-// The statusWriter of count rules keeps Flusher, Hijacker, ReaderFrom and
+// The statuswriter.Writer of count rules keeps Flusher, Hijacker, ReaderFrom and
 // ResponseController working, on a real server.
 func TestCountWriterInterfaces(t *testing.T) {
 	e := newEnv(t)

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/statuswriter"
 )
 
 // Header names in canonical form, so that they are assigned to the header map
@@ -161,7 +162,7 @@ const numBuf = 160
 // block is what a request under a count rule allocates for its writer and
 // its header values, in one allocation.
 type block struct {
-	sw statusWriter
+	sw statuswriter.Writer
 	valBlock
 }
 
@@ -327,7 +328,7 @@ func (v *Answer) fields(f *fields, contentType bool, buf []byte, vb *valBlock, a
 
 // writeHeaders sets the rate-limit header fields of a decided response, and
 // with contentType the Content-Type of the default 429 body. When
-// withWriter is set it returns a statusWriter allocated together with the
+// withWriter is set it returns a statuswriter.Writer allocated together with the
 // header values.
 //
 // The values share one backing array and one string of their numbers (see
@@ -335,12 +336,12 @@ func (v *Answer) fields(f *fields, contentType bool, buf []byte, vb *valBlock, a
 // under a count rule the writer shares it too. Each value slice is capped
 // at its own length, so a handler that adds to one of the fields appends to
 // a copy rather than overwriting its neighbour.
-func (v *Answer) writeHeaders(w http.ResponseWriter, withWriter, contentType bool) *statusWriter {
+func (v *Answer) writeHeaders(w http.ResponseWriter, withWriter, contentType bool) *statuswriter.Writer {
 	if hd := &v.d.hdr; !withWriter && v.v.res.Allowed && hd.DisableXRateLimit && hd.DisableRateLimit && !hd.Source {
 		return nil // no field to write: skip building the list
 	}
 	var vb *valBlock
-	var sw *statusWriter
+	var sw *statuswriter.Writer
 	var blk *block
 	if withWriter {
 		blk = new(block)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/internal/isnil"
+	"github.com/floodgate-go/floodgate/internal/statuswriter"
 )
 
 // MaxRules is the most rules one Middleware checks. The checks of a request
@@ -343,7 +344,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	h.next.ServeHTTP(sw, r)
 	failed = false
-	v.settle(sw.status, sw.Header())
+	v.settle(sw.Status, sw.Header())
 }
 
 // Decide checks r against the rules of m and fills v with the decision,
@@ -481,8 +482,8 @@ func (m *Middleware) Begin(w http.ResponseWriter, r *http.Request, v *Answer) (s
 
 // respond writes what v calls for to w and reports whether to serve the
 // request. With withWriter, a request that a count rule admits gets a
-// statusWriter, allocated together with the header values.
-func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, v *Answer, withWriter bool) (bool, *statusWriter) {
+// statuswriter.Writer, allocated together with the header values.
+func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, v *Answer, withWriter bool) (bool, *statuswriter.Writer) {
 	switch v.out {
 	case outNone:
 		return true, nil
@@ -512,7 +513,7 @@ func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, v *Answer, 
 	sw := v.writeHeaders(w, withWriter, m.onLimited == nil)
 	if v.v.res.Allowed {
 		if withWriter && sw == nil {
-			sw = new(statusWriter)
+			sw = new(statuswriter.Writer)
 		}
 		return true, sw
 	}

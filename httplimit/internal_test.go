@@ -1,14 +1,8 @@
 package httplimit
 
 import (
-	"bufio"
 	"encoding/json"
-	"errors"
-	"io"
 	"math"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -130,73 +124,6 @@ func FuzzJSONString(f *testing.F) {
 		}
 		if want := strings.ToValidUTF8(s, "\uFFFD"); utf8.ValidString(s) && got != want {
 			t.Fatalf("%q round-trips to %q", s, got)
-		}
-	})
-}
-
-// hijackable is a ResponseWriter whose connection can be taken over.
-type hijackable struct {
-	*httptest.ResponseRecorder
-	hijacked bool
-}
-
-func (h *hijackable) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	h.hijacked = true
-	return nil, nil, nil
-}
-
-// plain hides every method of a ResponseWriter but the interface.
-type plain struct{ http.ResponseWriter }
-
-func TestStatusWriter(t *testing.T) {
-	t.Run("informational then final", func(t *testing.T) {
-		sw := &statusWriter{ResponseWriter: httptest.NewRecorder()}
-		sw.WriteHeader(http.StatusEarlyHints)
-		sw.WriteHeader(http.StatusUnauthorized)
-		sw.WriteHeader(http.StatusOK) // superfluous, ignored
-		if sw.status != 401 {
-			t.Fatalf("status %d, want 401", sw.status)
-		}
-	})
-	t.Run("write implies 200", func(t *testing.T) {
-		sw := &statusWriter{ResponseWriter: httptest.NewRecorder()}
-		io.WriteString(sw, "x")
-		if sw.status != 200 {
-			t.Fatalf("status %d", sw.status)
-		}
-	})
-	t.Run("hijack counts as switching protocols", func(t *testing.T) {
-		hj := &hijackable{ResponseRecorder: httptest.NewRecorder()}
-		sw := &statusWriter{ResponseWriter: hj}
-		if _, _, err := sw.Hijack(); err != nil || !hj.hijacked || sw.status != http.StatusSwitchingProtocols {
-			t.Fatalf("err %v hijacked %v status %d", err, hj.hijacked, sw.status)
-		}
-	})
-	t.Run("hijack unsupported", func(t *testing.T) {
-		sw := &statusWriter{ResponseWriter: plain{httptest.NewRecorder()}}
-		if _, _, err := sw.Hijack(); !errors.Is(err, http.ErrNotSupported) || sw.status != 0 {
-			t.Fatalf("err %v status %d", err, sw.status)
-		}
-	})
-	t.Run("flush without flusher", func(t *testing.T) {
-		sw := &statusWriter{ResponseWriter: plain{httptest.NewRecorder()}}
-		sw.Flush()
-		if sw.status != 200 {
-			t.Fatalf("status %d", sw.status)
-		}
-	})
-	t.Run("read from without reader from", func(t *testing.T) {
-		rec := httptest.NewRecorder()
-		sw := &statusWriter{ResponseWriter: plain{rec}}
-		if n, err := sw.ReadFrom(strings.NewReader("abc")); n != 3 || err != nil || rec.Body.String() != "abc" {
-			t.Fatalf("n %d err %v body %q", n, err, rec.Body)
-		}
-	})
-	t.Run("unwrap", func(t *testing.T) {
-		rec := httptest.NewRecorder()
-		sw := &statusWriter{ResponseWriter: rec}
-		if sw.Unwrap() != rec {
-			t.Fatal("Unwrap does not return the writer underneath")
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/concurrency"
+	"github.com/floodgate-go/floodgate/concurrency/throttle"
 	"github.com/floodgate-go/floodgate/httplimit"
 )
 
@@ -34,7 +35,7 @@ func BenchmarkProxy(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if cfg.Routes[0].Concurrency, err = httplimit.NewThrottle(httplimit.ThrottleConfig{Limiter: cl}); err != nil {
+			if cfg.Routes[0].Concurrency, err = throttle.New(throttle.Config{Limiter: cl}); err != nil {
 				b.Fatal(err)
 			}
 		}

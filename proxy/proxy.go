@@ -24,6 +24,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
+	"github.com/floodgate-go/floodgate/concurrency/throttle"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/httpmatch"
 	"github.com/floodgate-go/floodgate/internal/certfile"
@@ -149,7 +150,7 @@ type Route struct {
 	// upstream: it wraps the upstream inside the limits, so a request the
 	// limits refuse never takes a slot. Its refusals are its own (429 per
 	// key, 503 shared, X-Concurrency-* fields).
-	Concurrency *httplimit.Throttler
+	Concurrency *throttle.Throttler
 }
 
 // Proxy is the rate-limiting reverse proxy, an http.Handler. It is safe for

@@ -1,7 +1,8 @@
 // Package boundary holds the test that keeps floodgate's layers apart: the
 // library a Go service imports never pulls in the daemon's configuration,
 // a YAML library, gRPC or Prometheus, the request matcher (httpmatch)
-// depends on no limiter, httplimit links no engine and no Redis client, and
+// depends on no limiter, httplimit links no engine, no Redis client and no
+// concurrency limiter (concurrency/throttle serves those), and
 // the observers (metrics, status) depend on no engine. It also holds the
 // checks of the repository's
 // Markdown (docs_test.go).
@@ -28,7 +29,7 @@ func deps(t *testing.T, pkg string) []string {
 }
 
 func TestLayers(t *testing.T) {
-	library := []string{"", "/algo", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httpmatch", "/httplimit", "/httplimit/quick", "/pgproxy/pgwire", "/pgproxy/proxyproto", "/pgproxy/pgmode"}
+	library := []string{"", "/algo", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httpmatch", "/httplimit", "/httplimit/quick", "/concurrency", "/concurrency/throttle", "/pgproxy/pgwire", "/pgproxy/proxyproto", "/pgproxy/pgmode"}
 	forbidden := []string{
 		mod + "/config", mod + "/daemon", mod + "/internal/yamlpos",
 		mod + "/proxy", mod + "/checkapi", mod + "/envoyrls", mod + "/envoyrules", mod + "/admin", mod + "/status",
@@ -62,6 +63,13 @@ func TestLayers(t *testing.T) {
 			if d == e || strings.HasPrefix(d, strings.TrimSuffix(e, "/")+"/") {
 				t.Errorf("%s/httplimit depends on %s: the middleware takes a limiter, it does not choose an engine (the one-liners that do live in httplimit/quick)", mod, d)
 			}
+		}
+	}
+	// httplimit is the rate-limit middleware; the concurrency middleware is
+	// concurrency/throttle, beside the slots it holds.
+	for _, d := range deps(t, mod+"/httplimit") {
+		if d == mod+"/concurrency" || strings.HasPrefix(d, mod+"/concurrency/") {
+			t.Errorf("httplimit depends on %s: concurrency limits are served by concurrency/throttle, not the rate-limit middleware", d)
 		}
 	}
 	// The request matcher is a leaf: the proxy's routes and the

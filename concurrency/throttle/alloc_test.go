@@ -1,6 +1,6 @@
 //go:build !race
 
-package httplimit_test
+package throttle_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/floodgate-go/floodgate/concurrency"
-	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/concurrency/throttle"
 )
 
 // TestThrottleAllocsPerRequest: an in-process Throttle admits and refuses
@@ -23,7 +23,7 @@ func TestThrottleAllocsPerRequest(t *testing.T) {
 	}
 	_, p := held.Acquire(context.Background(), "")
 	defer p.Release()
-	refusing, err := httplimit.NewThrottle(httplimit.ThrottleConfig{Limiter: held})
+	refusing, err := throttle.New(throttle.Config{Limiter: held})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,9 +32,9 @@ func TestThrottleAllocsPerRequest(t *testing.T) {
 		mw   func(http.Handler) http.Handler
 		want int
 	}{
-		{"admitted, limit 100", httplimit.Throttle(100), 0},
-		{"admitted, limit 2^20", httplimit.Throttle(1 << 20), 0},
-		{"admitted, backlog", httplimit.ThrottleBacklog(1<<20, 16, 0), 0},
+		{"admitted, limit 100", throttle.Limit(100), 0},
+		{"admitted, limit 2^20", throttle.Limit(1 << 20), 0},
+		{"admitted, backlog", throttle.Backlog(1<<20, 16, 0), 0},
 		{"refused", refusing.Handler, http.StatusServiceUnavailable},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -45,8 +45,8 @@ func TestThrottleAllocsPerRequest(t *testing.T) {
 			if w.status != tt.want {
 				t.Fatalf("status %d, want %d", w.status, tt.want)
 			}
-			if w.h.Get(httplimit.HeaderConcurrencyLimit) == "" {
-				t.Fatalf("no %s", httplimit.HeaderConcurrencyLimit)
+			if w.h.Get(throttle.HeaderLimit) == "" {
+				t.Fatalf("no %s", throttle.HeaderLimit)
 			}
 			n := testing.AllocsPerRun(200, func() {
 				w.reset()
@@ -58,3 +58,24 @@ func TestThrottleAllocsPerRequest(t *testing.T) {
 		})
 	}
 }
+
+// nopWriter is a ResponseWriter that discards the response and keeps its
+// status.
+type nopWriter struct {
+	h      http.Header
+	status int
+}
+
+func (w *nopWriter) Header() http.Header         { return w.h }
+func (w *nopWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *nopWriter) WriteHeader(code int)        { w.status = code }
+
+func (w *nopWriter) reset() {
+	clear(w.h)
+	w.status = 0
+}
+
+var okBody = []byte("ok")
+
+// bare is the handler the middleware wraps.
+var bare = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(okBody) })

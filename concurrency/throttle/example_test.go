@@ -1,4 +1,4 @@
-package httplimit_test
+package throttle_test
 
 import (
 	"fmt"
@@ -8,18 +8,19 @@ import (
 
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/concurrency/adaptive"
+	"github.com/floodgate-go/floodgate/concurrency/throttle"
 	"github.com/floodgate-go/floodgate/httplimit"
 )
 
 // At most one request is served at once; the next is refused with 503
 // and headers that say why.
-func ExampleThrottle() {
+func ExampleLimit() {
 	entered, release := make(chan struct{}), make(chan struct{})
 	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(entered)
 		<-release
 	})
-	h := httplimit.Throttle(1)(slow)
+	h := throttle.Limit(1)(slow)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -40,12 +41,12 @@ func ExampleThrottle() {
 
 // Each API key gets two requests in flight, and an adaptive limit on top
 // sheds load when the handler's latency climbs.
-func ExampleNewThrottle() {
+func ExampleNew() {
 	perKey, err := concurrency.New(concurrency.NewLocal(), concurrency.Options{Name: "per-key", Limit: 2, MaxWaiting: 4, MaxWait: time.Second})
 	if err != nil {
 		panic(err)
 	}
-	byKey, err := httplimit.NewThrottle(httplimit.ThrottleConfig{Limiter: perKey, Key: httplimit.KeyByHeader("X-API-Key", httplimit.KeyByIP(nil))})
+	byKey, err := throttle.New(throttle.Config{Limiter: perKey, Key: httplimit.KeyByHeader("X-API-Key", httplimit.KeyByIP(nil))})
 	if err != nil {
 		panic(err)
 	}
@@ -57,7 +58,7 @@ func ExampleNewThrottle() {
 	if err != nil {
 		panic(err)
 	}
-	shed, err := httplimit.NewThrottle(httplimit.ThrottleConfig{Limiter: shared})
+	shed, err := throttle.New(throttle.Config{Limiter: shared})
 	if err != nil {
 		panic(err)
 	}

@@ -1,4 +1,8 @@
-package httplimit
+// Package statuswriter records the status of an HTTP response as a handler
+// writes it, for the middleware that decides after the response: httplimit's
+// rules that count only failed or only successful responses, and the
+// throttle's adaptive limits, which learn from the status.
+package statuswriter
 
 import (
 	"bufio"
@@ -7,43 +11,43 @@ import (
 	"net/http"
 )
 
-// statusWriter records the status of a response for rules that count only
-// failed or only successful responses. It is used for those requests only.
+// Writer records the status of a response: Status is 0 until the handler
+// writes a final status, a body or a flush, or hijacks the connection.
 //
 // It implements http.Flusher, http.Hijacker and io.ReaderFrom by passing them
 // on, since many handlers and libraries test for these with a type assertion
 // (httputil.ReverseProxy, server-sent events, WebSocket upgrades, sendfile),
 // and Unwrap, so that http.ResponseController reaches the writer underneath
 // for everything else (deadlines, full duplex).
-type statusWriter struct {
+type Writer struct {
 	http.ResponseWriter
-	status int
+	Status int
 }
 
-func (w *statusWriter) WriteHeader(code int) {
+func (w *Writer) WriteHeader(code int) {
 	// 1xx responses other than 101 are informational; the final status
 	// comes later.
-	if w.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
-		w.status = code
+	if w.Status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
+		w.Status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
+func (w *Writer) Write(b []byte) (int, error) {
+	if w.Status == 0 {
+		w.Status = http.StatusOK
 	}
 	return w.ResponseWriter.Write(b)
 }
 
 // Unwrap returns the writer underneath, for http.ResponseController.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *Writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Flush implements http.Flusher. A writer underneath that cannot flush makes
 // it a no-op, as http.Flusher has no way to report an error.
-func (w *statusWriter) Flush() {
-	if w.status == 0 {
-		w.status = http.StatusOK
+func (w *Writer) Flush() {
+	if w.Status == 0 {
+		w.Status = http.StatusOK
 	}
 	http.NewResponseController(w.ResponseWriter).Flush()
 }
@@ -51,18 +55,18 @@ func (w *statusWriter) Flush() {
 // Hijack implements http.Hijacker. It fails with http.ErrNotSupported when
 // the connection underneath cannot be hijacked (HTTP/2). A hijacked
 // connection counts as a success.
-func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+func (w *Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
-	if err == nil && w.status == 0 {
-		w.status = http.StatusSwitchingProtocols
+	if err == nil && w.Status == 0 {
+		w.Status = http.StatusSwitchingProtocols
 	}
 	return c, rw, err
 }
 
 // ReadFrom implements io.ReaderFrom, keeping net/http's sendfile path.
-func (w *statusWriter) ReadFrom(src io.Reader) (int64, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
+func (w *Writer) ReadFrom(src io.Reader) (int64, error) {
+	if w.Status == 0 {
+		w.Status = http.StatusOK
 	}
 	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
 		return rf.ReadFrom(src)

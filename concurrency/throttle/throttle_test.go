@@ -1,15 +1,17 @@
-package httplimit_test
+package throttle_test
 
 import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate/concurrency"
+	"github.com/floodgate-go/floodgate/concurrency/throttle"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/testkit"
 )
@@ -64,7 +66,7 @@ func fetchQuiet(url string, header ...string) {
 
 func TestThrottle(t *testing.T) {
 	g := newGate()
-	url := serve(t, httplimit.Throttle(2)(g))
+	url := serve(t, throttle.Limit(2)(g))
 	done := make(chan string, 2)
 	for range 2 {
 		go func() {
@@ -78,10 +80,10 @@ func TestThrottle(t *testing.T) {
 		t.Fatalf("third request: %s", resp.Status)
 	}
 	checkHeaders(t, resp.Header, map[string]string{
-		httplimit.HeaderConcurrencyLimit:     "2",
-		httplimit.HeaderConcurrencyRemaining: "0",
-		httplimit.HeaderConcurrencyRefused:   "full",
-		"Content-Type":                       "application/problem+json",
+		throttle.HeaderLimit:     "2",
+		throttle.HeaderRemaining: "0",
+		throttle.HeaderRefused:   "full",
+		"Content-Type":           "application/problem+json",
 	})
 	if !strings.Contains(body, `"reason":"full"`) || !strings.Contains(body, `"status":503`) {
 		t.Fatalf("body %s", body)
@@ -93,7 +95,7 @@ func TestThrottle(t *testing.T) {
 		}
 	}
 	resp, _ = fetch(t, url)
-	if resp.StatusCode != 200 || resp.Header.Get(httplimit.HeaderConcurrencyRemaining) != "1" {
+	if resp.StatusCode != 200 || resp.Header.Get(throttle.HeaderRemaining) != "1" {
 		t.Fatalf("after release: %s %v", resp.Status, resp.Header)
 	}
 }
@@ -104,7 +106,7 @@ func TestThrottleBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	th, err := httplimit.NewThrottle(httplimit.ThrottleConfig{Limiter: l})
+	th, err := throttle.New(throttle.Config{Limiter: l})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +118,7 @@ func TestThrottleBacklog(t *testing.T) {
 	// The second waits in the queue: a third finds it full.
 	testkit.Eventually(t, 10*time.Second, "second request queued", func() bool { return l.Waiting() == 1 })
 	resp, _ := fetch(t, url)
-	if resp.StatusCode != 503 || resp.Header.Get(httplimit.HeaderConcurrencyRefused) != "queue-full" {
+	if resp.StatusCode != 503 || resp.Header.Get(throttle.HeaderRefused) != "queue-full" {
 		t.Fatalf("queue full: %s %v", resp.Status, resp.Header)
 	}
 	close(g.release)
@@ -130,7 +132,7 @@ func TestThrottlePerKeyIs429AndTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	th, err := httplimit.NewThrottle(httplimit.ThrottleConfig{Limiter: l, Key: httplimit.KeyByHeader("X-Key", nil), Body: httplimit.BodyJSON})
+	th, err := throttle.New(throttle.Config{Limiter: l, Key: httplimit.KeyByHeader("X-Key", nil), Body: httplimit.BodyJSON})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +146,7 @@ func TestThrottlePerKeyIs429AndTimeout(t *testing.T) {
 	wg.Go(func() { fetchQuiet(url, "X-Key", "a") })
 	testkit.Eventually(t, 10*time.Second, "a in the handler", func() bool { return g.n() == 1 })
 	resp, body := fetch(t, url, "X-Key", "a")
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get(httplimit.HeaderConcurrencyRefused) != "timeout" ||
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get(throttle.HeaderRefused) != "timeout" ||
 		!strings.Contains(body, `"reason":"timeout"`) || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("a again: %s %v %s", resp.Status, resp.Header, body)
 	}
@@ -158,7 +160,7 @@ func TestThrottleReleasesOnPanicAndCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	th, err := httplimit.NewThrottle(httplimit.ThrottleConfig{Limiter: l})
+	th, err := throttle.New(throttle.Config{Limiter: l})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +220,7 @@ func TestThrottleReportsOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	th, err := httplimit.NewThrottle(httplimit.ThrottleConfig{Limiter: l})
+	th, err := throttle.New(throttle.Config{Limiter: l})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +239,7 @@ func TestThrottleReportsOutcomes(t *testing.T) {
 }
 
 func TestThrottleRejectsConfig(t *testing.T) {
-	if _, err := httplimit.NewThrottle(httplimit.ThrottleConfig{}); err == nil {
+	if _, err := throttle.New(throttle.Config{}); err == nil {
 		t.Fatal("no limiter accepted")
 	}
 	defer func() {
@@ -245,5 +247,29 @@ func TestThrottleRejectsConfig(t *testing.T) {
 			t.Fatal("Throttle(0) did not panic")
 		}
 	}()
-	httplimit.Throttle(0)
+	throttle.Limit(0)
+}
+
+// serve starts a real server on loopback and returns its base URL.
+func serve(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// checkHeaders compares h with want, and fails on any rate-limit field: a
+// throttle's refusal speaks of slots, not of a rate.
+func checkHeaders(t *testing.T, h http.Header, want map[string]string) {
+	t.Helper()
+	for name, w := range want {
+		if got := h.Get(name); got != w {
+			t.Errorf("%s = %q, want %q", name, got, w)
+		}
+	}
+	for _, name := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining", "Retry-After"} {
+		if v := h.Values(name); len(v) > 0 {
+			t.Errorf("%s = %q, want none", name, v)
+		}
+	}
 }

@@ -1,4 +1,12 @@
-package httplimit
+// Package throttle is concurrency-limiting net/http middleware: at most n
+// requests served at once, per key or shared, with a wait queue, slots
+// shared by every instance through redislease, or an adaptive limit
+// (concurrency/adaptive). Package concurrency holds the slots; this package
+// speaks HTTP: 503 (or 429 per key), the X-Concurrency-* fields and a body
+// that says why.
+//
+//	mux.Handle("/", throttle.Limit(100)(handler))
+package throttle
 
 import (
 	"fmt"
@@ -8,51 +16,54 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/concurrency"
+	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/internal/statuswriter"
 )
 
-// Throttle returns middleware that serves at most n requests at once and
+// Limit returns middleware that serves at most n requests at once and
 // refuses the rest at once with 503 Service Unavailable: chi's Throttle,
 // with headers and a body that say what happened.
 //
-//	mux.Handle("/", httplimit.Throttle(100)(handler))
+//	mux.Handle("/", throttle.Limit(100)(handler))
 //
-// Throttle panics if n is not positive, like time.NewTicker does for a bad
-// interval: n is a constant of the program. NewThrottle returns errors
+// Limit panics if n is not positive, like time.NewTicker does for a bad
+// interval: n is a constant of the program. New returns errors
 // instead, and limits per key, across instances or adaptively.
-func Throttle(n int) func(http.Handler) http.Handler {
-	return ThrottleBacklog(n, 0, 0)
+func Limit(n int) func(http.Handler) http.Handler {
+	return Backlog(n, 0, 0)
 }
 
-// ThrottleBacklog is Throttle with a wait queue: up to backlog requests
+// Backlog is Limit with a wait queue: up to backlog requests
 // wait, at most timeout each (0 means concurrency.DefaultMaxWait), for one
 // of the n slots; a request that finds the queue full, or waits out the
 // timeout, is refused with 503.
-func ThrottleBacklog(n, backlog int, timeout time.Duration) func(http.Handler) http.Handler {
+func Backlog(n, backlog int, timeout time.Duration) func(http.Handler) http.Handler {
 	l, err := concurrency.New(concurrency.NewLocal(), concurrency.Options{Name: "throttle", Limit: n, MaxWaiting: backlog, MaxWait: timeout})
 	if err != nil {
-		panic(fmt.Sprintf("httplimit.ThrottleBacklog(%d, %d, %s): %v", n, backlog, timeout, err))
+		panic(fmt.Sprintf("throttle.Backlog(%d, %d, %s): %v", n, backlog, timeout, err))
 	}
-	t, err := NewThrottle(ThrottleConfig{Limiter: l})
+	t, err := New(Config{Limiter: l})
 	if err != nil {
-		panic("httplimit.ThrottleBacklog: " + err.Error())
+		panic("throttle.Backlog: " + err.Error())
 	}
 	return t.Handler
 }
 
-// ThrottleConfig configures a Throttler. Limiter is the only field that
+// Config configures a Throttler. Limiter is the only field that
 // must be set.
-type ThrottleConfig struct {
+type Config struct {
 	// Limiter holds the slots: its store (concurrency.NewLocal, or
 	// redislease for slots shared by every instance), its limit or
 	// adaptive Controller, and its wait queue.
 	Limiter *concurrency.Limiter
 
-	// Key, when set, gives each key (a client, see KeyByIP and KeyByHeader)
+	// Key, when set, gives each key (a client, see httplimit.KeyByIP and
+	// httplimit.KeyByHeader)
 	// slots of its own, so that one client's slow requests cannot take the
 	// others' slots; the refusal is then 429, since the client can slow
 	// down. Nil shares the slots among every request, and a refusal is 503:
 	// the server is at capacity.
-	Key KeyFunc
+	Key httplimit.KeyFunc
 
 	// Skip exempts requests: they are served without a slot and without
 	// headers. Nil exempts none.
@@ -67,9 +78,9 @@ type ThrottleConfig struct {
 	// NoHeaders leaves out the X-Concurrency fields.
 	NoHeaders bool
 
-	// Body selects the body of a refusal, as Config.Body does for a rate
-	// limit.
-	Body Body
+	// Body selects the body of a refusal, as httplimit.Config.Body does
+	// for a rate limit.
+	Body httplimit.Body
 
 	// OnRefused, if set, writes every refusal instead of the default
 	// status and body; the headers are already set. res.Reason says why.
@@ -91,11 +102,11 @@ func DefaultOutcome(status int) concurrency.Outcome {
 // concurrent use.
 type Throttler struct {
 	lim       *concurrency.Limiter
-	key       KeyFunc
+	key       httplimit.KeyFunc
 	skip      func(*http.Request) bool
 	outcome   func(int) concurrency.Outcome
 	headers   bool
-	body      Body
+	body      httplimit.Body
 	onRefused func(http.ResponseWriter, *http.Request, concurrency.Result)
 	adaptive  bool
 
@@ -118,7 +129,7 @@ type bigVals struct {
 	rem   [256]atomic.Pointer[[]string] // by slots taken
 }
 
-// remaining is the value of HeaderConcurrencyRemaining when inFlight of
+// remaining is the value of HeaderRemaining when inFlight of
 // the limit's slots are taken.
 func (b *bigVals) remaining(inFlight int) []string {
 	n := max(b.limit-inFlight, 0)
@@ -183,25 +194,25 @@ func (t *Throttler) limitVals(limit int) *bigVals {
 // expects a quota that refills over time, where a slot comes back only when
 // work in flight ends.
 const (
-	// HeaderConcurrencyLimit is the number of slots of the request's key.
-	HeaderConcurrencyLimit = "X-Concurrency-Limit"
-	// HeaderConcurrencyRemaining is the number of slots free after this
+	// HeaderLimit is the number of slots of the request's key.
+	HeaderLimit = "X-Concurrency-Limit"
+	// HeaderRemaining is the number of slots free after this
 	// request took its own (absent when the store did not say, after a
 	// failure mode decided).
-	HeaderConcurrencyRemaining = "X-Concurrency-Remaining"
-	// HeaderConcurrencyRefused names why a request was refused: "full",
+	HeaderRemaining = "X-Concurrency-Remaining"
+	// HeaderRefused names why a request was refused: "full",
 	// "queue-full", "timeout", "canceled", "fail-closed" or "error"
 	// (concurrency.Reason).
-	HeaderConcurrencyRefused = "X-Concurrency-Refused"
+	HeaderRefused = "X-Concurrency-Refused"
 )
 
-// NewThrottle validates cfg and returns its Throttler.
-func NewThrottle(cfg ThrottleConfig) (*Throttler, error) {
+// New validates cfg and returns its Throttler.
+func New(cfg Config) (*Throttler, error) {
 	if cfg.Limiter == nil {
-		return nil, fmt.Errorf("%w: ThrottleConfig.Limiter is nil; build one with concurrency.New", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Config.Limiter is nil; build one with concurrency.New", httplimit.ErrInvalidConfig)
 	}
-	if cfg.Body > BodyNone {
-		return nil, fmt.Errorf("%w: unknown Body %d", ErrInvalidConfig, cfg.Body)
+	if cfg.Body > httplimit.BodyNone {
+		return nil, fmt.Errorf("%w: unknown Body %d", httplimit.ErrInvalidConfig, cfg.Body)
 	}
 	t := &Throttler{
 		lim: cfg.Limiter, key: cfg.Key, skip: cfg.Skip, outcome: cfg.Outcome,
@@ -241,15 +252,15 @@ func (t *Throttler) Handler(next http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return concurrency.Success
 			}
-			sw := &statusWriter{ResponseWriter: w}
+			sw := &statuswriter.Writer{ResponseWriter: w}
 			next.ServeHTTP(sw, r)
 			switch {
 			case r.Context().Err() != nil:
 				return concurrency.Ignore
-			case sw.status == 0:
+			case sw.Status == 0:
 				return t.outcome(http.StatusOK)
 			}
-			return t.outcome(sw.status)
+			return t.outcome(sw.Status)
 		})
 		if !res.Allowed {
 			if t.headers {
@@ -261,7 +272,7 @@ func (t *Throttler) Handler(next http.Handler) http.Handler {
 }
 
 // Status returns the status of a refusal: 429 when the request's key has
-// slots of its own (ThrottleConfig.Key), 503 when the slots are shared or
+// slots of its own (Config.Key), 503 when the slots are shared or
 // the limiter failed.
 func (t *Throttler) Status(res concurrency.Result) int {
 	switch res.Reason {
@@ -276,25 +287,25 @@ func (t *Throttler) Status(res concurrency.Result) int {
 func (t *Throttler) writeHeaders(w http.ResponseWriter, res concurrency.Result) {
 	h := w.Header()
 	if res.Limit < len(smallVals) {
-		h[HeaderConcurrencyLimit] = intVal(res.Limit)
+		h[HeaderLimit] = intVal(res.Limit)
 		if res.InFlight >= 0 {
-			h[HeaderConcurrencyRemaining] = intVal(max(res.Limit-res.InFlight, 0))
+			h[HeaderRemaining] = intVal(max(res.Limit-res.InFlight, 0))
 		}
 	} else {
 		b := t.limitVals(res.Limit)
-		h[HeaderConcurrencyLimit] = b.val
+		h[HeaderLimit] = b.val
 		if res.InFlight >= 0 {
-			h[HeaderConcurrencyRemaining] = b.remaining(res.InFlight)
+			h[HeaderRemaining] = b.remaining(res.InFlight)
 		}
 	}
 	if !res.Allowed && int(res.Reason) < reasons {
-		h[HeaderConcurrencyRefused] = reasonVals[res.Reason]
+		h[HeaderRefused] = reasonVals[res.Reason]
 	}
 }
 
 func (t *Throttler) refuse(w http.ResponseWriter, r *http.Request, res concurrency.Result) {
 	if res.Reason == concurrency.ReasonFailClosed && res.RetryAfter > 0 {
-		w.Header().Set(headerRetryAfter, strconv.FormatInt(RetryAfterSeconds(res.RetryAfter), 10))
+		w.Header().Set("Retry-After", strconv.FormatInt(httplimit.RetryAfterSeconds(res.RetryAfter), 10))
 	}
 	if t.onRefused != nil {
 		t.onRefused(w, r, res)
@@ -302,9 +313,9 @@ func (t *Throttler) refuse(w http.ResponseWriter, r *http.Request, res concurren
 	}
 	status := t.Status(res)
 	switch t.body {
-	case BodyProblem:
+	case httplimit.BodyProblem:
 		w.Header()["Content-Type"] = ctProblem
-	case BodyJSON:
+	case httplimit.BodyJSON:
 		w.Header()["Content-Type"] = ctJSON
 	}
 	w.WriteHeader(status)
@@ -323,7 +334,7 @@ func (t *Throttler) refuse(w http.ResponseWriter, r *http.Request, res concurren
 func (t *Throttler) appendBody(b []byte, status int, r concurrency.Reason) []byte {
 	detail := refusalDetail(r)
 	switch t.body {
-	case BodyProblem:
+	case httplimit.BodyProblem:
 		b = append(b, `{"type":"about:blank","title":`...)
 		b = strconv.AppendQuote(b, http.StatusText(status))
 		b = append(b, `,"status":`...)
@@ -333,7 +344,7 @@ func (t *Throttler) appendBody(b []byte, status int, r concurrency.Reason) []byt
 		b = append(b, `,"reason":`...)
 		b = strconv.AppendQuote(b, r.String())
 		return append(b, "}\n"...)
-	case BodyJSON:
+	case httplimit.BodyJSON:
 		b = append(b, `{"error":`...)
 		b = strconv.AppendQuote(b, detail)
 		b = append(b, `,"reason":`...)
