@@ -25,6 +25,8 @@
 #   make image   the container image, without a container daemon, as an OCI image
 #                layout in build/image and an OCI archive build/floodgate-image.tar
 #                (docs/operating.md, "Container image").
+#   make helm-check
+#                the Helm chart rendered and checked (part of make test; docs/kubernetes.md).
 
 GO          ?= go
 GOBIN       := $(shell $(GO) env GOPATH)/bin
@@ -38,15 +40,17 @@ FUZZTIME    ?= 60s
 # them against this tree (and install-test as a user's build sees them, from
 # tags). bench, the release tool (scripts/modtool) and the image builder
 # (scripts/image, which keeps go-containerregistry out of floodgate's
-# go.mod) build on their own go.mod.
+# go.mod) and the Helm chart's test (scripts/helm, Helm's and Kubernetes'
+# modules) build on their own go.mod.
 CONTRIB     := $(patsubst %/go.mod,%,$(wildcard contrib/*/go.mod examples/*/go.mod))
 TOOL        := scripts/modtool
 IMAGE       := scripts/image
+HELM        := scripts/helm
 NOWORK      := GOWORK=off
 
-.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile install-test image-check image archives release-check bench demo course fuzz
+.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile install-test image-check image helm-check archives release-check bench demo course fuzz
 
-test: deps fmt-check mod-check vet lint unit bench-compile install-test image-check release-check
+test: deps fmt-check mod-check vet lint unit bench-compile install-test image-check helm-check release-check
 
 deps: servers tools
 
@@ -86,7 +90,7 @@ mod-check:
 	@if grep -nE 'gofiber|gin-gonic|labstack/echo|go-chi/chi|valyala/fasthttp' go.mod; then \
 		echo "go.mod names a web framework; it belongs in a contrib module"; exit 1; fi
 	@# The main module, bench and the tools resolve on their own.
-	@for m in . bench $(TOOL) $(IMAGE); do \
+	@for m in . bench $(TOOL) $(IMAGE) $(HELM); do \
 		(cd $$m && $(NOWORK) $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go.mod is not tidy; run: (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; \
 	done
 	@# Published modules and examples: no replace, no pseudo-version, no
@@ -103,6 +107,7 @@ vet:
 	cd bench && $(NOWORK) $(GO) vet ./...
 	cd $(TOOL) && $(NOWORK) $(GO) vet ./...
 	cd $(IMAGE) && $(NOWORK) $(GO) vet ./...
+	cd $(HELM) && $(NOWORK) $(GO) vet ./...
 	for m in $(CONTRIB); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 lint: $(STATICCHECK)
@@ -110,6 +115,7 @@ lint: $(STATICCHECK)
 	cd bench && $(NOWORK) $(STATICCHECK) ./...
 	cd $(TOOL) && $(NOWORK) $(STATICCHECK) ./...
 	cd $(IMAGE) && $(NOWORK) $(STATICCHECK) ./...
+	cd $(HELM) && $(NOWORK) $(STATICCHECK) ./...
 	for m in $(CONTRIB); do (cd $$m && $(STATICCHECK) ./...) || exit 1; done
 
 unit:
@@ -127,6 +133,13 @@ install-test:
 # limit answers 429.
 image-check:
 	cd $(IMAGE) && $(NOWORK) $(GO) test -race -timeout 10m ./...
+
+# The Helm chart (deploy/helm/floodgate) rendered with Helm's Go packages
+# for its default values and each listener, every object decoded strictly
+# into the Kubernetes API types, helm lint's checks, and the rendered
+# floodgate.yaml checked by floodgate validate (docs/kubernetes.md).
+helm-check:
+	cd $(HELM) && $(NOWORK) $(GO) test -race -timeout 10m ./...
 
 archives:
 	scripts/archives.sh

@@ -25,6 +25,7 @@ var (
 	enumLogFormats       = []string{"text", "json"}
 	enumAdaptive         = []string{AdaptiveGradient, AdaptiveAIMD}
 	enumLogLevels        = []string{"debug", "info", "warn", "error"}
+	enumLease            = []string{LeaseOff, LeaseAuto}
 )
 
 func names[T ~string](vs []T) []string {

@@ -325,6 +325,22 @@ func (k *checker) checkPolicies() {
 		}
 		p := k.c.Policies[name]
 		k.buildPolicy(path, name, &p.LimitsSpec, p.Local, p.Overrides, p.Tiers)
+		k.checkLease(path, p)
+	}
+}
+
+// checkLease checks a policy's lease and lease_max.
+func (k *checker) checkLease(path string, p PolicySpec) {
+	if p.Lease != "" && k.oneOf(path+".lease", p.Lease, enumLease...) && p.Leased() && k.c.Storage.Engine != EngineRedis {
+		k.errf(path+".lease", "leases are taken from Redis, and storage.engine is %s; set engine: redis, or lease: off", k.c.Storage.Engine)
+	}
+	if k.has(path + ".lease_max") {
+		switch {
+		case !p.Leased():
+			k.errf(path+".lease_max", "applies with lease: auto only")
+		case p.LeaseMax < 1:
+			k.errf(path+".lease_max", "must be at least 1 unit; %d would lease nothing", p.LeaseMax)
+		}
 	}
 }
 

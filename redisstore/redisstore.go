@@ -13,6 +13,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/internal/chargedenied"
 )
 
 // Defaults for Options' zero values.
@@ -319,6 +320,9 @@ func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 
 // Refund implements floodgate.Store.
 func (s *Store) Refund(ctx context.Context, set *algo.Set, key string, cost int64) error {
+	if plainSet(set) && chargedenied.On(ctx) {
+		return s.plainRefund(ctx, set, key, cost)
+	}
 	r, err := s.do(ctx, opRefund, set, key, cost)
 	if err != nil {
 		return err
@@ -335,5 +339,11 @@ func (s *Store) Reset(ctx context.Context, set *algo.Set, key string) error {
 		return err
 	}
 	s.release(r)
+	if plainSet(set) {
+		// The plain count too, whichever way the set is counted now.
+		if err := s.plainReset(ctx, set, key); err != nil {
+			return &Error{Op: opNames[opReset], Err: err}
+		}
+	}
 	return nil
 }
