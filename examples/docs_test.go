@@ -51,6 +51,8 @@ var docPackages = map[string]string{
 	"concurrency":   "github.com/floodgate-go/floodgate/concurrency",
 	"redislease":    "github.com/floodgate-go/floodgate/concurrency/redislease",
 	"adaptive":      "github.com/floodgate-go/floodgate/concurrency/adaptive",
+	"throttle":      "github.com/floodgate-go/floodgate/concurrency/throttle",
+	"lease":         "github.com/floodgate-go/floodgate/lease",
 	"outbound":      "github.com/floodgate-go/floodgate/outbound",
 	"prometheus":    "github.com/prometheus/client_golang/prometheus",
 	"promhttp":      "github.com/prometheus/client_golang/prometheus/promhttp",
