@@ -53,6 +53,7 @@ var docPackages = map[string]string{
 	"adaptive":      "github.com/floodgate-go/floodgate/concurrency/adaptive",
 	"throttle":      "github.com/floodgate-go/floodgate/concurrency/throttle",
 	"clock":         "github.com/floodgate-go/floodgate/clock",
+	"lease":         "github.com/floodgate-go/floodgate/lease",
 	"outbound":      "github.com/floodgate-go/floodgate/outbound",
 	"prometheus":    "github.com/prometheus/client_golang/prometheus",
 	"promhttp":      "github.com/prometheus/client_golang/prometheus/promhttp",
