@@ -15,6 +15,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/admin"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/testkit"
 )
 
@@ -160,7 +161,7 @@ func TestPenaltyLastsItsTimeThroughTheProxy(t *testing.T) {
 	up := loginUpstream(t)
 	var now atomic.Int64
 	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	d, err := New(mustParse(t, loginConf("", up.URL)), Options{Logger: slog.New(slog.DiscardHandler), Clock: floodgate.ClockFunc(now.Load)})
+	d, err := New(mustParse(t, loginConf("", up.URL)), Options{Logger: slog.New(slog.DiscardHandler), Clock: clock.Func(now.Load)})
 	if err != nil {
 		t.Fatal(err)
 	}
