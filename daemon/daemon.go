@@ -48,6 +48,7 @@ import (
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/pgproxy"
 	"github.com/floodgate-go/floodgate/proxy"
+	"github.com/floodgate-go/floodgate/telemetry"
 )
 
 // A Daemon serves one configuration at a time. Build it with New, run it
@@ -61,10 +62,11 @@ type Daemon struct {
 	engine    *engine
 	conc      *concLimits // the routes' concurrency limits, kept across reloads
 	run       *runner
-	check     *checkapi.API     // nil without a check listener
-	envoy     *envoyrls.Service // nil without an envoy listener
-	pg        *pgproxy.Proxy    // nil without a postgres listener
-	admin     *admin.Admin      // nil without an admin listener
+	check     *checkapi.API        // nil without a check listener
+	envoy     *envoyrls.Service    // nil without an envoy listener
+	pg        *pgproxy.Proxy       // nil without a postgres listener
+	admin     *admin.Admin         // nil without an admin listener
+	tel       *telemetry.Telemetry // nil without a telemetry section
 	status    *statusPage
 	cur       atomic.Pointer[generation]
 	mu        sync.Mutex // serialises Apply
@@ -122,6 +124,9 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.m = m
+	if d.tel, err = telemetry.New(cfg.Telemetry, d.reg, d.log); err != nil {
+		return nil, errAt(cfg, "telemetry", err)
+	}
 	d.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "config_reloads_total",
 		Help: "Configuration reloads by result (success or error)."}, []string{"result"})
 	d.reloadErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "config_reload_errors_total",
@@ -227,7 +232,8 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	err := d.run.shutdown(ctx)
 	d.status.shutdown()
 	d.engine.close()
-	return err
+	// Last, so that the metrics exported hold every decision made.
+	return errors.Join(err, d.tel.Shutdown(ctx))
 }
 
 // Close releases what New built, for a daemon that was never started
@@ -235,6 +241,11 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 func (d *Daemon) Close() {
 	d.status.shutdown()
 	d.engine.close()
+	// Nothing was served, so nothing is exported: the canceled context
+	// stops the exporters without their last export.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d.tel.Shutdown(ctx)
 }
 
 // Apply swaps in cfg. On an error the configuration in service keeps
@@ -386,7 +397,7 @@ func (d *Daemon) build(cfg *config.Config) (*generation, error) {
 			errs = append(errs, errorsAt(cfg, yamlpos.MapKeyPath("policies", name), err)...)
 			continue
 		}
-		wrapped := d.m.Limiter(lim)
+		wrapped := d.tel.Limiter(d.m.Limiter(lim), rawKeys(cfg))
 		if !d.noStatus {
 			wrapped = d.status.wrap(wrapped)
 		}
@@ -480,7 +491,7 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 	if p := cfg.Proxy; p != nil && g.proxy != nil {
 		// The listener serves the generation in service: a reload swaps
 		// the whole proxy (upstream, headers, trust, routes, certificates).
-		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { d.cur.Load().proxy.ServeHTTP(w, r) })
+		h := d.tel.HTTP("proxy", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { d.cur.Load().proxy.ServeHTTP(w, r) }), true)
 		var tc *tls.Config
 		if g.proxyTLS != nil {
 			// Each handshake takes the generation's TLS settings: rotated or
@@ -496,14 +507,14 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 			fail("check.concurrency", err)
 		}
 		d.check = checkapi.New(checkapi.Config{Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, RawKeys: rawKeys(cfg), Token: c.Token, AllowedHosts: c.AllowedHosts, Concurrency: cc, Headers: checkHeaders(cfg)})
-		d.run.fronts = append(d.run.fronts, httpFrontEnd("check", c.Listen, d.check, nil, c.Bounds, nil, d.log))
+		d.run.fronts = append(d.run.fronts, httpFrontEnd("check", c.Listen, d.tel.HTTP("check", d.check, false), nil, c.Bounds, nil, d.log))
 	}
 	if e := cfg.Envoy; e != nil {
 		ec := envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg),
 			Mode: envoyMode(e), Store: d.engine.store, Token: e.Token,
 			Rules: e.Rules, Limiters: g.limiters, Logger: d.log, RawKeys: rawKeys(cfg),
 			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() },
-			Bounds:   envoyBounds(e.Bounds)}
+			Bounds:   envoyBounds(e.Bounds), ServerOptions: d.tel.GRPC()}
 		path, err := "envoy", error(nil)
 		if e.TLS != nil {
 			// As the PostgreSQL listener's: rotated certificate files are
