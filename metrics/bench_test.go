@@ -8,6 +8,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/metrics"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // BenchmarkAllow compares a decision on the bare memory limiter with the
@@ -27,7 +28,7 @@ func BenchmarkAllow(b *testing.B) {
 			b.ReportAllocs()
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			cpu0, ok := threadCPU()
+			cpu0, ok := testkit.ThreadCPU()
 			n := 0
 			for b.Loop() {
 				if _, err := lim.Allow(ctx, "user:42"); err != nil {
@@ -35,7 +36,7 @@ func BenchmarkAllow(b *testing.B) {
 				}
 				n++
 			}
-			if cpu1, ok1 := threadCPU(); ok && ok1 && n > 0 {
+			if cpu1, ok1 := testkit.ThreadCPU(); ok && ok1 && n > 0 {
 				b.ReportMetric(float64(cpu1-cpu0)/float64(n), "cpu-ns/op")
 			}
 		})
