@@ -124,9 +124,6 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.m = m
-	if d.tel, err = telemetry.New(cfg.Telemetry, d.reg, d.log); err != nil {
-		return nil, errAt(cfg, "telemetry", err)
-	}
 	d.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "config_reloads_total",
 		Help: "Configuration reloads by result (success or error)."}, []string{"result"})
 	d.reloadErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "config_reload_errors_total",
@@ -158,15 +155,21 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		d.engine.close()
 		return nil, err
 	}
+	if d.tel, err = telemetry.New(cfg.Telemetry, d.reg, d.log); err != nil {
+		d.engine.close()
+		return nil, errAt(cfg, "telemetry", err)
+	}
 	g, err := d.build(cfg)
 	if err != nil {
 		d.engine.close()
+		d.dropTelemetry()
 		return nil, err
 	}
 	d.cur.Store(g)
 	d.conc.commit()
 	if errs := d.newFrontEnds(g); len(errs) > 0 {
 		d.engine.close()
+		d.dropTelemetry()
 		return nil, errs.Sorted()
 	}
 	for _, f := range d.run.fronts {
@@ -241,8 +244,12 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 func (d *Daemon) Close() {
 	d.status.shutdown()
 	d.engine.close()
-	// Nothing was served, so nothing is exported: the canceled context
-	// stops the exporters without their last export.
+	d.dropTelemetry()
+}
+
+// dropTelemetry stops the exporters of a daemon that served nothing, so
+// nothing is exported: the canceled context skips their last export.
+func (d *Daemon) dropTelemetry() {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	d.tel.Shutdown(ctx)
