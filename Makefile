@@ -2,7 +2,8 @@
 #
 #   make test    installs what the suite needs (Debian packages redis-server,
 #                postgresql, prometheus for promtool, systemd for
-#                systemd-analyze; staticcheck), then runs
+#                systemd-analyze, zsh and fish for the completion scripts,
+#                jq for release-check; staticcheck), then runs
 #                gofmt, go vet, staticcheck and every test under -race against
 #                real servers the tests start.
 #   make quick   the inner loop: go test -short (no race detector, the long
@@ -13,6 +14,14 @@
 #   make install-test
 #                every module installed as a user installs it, from a throwaway
 #                release tag in a clone, floodgate's modules from its tags only (part of make test).
+#   make archives
+#                the release archives of cmd/floodgate for linux and darwin on
+#                amd64 and arm64, with SHA256SUMS and an SPDX SBOM each, in
+#                build/release (scripts/archives.sh; docs/operating.md,
+#                "Release archives").
+#   make release-check
+#                one archive for this machine built twice (the same checksums),
+#                verified, unpacked and run, its SBOM checked (part of make test).
 #   make image   the container image, without a container daemon, as an OCI image
 #                layout in build/image and an OCI archive build/floodgate-image.tar
 #                (docs/operating.md, "Container image").
@@ -44,9 +53,9 @@ HELM        := scripts/helm
 OTEL        := scripts/otel
 NOWORK      := GOWORK=off
 
-.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile install-test image-check image helm-check otel-check bench demo course fuzz
+.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile install-test image-check image helm-check otel-check archives release-check bench demo course fuzz
 
-test: deps fmt-check mod-check vet lint unit bench-compile install-test image-check helm-check otel-check
+test: deps fmt-check mod-check vet lint unit bench-compile install-test image-check helm-check otel-check release-check
 
 deps: servers tools
 
@@ -62,6 +71,9 @@ servers:
 	command -v pgbouncer >/dev/null 2>&1 || need="$$need pgbouncer"; \
 	command -v chromium >/dev/null 2>&1 || need="$$need chromium"; \
 	command -v systemd-analyze >/dev/null 2>&1 || need="$$need systemd"; \
+	command -v zsh >/dev/null 2>&1 || need="$$need zsh"; \
+	command -v fish >/dev/null 2>&1 || need="$$need fish"; \
+	command -v jq >/dev/null 2>&1 || need="$$need jq"; \
 	if [ -n "$$need" ]; then \
 		echo "installing Debian packages:$$need"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
@@ -143,6 +155,14 @@ helm-check:
 # (docs/telemetry.md).
 otel-check:
 	cd $(OTEL) && $(NOWORK) $(GO) test -race -timeout 10m ./...
+
+archives:
+	scripts/archives.sh
+
+# scripts/release-check.sh: reproducible, checksummed, runs, its SBOM is the
+# binary's modules.
+release-check:
+	scripts/release-check.sh
 
 image:
 	cd $(IMAGE) && $(NOWORK) $(GO) run . -root ../.. -out ../../build/image -archive ../../build/floodgate-image.tar

@@ -184,6 +184,15 @@ func (s *Storage) setDefaults() {
 	s.Failure.setDefaults()
 }
 
+// The values of a policy's lease.
+const (
+	LeaseOff  = "off"
+	LeaseAuto = "auto"
+)
+
+// Leased reports whether p's decisions are answered from leased blocks.
+func (p *PolicySpec) Leased() bool { return p.Lease == LeaseAuto }
+
 // Remote reports whether the engine keeps state outside the process.
 func (s *Storage) Remote() bool { return s.Engine == EngineRedis || s.Engine == EngineHybrid }
 
@@ -446,6 +455,21 @@ type PolicySpec struct {
 	// storage.hybrid's share of every limit. Overrides and tiers always
 	// take that share. Only the hybrid engine has a local filter.
 	Local *LimitsSpec `yaml:"local,omitempty"`
+
+	// Lease answers most of the policy's decisions from blocks of its
+	// budget leased from Redis, one script call charging a block as its
+	// requests would be, so the limit is never exceeded while Redis does a
+	// fraction of the work (docs/leases.md): off (the default) or auto,
+	// which sizes each key's block by its recent rate. Only the redis
+	// engine leases; sliding_log limits never do.
+	Lease string `yaml:"lease,omitempty"`
+
+	// LeaseMax caps a leased block in units (with lease: auto). The units
+	// a block holds are unavailable to other instances: with N instances
+	// up to about 1.5 × N × lease_max units of a key's limit can be held
+	// back. Default 1000; a block is also never above a tenth of the
+	// smallest limit's capacity.
+	LeaseMax int64 `yaml:"lease_max,omitempty"`
 
 	// Description is free text for the status page and the effective
 	// configuration.

@@ -37,6 +37,7 @@ var fieldEnums = map[string][]string{
 	"Log.Format":                    enumLogFormats,
 	"Log.Level":                     enumLogLevels,
 	"AdaptiveConcurrency.Algorithm": enumAdaptive,
+	"PolicySpec.Lease":              enumLease,
 }
 
 // typeEnums maps enumerated string types to their values.

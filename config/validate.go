@@ -8,6 +8,7 @@ import (
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/httpmatch"
 
+	"github.com/floodgate-go/floodgate/internal/textform"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 
 	"fmt"
@@ -329,6 +330,22 @@ func (k *checker) checkPolicies() {
 		}
 		p := k.c.Policies[name]
 		k.buildPolicy(path, name, &p.LimitsSpec, p.Local, p.Overrides, p.Tiers)
+		k.checkLease(path, p)
+	}
+}
+
+// checkLease checks a policy's lease and lease_max.
+func (k *checker) checkLease(path string, p PolicySpec) {
+	if p.Lease != "" && k.oneOf(path+".lease", p.Lease, enumLease...) && p.Leased() && k.c.Storage.Engine != EngineRedis {
+		k.errf(path+".lease", "leases are taken from Redis, and storage.engine is %s; set engine: redis, or lease: off", k.c.Storage.Engine)
+	}
+	if k.has(path + ".lease_max") {
+		switch {
+		case !p.Leased():
+			k.errf(path+".lease_max", "applies with lease: auto only")
+		case p.LeaseMax < 1:
+			k.errf(path+".lease_max", "must be at least 1 unit; %d would lease nothing", p.LeaseMax)
+		}
 	}
 }
 
@@ -427,12 +444,12 @@ func (k *checker) limit(path string, s LimitSpec, inherit LimitSpec) (floodgate.
 	}
 	alg := s.Algorithm
 	if alg != "" {
-		a, err := floodgate.ParseAlgorithm(alg)
-		if err != nil {
+		a, ok := textform.Algorithm(alg)
+		if !ok {
 			k.oneOf(path+".algorithm", alg, enumAlgorithms...)
 			return l, false
 		}
-		l.Algorithm = a
+		l.Algorithm = floodgate.Algorithm(a)
 	}
 	if s.Burst < 0 {
 		k.errf(path+".burst", "must not be negative (0 means burst = rate)")
@@ -742,11 +759,12 @@ func (k *checker) checkEnvoy() {
 	k.serverTLS("envoy.tls", e.TLS)
 	k.secret("envoy", &e.Token, &e.TokenFile)
 	k.bounds("envoy", &e.Bounds, boundsGRPC)
-	alg, err := floodgate.ParseAlgorithm(e.Algorithm)
-	if err != nil {
+	a, ok := textform.Algorithm(e.Algorithm)
+	if !ok {
 		k.oneOf("envoy.algorithm", e.Algorithm, enumAlgorithms...)
 		return
 	}
+	alg := floodgate.Algorithm(a)
 	if len(e.RatelimitConfig) == 0 {
 		k.errf("envoy", "envoy.ratelimit_config is required: the envoyproxy/ratelimit configuration files to serve")
 		return

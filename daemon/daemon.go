@@ -36,6 +36,7 @@ import (
 	"github.com/floodgate-go/floodgate/admin"
 	"github.com/floodgate-go/floodgate/checkapi"
 	"github.com/floodgate-go/floodgate/clientip"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/envoyrls"
@@ -100,7 +101,7 @@ type Options struct {
 	// engine on this clock (with the section's memory.max_keys); every
 	// policy, route and front end is built as serve builds it. floodgate
 	// replay decides recorded traffic so, on the log's own time.
-	Clock floodgate.Clock
+	Clock clock.Clock
 }
 
 // New builds the engine, the metrics and the front ends of cfg. It does not
@@ -144,7 +145,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	buildInfo.WithLabelValues(bi.Version, bi.Revision, bi.GoVersion).Set(1)
 	d.reg.MustRegister(d.reloads, d.reloadErrors, d.lastReload, d.shadowed, d.upstreamErrs, d.clientErrs, d.connsRefused, buildInfo)
 
-	if d.engine, err = newEngine(cfg.Storage, o.Clock, m, d.log); err != nil {
+	if d.engine, err = newEngine(cfg.Storage, o.Clock, m, d.reg, d.log); err != nil {
 		return nil, errAt(cfg, "storage", err)
 	}
 	if d.conc, err = newConcLimits(d.engine, cfg.Storage); err != nil {
@@ -165,6 +166,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		d.dropTelemetry()
 		return nil, err
 	}
+	d.engine.setLeases(g.cfg)
 	d.cur.Store(g)
 	d.conc.commit()
 	if errs := d.newFrontEnds(g); len(errs) > 0 {
@@ -300,6 +302,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 	}
 	// Everything is built: swap. A request sees the old generation or the
 	// new one, never a mix.
+	d.engine.setLeases(g.cfg)
 	d.cur.Store(g)
 	d.conc.commit()
 	if d.check != nil {
@@ -399,7 +402,7 @@ func (d *Daemon) build(cfg *config.Config) (*generation, error) {
 		if len(p.Tiers) > 0 && p.TierOf == nil {
 			p.TierOf = tierOfKey
 		}
-		lim, err := floodgate.New(d.engine.store, p)
+		lim, err := floodgate.New(d.engine.storeFor(cfg, name), p)
 		if err != nil {
 			errs = append(errs, errorsAt(cfg, yamlpos.MapKeyPath("policies", name), err)...)
 			continue
@@ -517,7 +520,9 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 		d.run.fronts = append(d.run.fronts, httpFrontEnd("check", c.Listen, d.tel.HTTP("check", d.check, false), nil, c.Bounds, nil, d.log))
 	}
 	if e := cfg.Envoy; e != nil {
-		ec := envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg),
+		// Every engine of the daemon returns by its call's deadline
+		// (DeadlineBound on the Redis Guard).
+		ec := envoyrls.Config{ResponseHeaders: e.ResponseHeaders, Timeout: checkTimeout(cfg), DeadlineBound: true,
 			Mode: envoyMode(e), Store: d.engine.store, Token: e.Token,
 			Rules: e.Rules, Limiters: g.limiters, Logger: d.log, RawKeys: rawKeys(cfg),
 			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() },

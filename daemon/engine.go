@@ -11,12 +11,15 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/hybrid"
+	leasestore "github.com/floodgate-go/floodgate/lease"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/redisstore"
@@ -31,6 +34,43 @@ type engine struct {
 	client  redis.UniversalClient
 	creds   atomic.Pointer[credentials] // Redis's user and password, which a reload may rotate
 	closers []func() error
+
+	// leased is the store of policies with lease: auto (redis engine
+	// only): lease over store. leaseCaps maps those policies to their
+	// lease_max (0: the default) in the configuration in service.
+	leased    *leasestore.Store
+	leaseCaps atomic.Pointer[map[string]int64]
+}
+
+// storeFor returns the store of policy name of c: the leasing one when
+// the policy has lease: auto and the engine leases.
+func (e *engine) storeFor(c *config.Config, name string) floodgate.Store {
+	if p, ok := c.Policies[name]; ok && p.Leased() && e.leased != nil {
+		return e.leased
+	}
+	return e.store
+}
+
+// setLeases records which policies of c lease, and their caps.
+func (e *engine) setLeases(c *config.Config) {
+	caps := map[string]int64{}
+	for name, p := range c.Policies {
+		if p.Leased() {
+			caps[name] = p.LeaseMax
+		}
+	}
+	e.leaseCaps.Store(&caps)
+}
+
+// leaseCap is lease.Options.Cap: a policy not leasing in the
+// configuration in service (one removed by a reload) leases nothing.
+func (e *engine) leaseCap(policy string) int64 {
+	if caps := e.leaseCaps.Load(); caps != nil {
+		if c, ok := (*caps)[policy]; ok {
+			return c
+		}
+	}
+	return -1
 }
 
 // credentials are what new connections to Redis authenticate with.
@@ -48,7 +88,7 @@ func (e *engine) setCredentials(r *config.Redis) {
 // the engine names "memory", "local" and "redis". A daemon builds its
 // engine once: the storage section cannot change by a reload. A clock
 // (Options.Clock) makes it a memory engine on that clock, whatever st says.
-func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, log *slog.Logger) (*engine, error) {
+func newEngine(st config.Storage, clock clock.Clock, m *metrics.Metrics, reg prometheus.Registerer, log *slog.Logger) (*engine, error) {
 	e := &engine{remote: st.Remote() && clock == nil}
 	mem := func(name string) *memstore.Store {
 		s := memstore.New(memstore.Options{MaxKeys: st.Memory.MaxKeys, Clock: clock})
@@ -79,14 +119,16 @@ func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, log
 	}
 	e.closers = append([]func() error{rs.Close}, e.closers...)
 	gopts := m.GuardOptions("redis", failover.GuardOptions{
-		Timeout:      st.Failure.Timeout.D(),
-		SlowTimeout:  st.Failure.SlowTimeout.D(),
-		FailureRate:  st.Failure.Breaker.FailureRate,
-		MinCalls:     st.Failure.Breaker.MinCalls,
-		Window:       st.Failure.Breaker.Window.D(),
-		Backoff:      st.Failure.Breaker.Backoff.D(),
-		MaxBackoff:   st.Failure.Breaker.MaxBackoff.D(),
-		ContextBound: true, // redisstore returns when the call's context ends
+		Timeout:     st.Failure.Timeout.D(),
+		SlowTimeout: st.Failure.SlowTimeout.D(),
+		FailureRate: st.Failure.Breaker.FailureRate,
+		MinCalls:    st.Failure.Breaker.MinCalls,
+		Window:      st.Failure.Breaker.Window.D(),
+		Backoff:     st.Failure.Breaker.Backoff.D(),
+		MaxBackoff:  st.Failure.Breaker.MaxBackoff.D(),
+		// redisstore returns when the call's context ends or its
+		// deadline passes, whether or not Done closes then.
+		DeadlineBound: true,
 		// Operators learn that Redis went away, why the breaker thinks so,
 		// and what floodgate does about it, from the log too, not only
 		// from a metric: once per outage, not once per probe.
@@ -110,12 +152,34 @@ func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, log
 			o.Local = mem("local")
 		}
 		e.store, err = failover.New(guard, o)
+		if err == nil {
+			err = e.newLease(reg)
+		}
 	}
 	if err != nil {
 		e.close()
 		return nil, err
 	}
 	return e, nil
+}
+
+// newLease makes the store of the policies that lease: blocks are taken
+// through the failover store's Guard, and what they cannot cover is
+// decided by the failover store, failure mode included. It is closed
+// before the Redis store, so that its unused units go back.
+func (e *engine) newLease(reg prometheus.Registerer) error {
+	obs, err := metrics.NewLease(reg, metrics.LeaseOptions{})
+	if err != nil {
+		return err
+	}
+	ls, err := leasestore.New(e.store, leasestore.Options{Cap: e.leaseCap, Observer: obs})
+	if err != nil {
+		return err
+	}
+	obs.Watch(ls)
+	e.leased = ls
+	e.closers = append([]func() error{ls.Close}, e.closers...)
+	return nil
 }
 
 // redisClient opens the client the configuration describes. Every command

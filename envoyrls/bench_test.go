@@ -13,7 +13,7 @@ import (
 // response.
 func BenchmarkShouldRateLimit(b *testing.B) {
 	rules, lims := rulesOf(b, "domain: d\ndescriptors: [{key: k, value: v, rate_limit: {unit: second, requests_per_unit: 1000000000}}]\n", nil)
-	s, err := New(Config{Rules: rules, Limiters: lims})
+	s, err := New(Config{Rules: rules, Limiters: lims, DeadlineBound: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 // descriptors of two rules per call, decided together.
 func BenchmarkShouldRateLimitTwo(b *testing.B) {
 	rules, lims := rulesOf(b, "domain: d\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 1000000000}}, {key: t, rate_limit: {unit: second, requests_per_unit: 1000000000}}]\n", nil)
-	s, err := New(Config{Rules: rules, Limiters: lims})
+	s, err := New(Config{Rules: rules, Limiters: lims, DeadlineBound: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -20,6 +21,8 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/envoyrules"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/internal/chargedenied"
+	"github.com/floodgate-go/floodgate/internal/deadline"
 )
 
 // kind is what a descriptor's rule does with its limit.
@@ -69,11 +72,22 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if why := overBounds(req); why != "" {
 		return s.refuseOverBounds(ctx, req, why), nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
+	if s.byDeadline {
+		ctx = deadline.With(ctx, time.Now().Add(s.timeout))
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+	}
 
 	rs := s.rules.Load()
 	m := s.mode.Load()
+	if m.Independent && m.ChargeDenied {
+		// Counted as envoyproxy/ratelimit counts: an engine that can
+		// charge a denied request in the same step (redisstore, without
+		// a script) is told so.
+		ctx = chargedenied.With(ctx)
+	}
 	sc := scratchPool.Get().(*scratch)
 	defer sc.release()
 	descs := sc.entries(req.Descriptors)
@@ -85,11 +99,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 	}
 	matched := rs.rules.MatchOverrides(req.Domain, descs, overrides)
-	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.Descriptors))
+	ans := newAnswer(len(req.Descriptors))
+	statuses := ans.resp.Statuses
 	reqCost := int64(max(req.GetHitsAddend(), 1))
 	checks := sc.checks[:0]
 	for i, d := range req.Descriptors {
-		statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		statuses[i] = ans.status(i)
 		r := matched[i]
 		switch {
 		case r == nil:
@@ -142,7 +157,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		s.allOrNothing(ctx, m, sc, checks)
 	}
 
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: statuses}
+	resp := &ans.resp
 	over, quotas, quotasOver := false, 0, 0
 	drive := -1
 	failClosed := false
@@ -156,7 +171,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			return nil, status.Error(codes.Unavailable, "rate limit storage unavailable")
 		}
 		failClosed = failClosed || (c.res.Source == floodgate.SourceFailClosed && !c.res.Allowed)
-		s.fill(statuses[c.desc], c)
+		s.fill(ans, c)
 		denied := !c.res.Allowed
 		switch c.kind {
 		case enforced:
@@ -331,46 +346,67 @@ func (s *Service) allOrNothing(ctx context.Context, m *Mode, sc *scratch, checks
 // different buckets at once.
 func (s *Service) each(ctx context.Context, m *Mode, sc *scratch, checks []*check) {
 	groups := sc.group(checks)
-	run := func(g *group) {
-		for _, c := range g.checks {
-			c.res, c.err = c.lim.AllowN(ctx, c.key, c.cost)
-			c.charged = c.err == nil && c.res.Allowed && c.cost > 0
-			if c.err == nil && !c.res.Allowed && c.cost > 0 && m.ChargeDenied {
-				s.chargeDenied(ctx, c.lim, c.key, &c.res)
-				c.charged = true
-			}
+	switch len(groups) {
+	case 0:
+		return
+	case 1:
+		// No closure made for one group (it would escape to parallel's
+		// goroutines).
+		s.eachGroup(ctx, m, groups[0])
+		return
+	}
+	parallel(groups, func(g *group) { s.eachGroup(ctx, m, g) })
+}
+
+// eachGroup decides the checks of one bucket in order, each on its own.
+func (s *Service) eachGroup(ctx context.Context, m *Mode, g *group) {
+	for _, c := range g.checks {
+		c.res, c.err = c.lim.AllowN(ctx, c.key, c.cost)
+		c.charged = c.err == nil && c.res.Allowed && c.cost > 0
+		if c.err == nil && !c.res.Allowed && c.cost > 0 && m.ChargeDenied {
+			s.chargeDenied(ctx, c.lim, c.key, &c.res)
+			c.charged = true
 		}
 	}
-	parallel(groups, run)
 }
 
 // decideGroups decides each group as one check of its summed cost, the
 // groups at once, and gives every check of a group its own numbers: in an
 // admitted group, the units left after it and the checks before it.
 func (s *Service) decideGroups(ctx context.Context, m *Mode, groups []*group) {
-	parallel(groups, func(g *group) {
-		g.res, g.err = g.checks[0].lim.AllowN(ctx, g.checks[0].key, g.cost)
-		if g.err == nil && !g.res.Allowed && g.res.Source == floodgate.SourcePolicy && g.res.Set != nil {
-			// More than the limit could ever admit: decided without
-			// reading state. Look, so the answer says what is left.
-			if peek, err := g.checks[0].lim.AllowN(ctx, g.checks[0].key, 0); err == nil {
-				g.res.Remaining, g.res.ResetAfter = peek.Remaining, peek.ResetAfter
-			}
+	switch len(groups) {
+	case 0:
+		return
+	case 1:
+		s.decideGroup(ctx, m, groups[0])
+		return
+	}
+	parallel(groups, func(g *group) { s.decideGroup(ctx, m, g) })
+}
+
+// decideGroup decides one group of decideGroups.
+func (s *Service) decideGroup(ctx context.Context, m *Mode, g *group) {
+	g.res, g.err = g.checks[0].lim.AllowN(ctx, g.checks[0].key, g.cost)
+	if g.err == nil && !g.res.Allowed && g.res.Source == floodgate.SourcePolicy && g.res.Set != nil {
+		// More than the limit could ever admit: decided without
+		// reading state. Look, so the answer says what is left.
+		if peek, err := g.checks[0].lim.AllowN(ctx, g.checks[0].key, 0); err == nil {
+			g.res.Remaining, g.res.ResetAfter = peek.Remaining, peek.ResetAfter
 		}
-		if g.err == nil && !g.res.Allowed && g.cost > 0 && m.ChargeDenied {
-			s.chargeDenied(ctx, g.checks[0].lim, g.checks[0].key, &g.res)
+	}
+	if g.err == nil && !g.res.Allowed && g.cost > 0 && m.ChargeDenied {
+		s.chargeDenied(ctx, g.checks[0].lim, g.checks[0].key, &g.res)
+	}
+	after := int64(0)
+	for i := len(g.checks) - 1; i >= 0; i-- {
+		c := g.checks[i]
+		c.res, c.err = g.res, g.err
+		c.charged = g.err == nil && (g.res.Allowed || m.ChargeDenied) && g.cost > 0
+		if g.err == nil && g.res.Allowed {
+			c.res.Remaining += after
+			after += c.cost
 		}
-		after := int64(0)
-		for i := len(g.checks) - 1; i >= 0; i-- {
-			c := g.checks[i]
-			c.res, c.err = g.res, g.err
-			c.charged = g.err == nil && (g.res.Allowed || m.ChargeDenied) && g.cost > 0
-			if g.err == nil && g.res.Allowed {
-				c.res.Remaining += after
-				after += c.cost
-			}
-		}
-	})
+	}
 }
 
 // refundGroups gives back the cost of every admitted group and reports
@@ -553,44 +589,139 @@ func parallel(groups []*group, f func(*group)) {
 		var wg sync.WaitGroup
 		for _, g := range groups[1:] {
 			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				f(g)
-			}()
+			help(helperTask{f: f, g: g, wg: &wg})
 		}
 		f(groups[0])
 		wg.Wait()
 	}
 }
 
+// A helperTask is one group of a parallel call, run by a helper.
+type helperTask struct {
+	f  func(*group)
+	g  *group
+	wg *sync.WaitGroup
+}
+
+// maxHelpers bounds the helper goroutines kept between calls.
+const maxHelpers = StreamWorkers
+
+var (
+	helperWork = make(chan helperTask) // an idle helper takes a task
+	helpers    atomic.Int64            // helpers kept
+)
+
+// help runs t on an idle helper, or on a new goroutine when none is idle.
+// Helpers are kept (up to maxHelpers) rather than started per call: a new
+// goroutine's stack grows anew, in every call, to the depth of a decision.
+func help(t helperTask) {
+	select {
+	case helperWork <- t:
+	default:
+		go helper(t)
+	}
+}
+
+// helper runs t, then, if kept, every task it is given.
+func helper(t helperTask) {
+	t.run()
+	if helpers.Add(1) > maxHelpers {
+		helpers.Add(-1)
+		return
+	}
+	for t := range helperWork {
+		t.run()
+	}
+}
+
+func (t helperTask) run() {
+	defer t.wg.Done()
+	t.f(t.g)
+}
+
 // fill describes c in its descriptor's status: the code, and, when state
 // was read, the limit, the units remaining and the time until the window
 // (or bucket) resets, in whole seconds rounded up as envoyproxy/ratelimit
 // counts them.
-func (s *Service) fill(st *rlsv3.RateLimitResponse_DescriptorStatus, c *check) {
-	res := &c.res
+func (s *Service) fill(ans *answer, c *check) {
+	st, res := ans.resp.Statuses[c.desc], &c.res
 	if res.Allowed || c.kind == shadowed {
 		st.Code = rlsv3.RateLimitResponse_OK
 	} else {
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	if c.rule.Blocked {
-		st.CurrentLimit = currentLimit(floodgate.Limit{Period: c.rule.BlockedPeriod}, c.rule.Name)
+		st.CurrentLimit = currentLimit(ans.limit(c.desc), floodgate.Limit{Period: c.rule.BlockedPeriod}, c.rule.Name)
 		st.CurrentLimit.RequestsPerUnit = 0
-		st.DurationUntilReset = durationpb.New(windowLeft(c.rule.BlockedPeriod))
+		st.DurationUntilReset = ans.duration(c.desc, windowLeft(c.rule.BlockedPeriod))
 		return
 	}
 	if !res.HasState() {
 		return
 	}
-	st.CurrentLimit = currentLimit(res.Limit, c.rule.Name)
+	st.CurrentLimit = currentLimit(ans.limit(c.desc), res.Limit, c.rule.Name)
 	st.LimitRemaining = uint32(min(res.Remaining, math.MaxUint32))
 	reset := res.ResetAfter
 	if reset == 0 && res.Limit.Algorithm == floodgate.FixedWindow {
 		// An empty window: it ends where every window of the limit ends.
 		reset = windowLeft(res.Limit.Period)
 	}
-	st.DurationUntilReset = durationpb.New(ceilSecond(reset))
+	st.DurationUntilReset = ans.duration(c.desc, ceilSecond(reset))
+}
+
+// answerInline is how many descriptors' statuses an answer holds inline.
+const answerInline = 2
+
+// An answer is one call's response with, for its first answerInline
+// descriptors, the messages its statuses point to: one allocation for the
+// response of a request of up to answerInline descriptors, where each
+// message would be one. Nothing is pooled: gRPC owns the response once it
+// is returned.
+type answer struct {
+	resp rlsv3.RateLimitResponse
+	ptrs [answerInline]*rlsv3.RateLimitResponse_DescriptorStatus
+	sts  [answerInline]rlsv3.RateLimitResponse_DescriptorStatus
+	lims [answerInline]rlsv3.RateLimitResponse_RateLimit
+	durs [answerInline]durationpb.Duration
+}
+
+// newAnswer returns an OK response with room for n statuses.
+func newAnswer(n int) *answer {
+	a := &answer{}
+	a.resp.OverallCode = rlsv3.RateLimitResponse_OK
+	if n <= answerInline {
+		a.resp.Statuses = a.ptrs[:n]
+	} else {
+		a.resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	}
+	return a
+}
+
+// status returns descriptor i's status, OK.
+func (a *answer) status(i int) *rlsv3.RateLimitResponse_DescriptorStatus {
+	if i < answerInline {
+		a.sts[i].Code = rlsv3.RateLimitResponse_OK
+		return &a.sts[i]
+	}
+	return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+}
+
+// limit returns descriptor i's current_limit message, empty.
+func (a *answer) limit(i int) *rlsv3.RateLimitResponse_RateLimit {
+	if i < answerInline {
+		return &a.lims[i]
+	}
+	return &rlsv3.RateLimitResponse_RateLimit{}
+}
+
+// duration returns d as descriptor i's duration_until_reset message.
+func (a *answer) duration(i int, d time.Duration) *durationpb.Duration {
+	secs, nanos := int64(d/time.Second), int32(d%time.Second)
+	if i < answerInline {
+		a.durs[i].Seconds, a.durs[i].Nanos = secs, nanos
+		return &a.durs[i]
+	}
+	return &durationpb.Duration{Seconds: secs, Nanos: nanos}
 }
 
 // windowLeft is the time until the current window of period ends, windows

@@ -38,6 +38,11 @@ import (
 	"github.com/floodgate-go/floodgate/internal/webguard"
 )
 
+// StreamWorkers is how many goroutines Serve keeps to run calls on: about
+// 8 KiB each while idle, and enough for the calls in flight at once of a
+// busy instance (a call beyond them runs on a goroutine of its own).
+const StreamWorkers = 256
+
 // DefaultTimeout bounds one ShouldRateLimit call when Config.Timeout is
 // zero.
 const DefaultTimeout = time.Second
@@ -54,6 +59,17 @@ type Config struct {
 	// timeout, so that a Redis that hangs is answered by the failure
 	// policy.
 	Timeout time.Duration
+
+	// DeadlineBound promises that every limiter's engine returns by its
+	// context's deadline even when the context's Done channel has not
+	// closed (floodgate's own engines do: the memory engine never waits,
+	// and a failover.Guard made with DeadlineBound over redisstore bounds
+	// its calls by their deadline). Each call then gets Timeout as a
+	// deadline on the caller's context (a few bytes) rather than a
+	// context derived with context.WithTimeout (a timer, a registration
+	// with the caller's context, and a channel once the engine waits).
+	// Leave it false for an engine that waits on Done alone.
+	DeadlineBound bool
 
 	// Rules are the envoyproxy/ratelimit rules descriptors are matched
 	// against. Required; SetRules replaces them.
@@ -227,6 +243,7 @@ type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
 	timeout    time.Duration
+	byDeadline bool // Config.DeadlineBound
 	serverOpts []grpc.ServerOption
 	mode       atomic.Pointer[Mode]
 	store      floodgate.Store
@@ -259,7 +276,7 @@ type ruleSet struct {
 
 // New validates cfg and returns its service.
 func New(cfg Config) (*Service, error) {
-	s := &Service{timeout: cfg.Timeout, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger, cfg.RawKeys), health: health.NewServer()}
+	s := &Service{timeout: cfg.Timeout, byDeadline: cfg.DeadlineBound, onShadow: cfg.OnShadow, sample: denylog.New(cfg.Logger, cfg.RawKeys), health: health.NewServer()}
 	s.SetMode(cfg.Mode)
 	s.SetToken(cfg.Token)
 	s.store, s.tls = cfg.Store, cfg.TLS
@@ -337,8 +354,14 @@ func (s *Service) authorize(ctx context.Context, req any, info *grpc.UnaryServer
 // Serve serves the service and the health service on ln until Shutdown.
 // It returns nil after Shutdown.
 func (s *Service) Serve(ln net.Listener) error {
+	// Calls run on a pool of stream workers instead of a new goroutine
+	// per call, whose stack grew anew on every call. A worker is busy for
+	// the whole call, Redis's round trip included, and gRPC starts a new
+	// goroutine when every worker is busy: so there are as many as the
+	// calls one instance keeps in flight (StreamWorkers).
 	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(s.authorize), grpc.MaxRecvMsgSize(MaxRequestBytes),
-		grpc.ForceServerCodecV2(boundedCodec{encoding.GetCodecV2(proto.Name)})}, s.serverOpts...)
+		grpc.ForceServerCodecV2(boundedCodec{encoding.GetCodecV2(proto.Name)}),
+		grpc.NumStreamWorkers(StreamWorkers)}, s.serverOpts...)
 	if s.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls)))
 	}
@@ -401,14 +424,15 @@ var units = [...]struct {
 // (100 per 30 s is 100 per 30 SECOND). A period that is not a whole number
 // of seconds is rounded up to one, with the rate scaled down, the way the
 // RateLimit-Policy field rounds: the advertised limit never exceeds the
-// real one. A rate above 2^32-1 is capped.
-func currentLimit(l floodgate.Limit, name string) *rlsv3.RateLimitResponse_RateLimit {
+// real one. A rate above 2^32-1 is capped. It fills cl, empty, and
+// returns it.
+func currentLimit(cl *rlsv3.RateLimitResponse_RateLimit, l floodgate.Limit, name string) *rlsv3.RateLimitResponse_RateLimit {
 	q, w := l.Rate, l.Period
 	if w%time.Second != 0 {
 		qs, ws := httplimit.Quota(l)
 		q, w = qs, time.Duration(ws)*time.Second
 	}
-	cl := &rlsv3.RateLimitResponse_RateLimit{Name: name, RequestsPerUnit: uint32(min(q, math.MaxUint32))}
+	cl.Name, cl.RequestsPerUnit = name, uint32(min(q, math.MaxUint32))
 	for _, u := range units {
 		if w%u.d == 0 {
 			cl.Unit = u.u
@@ -445,10 +469,6 @@ type blocked string
 
 func (b blocked) Name() string { return string(b) }
 
-func (b blocked) Allow(ctx context.Context, key string) (floodgate.Result, error) {
-	return b.AllowN(ctx, key, 1)
-}
-
 func (b blocked) AllowN(_ context.Context, _ string, cost int64) (floodgate.Result, error) {
 	if cost == 0 {
 		return floodgate.Result{Allowed: true, Source: floodgate.SourcePolicy, Policy: string(b)}, nil
@@ -463,12 +483,4 @@ func (blocked) Reset(context.Context, string) error          { return nil }
 func (b blocked) ReserveN(ctx context.Context, key string, cost int64) (*floodgate.Reservation, error) {
 	res, err := b.AllowN(ctx, key, cost)
 	return &floodgate.Reservation{OK: res.Allowed, Delay: res.RetryAfter, Result: res}, err
-}
-
-func (b blocked) Wait(ctx context.Context, key string) (floodgate.Result, error) {
-	return b.WaitN(ctx, key, 1)
-}
-
-func (b blocked) WaitN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
-	return floodgate.WaitFor(ctx, func(ctx context.Context) (*floodgate.Reservation, error) { return b.ReserveN(ctx, key, cost) })
 }

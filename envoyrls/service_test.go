@@ -264,7 +264,7 @@ func TestCurrentLimitUnits(t *testing.T) {
 		{Rate: 3, Period: 1500 * time.Millisecond}: {4, rlsv3.RateLimitResponse_RateLimit_SECOND, 2},
 		{Rate: 1 << 40, Period: time.Hour}:         {1<<32 - 1, rlsv3.RateLimitResponse_RateLimit_HOUR, 0},
 	} {
-		cl := currentLimit(l, "x")
+		cl := currentLimit(&rlsv3.RateLimitResponse_RateLimit{}, l, "x")
 		if cl.RequestsPerUnit != w.rpu || cl.Unit != w.unit || cl.GetUnitMultiplier().GetValue() != w.mult {
 			t.Errorf("%v: %d per %v ×%d, want %d per %v ×%d", l, cl.RequestsPerUnit, cl.Unit, cl.GetUnitMultiplier().GetValue(), w.rpu, w.unit, w.mult)
 		}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
+	"github.com/floodgate-go/floodgate/internal/deadline"
 )
 
 // BreakerState is the state of a Breaker.
@@ -193,9 +195,22 @@ type BreakerOptions struct {
 	// the store could not keep the promise visible.
 	ContextBound bool
 
-	// Clock times the breaker's back-off. Nil means floodgate.SystemClock.
+	// DeadlineBound promises more of a Guard's remote store than
+	// ContextBound, which it implies: each call returns soon after its
+	// context's deadline passes even when the context's Done channel has
+	// not closed, because the store bounds its own wait by ctx.Deadline()
+	// (redisstore.Store keeps this promise: it arms a timer of its own).
+	// The Guard then times each call by giving it the slow timeout as a
+	// deadline on the caller's context, where it would otherwise derive a
+	// context with context.WithTimeout: a timer, a registration with the
+	// caller's context and a channel per call, which cost more than the
+	// rest of a batched Redis decision's Go side. Calls of Breaker.Do are
+	// not concerned: they still get a derived context.
+	DeadlineBound bool
+
+	// Clock times the breaker's back-off. Nil means clock.System.
 	// The per-call timeout always uses the real clock.
-	Clock floodgate.Clock
+	Clock clock.Clock
 }
 
 // GuardOptions configures a Guard: they are the options of its Breaker.
@@ -269,6 +284,7 @@ type slot struct {
 type Breaker struct {
 	name       string
 	bounded    bool          // BreakerOptions.ContextBound: call directly
+	byDeadline bool          // BreakerOptions.DeadlineBound: a Guard's calls get a deadline, not a derived context
 	timeout    time.Duration // a call slower than this is slow
 	hard       time.Duration // a call slower than this fails; NoTimeout: none
 	errTimeout error
@@ -290,7 +306,7 @@ type Breaker struct {
 	slotNs    int64   // length of a slot
 	window    time.Duration
 	base, max time.Duration
-	clock     floodgate.Clock
+	clock     clock.Clock
 	notify    func(Transition)
 
 	calls    atomic.Uint64
@@ -313,7 +329,7 @@ func NewBreaker(o BreakerOptions) (*Breaker, error) {
 	case math.IsNaN(o.FailureRate) || o.FailureRate < 0 || o.FailureRate > 1:
 		return nil, fmt.Errorf("failover: failure rate %v is outside (0, 1]; use 0 for the default of %v", o.FailureRate, DefaultFailureRate)
 	}
-	b := &Breaker{name: o.Name, bounded: o.ContextBound, timeout: o.Timeout, hard: o.SlowTimeout, onError: o.OnError}
+	b := &Breaker{name: o.Name, bounded: o.ContextBound || o.DeadlineBound, byDeadline: o.DeadlineBound, timeout: o.Timeout, hard: o.SlowTimeout, onError: o.OnError}
 	if b.timeout == 0 {
 		b.timeout = DefaultTimeout
 	}
@@ -354,7 +370,7 @@ func NewBreaker(o BreakerOptions) (*Breaker, error) {
 	b.backoff = b.base
 	b.clock = o.Clock
 	if b.clock == nil {
-		b.clock = floodgate.SystemClock
+		b.clock = clock.System
 	}
 	if onState, onTransition := o.OnStateChange, o.OnTransition; onState != nil || onTransition != nil {
 		b.notify = func(t Transition) {
@@ -754,7 +770,7 @@ func (b *Breaker) direct() bool { return b.bounded || b.hard == NoTimeout }
 // caller and would end the process: it is the call's failure.
 func (b *Breaker) invoke(ctx context.Context, op Op, probe bool, fn func(context.Context) error) error {
 	if b.direct() {
-		return b.invokeDirect(ctx, op, probe, fn)
+		return b.invokeDirect(ctx, op, probe, false, fn)
 	}
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, b.hard)
@@ -783,11 +799,13 @@ func (b *Breaker) invoke(ctx context.Context, op Op, probe bool, fn func(context
 
 // invokeDirect is invoke on the caller's goroutine, bounded by the call's
 // context ending at the slow timeout (none under NoTimeout, and no timer
-// armed). fn does not escape, so a caller's closure can stay on its stack.
+// armed); with byDeadline (a Guard's call under DeadlineBound) the context
+// only carries the slow timeout as its deadline, and fn bounds itself by
+// it. fn does not escape, so a caller's closure can stay on its stack.
 // A panic unwinds past exit; for the probe of a half-open breaker it
 // counts as a failed probe, or the breaker would stay half-open with no
 // probe in flight and skip every call from then on.
-func (b *Breaker) invokeDirect(ctx context.Context, op Op, probe bool, fn func(context.Context) error) error {
+func (b *Breaker) invokeDirect(ctx context.Context, op Op, probe, byDeadline bool, fn func(context.Context) error) error {
 	if probe {
 		returned := false
 		defer func() {
@@ -796,13 +814,17 @@ func (b *Breaker) invokeDirect(ctx context.Context, op Op, probe bool, fn func(c
 				b.failure(true, errors.New("the call panicked"), false)
 			}
 		}()
-		err := b.invokeDirect(ctx, op, false, fn)
+		err := b.invokeDirect(ctx, op, false, byDeadline, fn)
 		returned = true
 		return err
 	}
 	start := time.Now()
 	if b.hard == NoTimeout {
 		return b.answered(ctx, ctx, start, fn(ctx))
+	}
+	if byDeadline {
+		cctx := deadline.With(ctx, start.Add(b.hard))
+		return b.answered(ctx, cctx, start, fn(cctx))
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.hard)
 	defer cancel()

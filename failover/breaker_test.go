@@ -2,6 +2,7 @@ package failover_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -246,5 +247,80 @@ func TestBreakerOpensWhenUnreachable(t *testing.T) {
 	}
 	if g.State() != failover.Open || len(reasons) != 1 || !strings.Contains(reasons[0], "could not connect") {
 		t.Fatalf("state %s after %d refused calls, transitions %q; want open, saying why", g.State(), failover.UnreachableInRow, reasons)
+	}
+}
+
+// doneRemote records the context of each call.
+type doneRemote struct {
+	*fakeRemote
+	ctx context.Context
+}
+
+func (d *doneRemote) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
+	d.ctx = ctx
+	return d.fakeRemote.Decide(ctx, set, key, cost)
+}
+
+// A DeadlineBound Guard hands its remote store the caller's context with
+// the slow timeout as its deadline, derived from nothing: its Done is the
+// caller's (no timer, no channel, no registration per call).
+func TestDeadlineBoundGivesDeadlineNotContext(t *testing.T) {
+	remote := &doneRemote{fakeRemote: newFakeRemote(t, nil)}
+	g, err := failover.NewGuard(remote, failover.GuardOptions{SlowTimeout: time.Minute, DeadlineBound: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := time.Now()
+	if _, err := g.Decide(ctx, mustSet(t, floodgate.PerSecond(10)), "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	d, ok := remote.ctx.Deadline()
+	if !ok || d.Before(before.Add(time.Minute)) || d.After(time.Now().Add(time.Minute)) {
+		t.Errorf("the store's deadline %v (set %v), want the slow timeout, a minute from the call", d, ok)
+	}
+	if remote.ctx.Done() != ctx.Done() {
+		t.Error("the store got a derived context, not the caller's Done")
+	}
+}
+
+// A DeadlineBound Guard over redisstore still cuts a call off at its slow
+// timeout when Redis stalls: the store bounds its wait by the deadline it
+// reads, and the breaker counts a timeout.
+func TestDeadlineBoundTimesOutStalledRedis(t *testing.T) {
+	srv := testkit.Redis(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	rs, err := redisstore.New(client, redisstore.Options{Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	g, err := failover.NewGuard(rs, failover.GuardOptions{Timeout: 50 * time.Millisecond, SlowTimeout: 200 * time.Millisecond, DeadlineBound: true, MinCalls: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := mustSet(t, floodgate.PerSecond(10))
+	if _, err := g.Decide(context.Background(), set, "warm", 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.PauseWrites()
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.Decide(context.Background(), set, "k", 1)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, failover.ErrTimeout) {
+			t.Errorf("error %v, want failover.ErrTimeout", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no answer within 20s of a 200ms slow timeout")
+	}
+	srv.Unpause()
+	if st := g.Stats(); st.Timeouts != 1 {
+		t.Errorf("stats %+v, want one timeout", st)
 	}
 }

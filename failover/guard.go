@@ -158,7 +158,7 @@ func (g *Guard) call(ctx context.Context, op Op, set *algo.Set, key string, cost
 	}
 	var v algo.Verdict
 	if g.br.direct() {
-		err = g.br.invokeDirect(ctx, op, probe, func(ctx context.Context) (err error) {
+		err = g.br.invokeDirect(ctx, op, probe, g.br.byDeadline, func(ctx context.Context) (err error) {
 			v, err = g.dispatch(ctx, op, set, key, cost, fn)
 			return err
 		})

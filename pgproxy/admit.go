@@ -14,8 +14,10 @@ import (
 // under MaxWait when it may (see queue.go). When it denies, it has answered
 // the client: an ErrorResponse, then for a simple query a ReadyForQuery
 // (for a cycle, the caller sends that at the cycle's Sync). A non-nil error
-// ends the connection.
-func (c *conn) admitQuery(extended bool) (bool, error) {
+// ends the connection. With inline set, it returns errPark, having charged
+// and changed nothing, where it would block: a limiter not Limits.Local,
+// answers the server owes, a line to join.
+func (c *conn) admitQuery(extended, inline bool) (bool, error) {
 	lim := c.loadLimits()
 	if lim == nil {
 		return true, nil
@@ -45,6 +47,9 @@ func (c *conn) admitQuery(extended bool) (bool, error) {
 			m.QueryUncharged(UnchargedTransaction)
 			return true, nil
 		}
+		if inline && (!lim.Local || q.queued.Load() != 0) {
+			return false, errPark
+		}
 		if owed && q.contended(w, mayWait) {
 			// The query may run inside a transaction that a pipelined
 			// query opens, where it is not charged: learn the status
@@ -70,6 +75,9 @@ func (c *conn) admitQuery(extended bool) (bool, error) {
 			return false, c.ctx.Err()
 		}
 		if owed {
+			if inline {
+				return false, errPark // denied: nothing was charged
+			}
 			// As above: the status decides whether it is charged at all.
 			if err := c.awaitReady(); err != nil {
 				return false, err
@@ -81,6 +89,9 @@ func (c *conn) admitQuery(extended bool) (bool, error) {
 		}
 		if err == nil && waitable(res) {
 			if mw := lim.scope(scope).MaxWait; mw > 0 && res.RetryAfter <= mw {
+				if inline {
+					return false, errPark
+				}
 				q.join(w, scope, now)
 				return c.waitTurn(extended, now.Add(res.RetryAfter))
 			}

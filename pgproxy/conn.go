@@ -98,6 +98,11 @@ type conn struct {
 	holding    atomic.Bool         // permit != nil, read without slotMu by the server-to-client relay
 
 	closeOnce sync.Once
+
+	// lc is the connection's state on an event loop, once handed to one
+	// (loop_linux.go); nil while it is relayed by goroutines. Set under
+	// connMu before the loop sees the connection.
+	lc *loopConn
 }
 
 func newConn(p *Proxy, nc net.Conn) *conn {
@@ -118,12 +123,17 @@ func newConn(p *Proxy, nc net.Conn) *conn {
 	return c
 }
 
-// close ends both connections; the relay goroutines then return.
+// close ends both connections; the relay goroutines then return, or the
+// event loop closes them.
 func (c *conn) close() {
 	c.closeOnce.Do(func() {
 		c.cancel()
 		c.connMu.Lock()
 		defer c.connMu.Unlock()
+		if c.lc != nil {
+			c.lc.post(loopClose)
+			return
+		}
 		c.raw.Close()
 		if c.client != c.raw {
 			c.client.Close()
@@ -135,14 +145,12 @@ func (c *conn) close() {
 }
 
 func (c *conn) serve() {
-	m := c.p.obs
-	m.ClientConnected()
+	c.p.obs.ClientConnected()
+	onLoop := false
 	defer func() {
-		m.ClientDisconnected()
-		c.close()
-		c.dropSlot()
-		c.p.cancels.remove(c)
-		c.p.untrack(c)
+		if !onLoop { // else the loop finishes it
+			c.finish()
+		}
 	}()
 	// The deadline covers the PROXY header, TLS and the startup packet.
 	_ = c.raw.SetDeadline(time.Now().Add(c.p.cfg.StartupTimeout))
@@ -156,7 +164,16 @@ func (c *conn) serve() {
 		return
 	}
 	_ = c.raw.SetDeadline(time.Time{})
-	c.relay(packet)
+	onLoop = c.relay(packet)
+}
+
+// finish undoes what serve set up, once the connection has ended.
+func (c *conn) finish() {
+	c.p.obs.ClientDisconnected()
+	c.close()
+	c.dropSlot()
+	c.p.cancels.remove(c)
+	c.p.untrack(c)
 }
 
 // readClientAddr sets the client's address: the peer's, or the one named
@@ -373,21 +390,22 @@ func (c *conn) dialUpstream(ctx context.Context) (net.Conn, error) {
 }
 
 // relay connects the client to the server and relays both directions until
-// either ends.
-func (c *conn) relay(startup []byte) {
+// either ends, or hands the connection to an event loop, which then relays
+// it (onLoop).
+func (c *conn) relay(startup []byte) (onLoop bool) {
 	p := c.p
 	if c.params.Replication {
 		switch p.cfg.Replication {
 		case ReplicationRefuse:
 			c.reject(pgwire.ErrorResponse{Severity: "FATAL", Code: "28000", Message: "replication connections are not allowed through this proxy"})
 			p.log.Info("pgproxy: refused a replication connection", "user", c.params.User, "client", c.ipLog)
-			return
+			return false
 		case ReplicationExempt:
 			c.exempt = true
 		}
 	}
 	if !c.admitConnection() {
-		return
+		return false
 	}
 	up, err := c.dialUpstream(c.ctx)
 	if err != nil {
@@ -395,13 +413,13 @@ func (c *conn) relay(startup []byte) {
 		p.log.Error("pgproxy: cannot connect to the upstream server", "upstream", p.cfg.Upstream, "client", c.ipLog, "err", err)
 		c.reject(pgwire.ErrorResponse{Severity: "FATAL", Code: "08006", Message: "the proxy could not connect to the database server",
 			Hint: "The server may be down or unreachable from the proxy; see the proxy's log."})
-		return
+		return false
 	}
 	c.connMu.Lock()
 	if c.ctx.Err() != nil { // closed while dialing
 		c.connMu.Unlock()
 		up.Close()
-		return
+		return false
 	}
 	c.up = up
 	c.connMu.Unlock()
@@ -409,12 +427,15 @@ func (c *conn) relay(startup []byte) {
 	if _, err := up.Write(startup); err != nil {
 		p.obs.UpstreamError()
 		p.log.Error("pgproxy: cannot write to the upstream server", "upstream", p.cfg.Upstream, "err", err)
-		return
+		return false
 	}
 	p.obs.Relayed(ClientToServer, len(startup))
 	// The server owes the ReadyForQuery that ends the startup.
 	c.expected.Store(1)
 	c.status.Store('I')
+	if p.toLoop(c) {
+		return true
+	}
 
 	// Whichever direction ends first ends the session: a server that went
 	// away must not leave its client waiting on a live-looking connection.
@@ -425,9 +446,7 @@ func (c *conn) relay(startup []byte) {
 		err := c.serverToClient()
 		var pe *pgwire.ProtocolError
 		if errors.As(err, &pe) {
-			c.fatal(pgwire.ErrorResponse{Severity: "FATAL", Code: pgwire.CodeProtocolViolation,
-				Message: "lost synchronization with the server: " + pe.Message,
-				Hint:    "The proxy closed the connection; see its log."})
+			c.fatal(lostSync(pe))
 		}
 		if !errors.Is(err, errFatalSent) {
 			// After a FATAL of the client side's, that side closes, once
@@ -445,7 +464,21 @@ func (c *conn) relay(startup []byte) {
 		c.terminateUpstream()
 	}
 	c.close()
-	serr := <-done
+	c.logEnd(cerr, <-done)
+	return false
+}
+
+// lostSync is the FATAL of a server that broke the protocol.
+func lostSync(pe *pgwire.ProtocolError) pgwire.ErrorResponse {
+	return pgwire.ErrorResponse{Severity: "FATAL", Code: pgwire.CodeProtocolViolation,
+		Message: "lost synchronization with the server: " + pe.Message,
+		Hint:    "The proxy closed the connection; see its log."}
+}
+
+// logEnd logs how a relayed connection ended: cerr ended the client's
+// side, serr the server's.
+func (c *conn) logEnd(cerr, serr error) {
+	p := c.p
 	for _, e := range []struct {
 		dir string
 		err error
@@ -467,6 +500,10 @@ func (c *conn) relay(startup []byte) {
 // cleanly instead of logging a lost connection.
 func (c *conn) terminateUpstream() {
 	if c.upMid {
+		return
+	}
+	if c.lc != nil {
+		c.lc.uout = pgwire.AppendTerminate(c.lc.uout)
 		return
 	}
 	_ = c.up.SetWriteDeadline(time.Now().Add(time.Second))

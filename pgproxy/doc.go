@@ -47,6 +47,18 @@
 // few messages the proxy reads and writes; package proxyproto reads the
 // PROXY protocol header a trusted load balancer may send first.
 //
+// # Relaying
+//
+// On Linux, once the server has a plain-TCP session's StartupMessage, the
+// session is relayed by an epoll loop (half of GOMAXPROCS, at least one)
+// over non-blocking sockets: no goroutine per connection, one read and one write per
+// readiness event, no allocation per message. A decision that may block (a
+// limiter not declared Limits.Local, a wait under MaxWait or for a
+// concurrent-query slot) parks the session while a goroutine decides;
+// the loop goes on with the others. Sessions with TLS on either side, and
+// every session on other platforms, are relayed by two goroutines each.
+// Both relays frame and decide through the same code.
+//
 // # Operating
 //
 // SetLimits swaps the limits atomically without dropping a connection. The

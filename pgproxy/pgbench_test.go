@@ -29,7 +29,8 @@ import (
 // front of it:
 //
 //   - floodgate: this proxy, all three query scopes on, with limits too
-//     high to bite (every query is decided by three limiters);
+//     high to bite (every query is decided by three limiters, on a memory
+//     store, inline on the event loop);
 //   - pgbouncer: pgbouncer in session mode (one server connection per
 //     client, as floodgate);
 //   - pgbouncer-tx: pgbouncer in transaction mode (pooling);
@@ -89,7 +90,9 @@ func BenchmarkPgbench(b *testing.B) {
 		}
 		return pgproxy.Scope{Limiter: lim}
 	}
-	limits := pgproxy.Limits{Global: high("bench-global"), PerUser: high("bench-user"), PerIP: high("bench-ip")}
+	// The limiters are on a memory store: Local lets the event loop decide
+	// inline, as the daemon's memory engine does.
+	limits := pgproxy.Limits{Global: high("bench-global"), PerUser: high("bench-user"), PerIP: high("bench-ip"), Local: true}
 	conc, err := concurrency.New(concurrency.NewLocal(), concurrency.Options{Name: "bench", Limit: 10_000})
 	if err != nil {
 		b.Fatal(err)

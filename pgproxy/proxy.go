@@ -160,6 +160,17 @@ type Limits struct {
 	// taken before the rate limits are asked, and given back when they
 	// deny the query.
 	ConcurrentQueries *concurrency.Limiter
+
+	// Local says that the limiters of Global, PerUser and PerIP answer
+	// from this process's memory (memstore) and never block. On Linux the
+	// event loop then decides a query where it reads it; otherwise, and
+	// whenever a decision may wait (in line under MaxWait, for answers the
+	// server owes, for a concurrent-query slot), the connection stops
+	// being read while a goroutine decides, so that a store's round trip
+	// never stalls the loop's other connections. Set it only when it
+	// holds: a Redis round trip decided inline holds up every connection
+	// of its loop.
+	Local bool
 }
 
 // A Scope is one level of query limits.
@@ -202,6 +213,7 @@ type Proxy struct {
 	clock     clock
 	obs       Observer
 	rejectLog [numScopes]sampler
+	loops     loops // the event loops (loop_linux.go)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -418,6 +430,7 @@ func (p *Proxy) Close() error {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
+	p.loops.stop()
 	return nil
 }
 
@@ -433,6 +446,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		p.loops.stop()
 		return nil
 	case <-ctx.Done():
 		p.Close()

@@ -34,8 +34,9 @@ import (
 // takeSlot makes sure the connection holds a slot before a query is
 // forwarded, waiting for one in the Limiter's queue. When it refuses, it
 // has answered the client like admitQuery does. A non-nil error ends the
-// connection.
-func (c *conn) takeSlot(extended bool) (bool, error) {
+// connection. With inline set, it returns errPark instead of acquiring a
+// slot, having changed nothing.
+func (c *conn) takeSlot(extended, inline bool) (bool, error) {
 	lim := c.p.limits.Load().ConcurrentQueries
 	if lim == nil && !c.holding.Load() {
 		return true, nil
@@ -51,6 +52,9 @@ func (c *conn) takeSlot(extended bool) (bool, error) {
 		// A transaction that began while no limit was set (a reload added
 		// it) runs to its end without a slot rather than be cut in half.
 		return true, nil
+	}
+	if inline {
+		return false, errPark
 	}
 	select { // a CancelRequest meant for an earlier query must not end this one
 	case <-c.cancelWait:

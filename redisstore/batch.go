@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/internal/chargedenied"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -20,6 +21,7 @@ type request struct {
 	key      string
 	cost     int64
 	op       uint8
+	plain    bool      // counted with INCRBY, no script (see plainDecide)
 	deadline time.Time // zero: none
 
 	// state moves from stateQueued to stateTaken (by a flusher) or to
@@ -58,7 +60,7 @@ var requestPool = sync.Pool{New: func() any {
 // referenced by the queue or a flusher, and is left to the collector.
 func (s *Store) release(r *request) {
 	r.timer.Stop()
-	r.set, r.key, r.err = nil, "", nil
+	r.set, r.key, r.err, r.plain = nil, "", nil, false
 	requestPool.Put(r)
 }
 
@@ -70,11 +72,19 @@ func (s *Store) do(ctx context.Context, op uint8, set *algo.Set, key string, cos
 	}
 	r := requestPool.Get().(*request)
 	r.set, r.key, r.cost, r.op = set, key, cost, op
+	r.plain = op == opDecide && plainSet(set) && chargedenied.On(ctx)
+	// The wait is bounded by the deadline on the request's own timer, not
+	// only by ctx.Done: a context that carries a deadline without a
+	// channel closing at it (package internal/deadline, which the failover
+	// Guard and the Envoy service give their calls) is bounded all the
+	// same, and no context needs deriving for it.
 	var expired <-chan time.Time
 	deadline, ok := ctx.Deadline()
 	if !ok && s.timeout > 0 {
 		deadline = time.Now().Add(s.timeout)
-		r.timer.Reset(s.timeout)
+	}
+	if !deadline.IsZero() {
+		r.timer.Reset(time.Until(deadline))
 		expired = r.timer.C
 	}
 	r.deadline = deadline
@@ -92,7 +102,10 @@ func (s *Store) do(ctx context.Context, op uint8, set *algo.Set, key string, cos
 			return nil, err
 		}
 	case <-expired:
-		cause := fmt.Errorf("Options.Timeout (%s) passed; check redis's health and latency, or give the call a context deadline: %w", s.timeout, context.DeadlineExceeded)
+		cause := context.DeadlineExceeded
+		if !ok {
+			cause = fmt.Errorf("Options.Timeout (%s) passed; check redis's health and latency, or give the call a context deadline: %w", s.timeout, context.DeadlineExceeded)
+		}
 		if err := s.giveUp(r, op, cause); err != nil {
 			return nil, err
 		}
@@ -228,12 +241,23 @@ type flusher struct {
 	order []*algo.Set
 	buf   []byte
 	ends  []int
+
+	scripted []*request  // the batch's requests that run in the script
+	plain    []plainCall // and those counted without it
 }
 
 // A call is one script call: the requests it decides and its command.
 type call struct {
 	reqs []*request
 	cmd  *redis.Cmd
+}
+
+// A plainCall is one request counted without a script: its INCRBY and
+// its PEXPIRE NX, and the window they count in.
+type plainCall struct {
+	r            *request
+	incr, expire *redis.Cmd
+	now, end     int64 // ns
 }
 
 func (s *Store) flush() {
@@ -256,7 +280,6 @@ func (f *flusher) run(batch []*request) {
 	ctx, cancel := batchContext(s.ctx, batch)
 	defer cancel()
 
-	calls := f.group(batch)
 	var now any = ""
 	var zoneAt int64
 	if s.clock != nil {
@@ -265,16 +288,35 @@ func (f *flusher) run(batch []*request) {
 	} else {
 		zoneAt = time.Now().UnixNano()
 	}
+	scripted := f.scripted[:0]
+	f.plain = f.plain[:0]
+	for _, r := range batch {
+		if r.plain {
+			f.plain = append(f.plain, f.plainCall(ctx, r, zoneAt))
+		} else {
+			scripted = append(scripted, r)
+		}
+	}
+	f.scripted = scripted
+	var calls []*call
+	if len(scripted) > 0 {
+		calls = f.group(scripted)
+	}
 	for _, c := range calls {
 		c.cmd = redis.NewCmd(ctx, f.args(c.reqs, now, zoneAt)...)
 	}
-	s.exec(ctx, calls)
+	s.exec(ctx, calls, f.plain)
 	for _, c := range calls {
 		f.complete(c)
 		clear(c.reqs)
 		c.reqs = c.reqs[:0]
 		c.cmd = nil
 	}
+	for i := range f.plain {
+		s.completePlain(ctx, &f.plain[i])
+		f.plain[i] = plainCall{}
+	}
+	clear(scripted)
 }
 
 // batchContext returns the context of a round trip: it ends when the last
@@ -386,10 +428,11 @@ func (f *flusher) args(reqs []*request, now any, zoneAt int64) []any {
 	return args
 }
 
-// exec runs the calls, pipelined when there are several, and runs again as
-// EVAL (which loads the script) any that met a server without the script.
-func (s *Store) exec(ctx context.Context, calls []*call) {
-	s.process(ctx, calls)
+// exec runs the calls and the plain ones, pipelined when there are
+// several, and runs again as EVAL (which loads the script) any that met a
+// server without the script.
+func (s *Store) exec(ctx context.Context, calls []*call, plain []plainCall) {
+	s.process(ctx, calls, plain)
 	var again []*call
 	for _, c := range calls {
 		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
@@ -401,18 +444,22 @@ func (s *Store) exec(ctx context.Context, calls []*call) {
 		}
 	}
 	if len(again) > 0 {
-		s.process(ctx, again)
+		s.process(ctx, again, nil)
 	}
 	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		failed := false
 		for _, c := range calls {
-			if err := c.cmd.Err(); err != nil && !isReply(err) {
-				// A node did not answer: it may have failed over. go-redis
-				// only reloads its slot map on MOVED or once a minute; ask
-				// now, so decisions find a promoted replica in about a
-				// second. Reloads are asynchronous and coalesced.
-				cc.ReloadState(ctx)
-				break
-			}
+			failed = failed || c.cmd.Err() != nil && !isReply(c.cmd.Err())
+		}
+		for _, p := range plain {
+			failed = failed || p.incr.Err() != nil && !isReply(p.incr.Err())
+		}
+		if failed {
+			// A node did not answer: it may have failed over. go-redis
+			// only reloads its slot map on MOVED or once a minute; ask
+			// now, so decisions find a promoted replica in about a
+			// second. Reloads are asynchronous and coalesced.
+			cc.ReloadState(ctx)
 		}
 	}
 }
@@ -424,14 +471,18 @@ func isReply(err error) bool {
 	return errors.As(err, &re)
 }
 
-func (s *Store) process(ctx context.Context, calls []*call) {
-	if len(calls) == 1 {
+func (s *Store) process(ctx context.Context, calls []*call, plain []plainCall) {
+	if len(calls) == 1 && len(plain) == 0 {
 		_ = s.client.Process(ctx, scriptCmd{calls[0].cmd})
 		return
 	}
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range calls {
 			_ = p.Process(ctx, scriptCmd{c.cmd})
+		}
+		for _, c := range plain {
+			_ = p.Process(ctx, scriptCmd{c.incr})
+			_ = p.Process(ctx, scriptCmd{c.expire})
 		}
 		return nil
 	})

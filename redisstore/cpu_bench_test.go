@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,13 +49,13 @@ func BenchmarkRedisCost(b *testing.B) {
 			}
 			decide := func(ctx context.Context, key string) error {
 				if len(lims) == 1 {
-					_, err := lims[0].Allow(ctx, key)
+					_, err := floodgate.Allow(ctx, lims[0], key)
 					return err
 				}
 				var wg sync.WaitGroup
 				errs := make([]error, len(lims))
 				for i, lim := range lims {
-					wg.Go(func() { _, errs[i] = lim.Allow(ctx, key) })
+					wg.Go(func() { _, errs[i] = floodgate.Allow(ctx, lim, key) })
 				}
 				wg.Wait()
 				for _, err := range errs {
@@ -72,9 +71,9 @@ func BenchmarkRedisCost(b *testing.B) {
 			if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
 				b.Fatal(err)
 			}
-			cpu0 := procCPU(b, srv.Pid())
+			cpu0 := testkit.ProcessCPU(b, srv.Pid())
 			benchParallel(b, decide)
-			cpu := procCPU(b, srv.Pid()) - cpu0
+			cpu := testkit.ProcessCPU(b, srv.Pid()) - cpu0
 			usec, calls := commandStats(b, srv)
 			n := float64(b.N * len(lims))
 			b.ReportMetric(float64(cpu.Microseconds())/n, "redis-cpu-µs/decision")
@@ -82,25 +81,6 @@ func BenchmarkRedisCost(b *testing.B) {
 			b.ReportMetric(calls/n, "redis-cmds/decision")
 		})
 	}
-}
-
-// procCPU is the user and system time process pid has used.
-func procCPU(b *testing.B, pid int) time.Duration {
-	b.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := string(raw)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	// utime and stime are fields 14 and 15 of the line, 12 and 13 after
-	// the command; in clock ticks, 100 a second on Linux.
-	ut, err1 := strconv.ParseInt(fields[11], 10, 64)
-	st, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		b.Fatalf("/proc/%d/stat: %q", pid, s)
-	}
-	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // commandStats sums the microseconds and calls of every command in INFO

@@ -16,7 +16,7 @@
 //	})
 //	ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 //	defer cancel()
-//	res, err := lim.Allow(ctx, "user:42")
+//	res, err := floodgate.Allow(ctx, lim, "user:42")
 //	if err != nil {
 //		// Redis is down or slow: fail open or closed here.
 //	}
@@ -100,6 +100,27 @@
 // when its bucket is full again, a window key when its window no longer
 // counts, a log when its newest admission leaves the period. Memory in Redis
 // follows active clients, not every client ever seen.
+//
+// # Counting as envoyproxy/ratelimit does
+//
+// A decision whose context is marked by the Envoy service's counting of
+// envoyproxy/ratelimit (envoy.descriptors: independent with
+// charge_denied: true), on a policy of one fixed window, runs no script:
+// the batch's pipeline carries INCRBY of its cost and PEXPIRE NX of the
+// time left in the window, and the count INCRBY returns decides
+// (admitted while it stays within the limit; a denied request stays
+// charged, as the mode asks). Its key is the limit's key with the tag c
+// and the window's end in microseconds, for example
+// floodgate:{api::user:42}:0c:1767225660000000: a plain integer that
+// expires when its window ends. The window is the one that holds this
+// process's clock (or Options.Clock), as envoyproxy/ratelimit takes its
+// own, so instances whose clocks disagree by d count a request near a
+// window's edge in different windows for up to d. PEXPIRE NX needs Redis
+// 7; on an older server the PEXPIRE of a new key is sent again without
+// NX. A refund of such a decision (Envoy's negative hits) runs a small
+// script that never takes the count below zero, and Reset deletes the
+// count too. The two ways of counting keep separate state: a policy whose
+// mode changes starts a fresh count.
 //
 // # Batching
 //

@@ -46,8 +46,11 @@ func (h *scriptCounter) count(cmd redis.Cmder) {
 	default:
 		return
 	}
-	h.calls.Add(1)
 	args := cmd.Args()
+	if src, _ := args[1].(string); src == plainRefundSrc {
+		return // not the batch script
+	}
+	h.calls.Add(1)
 	nkeys, _ := args[2].(int)
 	argv := len(args) - 3 - nkeys
 	nsets, _ := args[3+nkeys+1].(int)

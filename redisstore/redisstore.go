@@ -13,6 +13,8 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/clock"
+	"github.com/floodgate-go/floodgate/internal/chargedenied"
 )
 
 // Defaults for Options' zero values.
@@ -44,7 +46,7 @@ type Options struct {
 	// time from Clock instead of from Redis (TIME). Production code must
 	// leave it nil, so that every instance sharing a Redis decides on the
 	// same clock, Redis's, whatever their own clocks say.
-	Clock floodgate.Clock
+	Clock clock.Clock
 
 	// MaxBatch is the most requests a round trip to Redis carries, and so
 	// the most one script call decides. 0 means DefaultMaxBatch. 1 turns
@@ -151,7 +153,7 @@ func (e *Error) Unwrap() error { return e.Err }
 type Store struct {
 	client     redis.UniversalClient
 	prefix     string
-	clock      floodgate.Clock
+	clock      clock.Clock
 	group      groupMode
 	maxBatch   int
 	maxPending int
@@ -319,6 +321,9 @@ func (s *Store) Decide(ctx context.Context, set *algo.Set, key string, cost int6
 
 // Refund implements floodgate.Store.
 func (s *Store) Refund(ctx context.Context, set *algo.Set, key string, cost int64) error {
+	if plainSet(set) && chargedenied.On(ctx) {
+		return s.plainRefund(ctx, set, key, cost)
+	}
 	r, err := s.do(ctx, opRefund, set, key, cost)
 	if err != nil {
 		return err
@@ -335,5 +340,11 @@ func (s *Store) Reset(ctx context.Context, set *algo.Set, key string) error {
 		return err
 	}
 	s.release(r)
+	if plainSet(set) {
+		// The plain count too, whichever way the set is counted now.
+		if err := s.plainReset(ctx, set, key); err != nil {
+			return &Error{Op: opNames[opReset], Err: err}
+		}
+	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/deadline"
 	"github.com/floodgate-go/floodgate/testkit"
 )
 
@@ -35,7 +36,7 @@ func TestRedisDownDefaultClient(t *testing.T) {
 	dials := countDials(client)
 	lim := newLimiter(t, newStore(t, client, Options{}), "down", floodgate.PerSecond(10))
 	start := time.Now()
-	_, err := lim.Allow(context.Background(), "k")
+	_, err := floodgate.Allow(context.Background(), lim, "k")
 	var ne net.Error
 	if !errors.As(err, &ne) {
 		t.Fatalf("error %v: want a network error", err)
@@ -58,7 +59,7 @@ func TestStalledRedisDefaultTimeout(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	lim := newLimiter(t, s, "stall", floodgate.PerSecond(10))
-	if _, err := lim.Allow(context.Background(), "warm"); err != nil {
+	if _, err := floodgate.Allow(context.Background(), lim, "warm"); err != nil {
 		t.Fatal(err)
 	}
 	srv.Pause(30 * time.Second)
@@ -66,7 +67,7 @@ func TestStalledRedisDefaultTimeout(t *testing.T) {
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		_, err := lim.Allow(context.Background(), "k")
+		_, err := floodgate.Allow(context.Background(), lim, "k")
 		done <- err
 	}()
 	select {
@@ -105,7 +106,7 @@ func TestNoRetryAfterTimeout(t *testing.T) {
 	slept := srv.DebugSleep(time.Second)
 	waitAsleep(t, srv.Addr)
 	start := time.Now()
-	_, err := lim.Allow(context.Background(), "k")
+	_, err := floodgate.Allow(context.Background(), lim, "k")
 	if err == nil {
 		t.Fatal("decided while redis slept")
 	}
@@ -162,4 +163,34 @@ func (h dialHook) DialHook(next redis.DialHook) redis.DialHook {
 func (h dialHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (h dialHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// TestStalledRedisDeadlineWithoutDone: a caller whose context carries a
+// deadline but no channel closing at it (internal/deadline, as the
+// failover Guard and the Envoy service hand out) gets an error wrapping
+// context.DeadlineExceeded at the deadline when Redis holds every command,
+// not after the Store's far later Options.Timeout.
+func TestStalledRedisDeadlineWithoutDone(t *testing.T) {
+	srv := testkit.Redis(t)
+	client := newClient(t, srv.Addr)
+	lim := newLimiter(t, newStore(t, client, Options{Timeout: time.Hour}), "stall", floodgate.PerSecond(10))
+	if _, err := lim.AllowN(context.Background(), "warm", 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(30 * time.Second)
+	t.Cleanup(func() { srv.Do("CLIENT", "UNPAUSE") })
+	done := make(chan error, 1)
+	const bound = 200 * time.Millisecond
+	go func() {
+		_, err := lim.AllowN(deadline.With(context.Background(), time.Now().Add(bound)), "k", 1)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("error %v, want one wrapping context.DeadlineExceeded", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no answer within 20s of a %s deadline: the Store waited for a Done that never closes", bound)
+	}
 }

@@ -1,0 +1,288 @@
+//go:build linux
+
+package pgproxy
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/memstore"
+	"github.com/floodgate-go/floodgate/testkit"
+)
+
+// relayCounts is an Observer that counts waits and bytes relayed.
+type relayCounts struct {
+	counts
+	toClient atomic.Int64
+}
+
+func (o *relayCounts) Relayed(d Direction, n int) {
+	if d == ServerToClient {
+		o.toClient.Add(int64(n))
+	}
+}
+
+// startLoopProxy serves cfg on one event loop and returns its address.
+func startLoopProxy(t *testing.T, cfg Config) (*Proxy, string) {
+	t.Helper()
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.loops.n = 1
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go p.Serve(ln)
+	t.Cleanup(func() { p.Close() })
+	return p, ln.Addr().String()
+}
+
+// loopConns counts the connections on p's loops. It asks each loop, so
+// that the loop itself reads its map.
+func loopConns(p *Proxy) int {
+	p.loops.mu.Lock()
+	all := p.loops.all
+	p.loops.mu.Unlock()
+	n := 0
+	for _, lp := range all {
+		got := make(chan int)
+		lp.send(loopMsg{lc: &loopConn{lp: lp, count: got}, ev: loopCount})
+		n += <-got
+	}
+	return n
+}
+
+// TestLoopParkedResumes: a query that must wait in line parks its
+// connection, the loop goes on serving the others meanwhile, and the
+// connection resumes when its turn comes.
+func TestLoopParkedResumes(t *testing.T) {
+	pg := testkit.Postgres(t)
+	clk := newFakeClock()
+	store := memstore.New(memstore.Options{Clock: clk})
+	t.Cleanup(func() { store.Close() })
+	lim, err := floodgate.New(store, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{floodgate.PerSecond(1).WithBurst(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &relayCounts{}
+	p, addr := startLoopProxy(t, Config{Upstream: pg.Addr, Observer: obs,
+		Limits: Limits{Global: Scope{Limiter: lim, MaxWait: 5 * time.Second}, Local: true}})
+	p.clock = clk
+
+	a, b, idle := openSession(t, addr), openSession(t, addr), openSession(t, addr)
+	if n := loopConns(p); n != 3 {
+		t.Fatalf("%d connections on the loop, want 3", n)
+	}
+	a.query("SELECT 1")
+	if code := a.answer(); code != "" {
+		t.Fatalf("first query: %s", code)
+	}
+	b.query("SELECT 2")
+	eventually(t, "the second query waits in line", func() bool { return obs.waiting.Load() == 1 })
+	// The loop serves the other connections while b is parked: empty
+	// queries are not charged, and reach the server.
+	for range 3 {
+		idle.query("-- ping")
+		if code := idle.answer(); code != "" {
+			t.Fatalf("an uncharged query while another waits: %s", code)
+		}
+	}
+	clk.Advance(time.Second)
+	if code := b.answer(); code != "" {
+		t.Fatalf("the parked query: %q, want its rows", code)
+	}
+	// Resumed: the connection is read again.
+	clk.Advance(time.Second)
+	b.query("SELECT 3")
+	if code := b.answer(); code != "" {
+		t.Fatalf("the query after the wait: %q", code)
+	}
+	if got := obs.waits[scopeGlobal][WaitPassed].Load(); got != 1 {
+		t.Errorf("%d waits passed, want 1", got)
+	}
+}
+
+// TestLoopSlowReader: a client that does not read a large result holds
+// the stream from the server, not the proxy's memory: the loop stops
+// reading the server while the client's output is unwritten, and the
+// whole result arrives once the client reads.
+func TestLoopSlowReader(t *testing.T) {
+	pg := testkit.Postgres(t)
+	obs := &relayCounts{}
+	_, addr := startLoopProxy(t, Config{Upstream: pg.Addr, Observer: obs})
+	s := openSession(t, addr)
+	const rows, width = 100_000, 2000 // 200 MB of result
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s.query("SELECT repeat('x', 2000) FROM generate_series(1, 100000)")
+	// Nothing is read: the relayed count stops where the sockets' buffers
+	// are full.
+	last := int64(-1)
+	eventually(t, "the relay stalls behind the client", func() bool {
+		n := obs.toClient.Load()
+		stalled := n == last && n > 0
+		last = n
+		time.Sleep(50 * time.Millisecond)
+		return stalled
+	})
+	var during runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&during)
+	if got := obs.toClient.Load(); got > rows*width/4 {
+		t.Fatalf("%d bytes relayed to a client that reads nothing; want the relay held back", got)
+	}
+	if grew := int64(during.HeapAlloc) - int64(before.HeapAlloc); grew > 8<<20 {
+		t.Errorf("the heap grew by %d bytes behind a stalled client, want at most 8 MiB", grew)
+	}
+	// Now read it all.
+	_ = s.nc.SetReadDeadline(time.Now().Add(60 * time.Second))
+	data := 0
+	var hdr [5]byte
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := io.ReadFull(s.r, hdr[:]); err != nil {
+			t.Fatal(err)
+		}
+		n := int(uint32(hdr[1])<<24|uint32(hdr[2])<<16|uint32(hdr[3])<<8|uint32(hdr[4])) - 4
+		for n > 0 {
+			k, err := s.r.Read(buf[:min(n, len(buf))])
+			if err != nil {
+				t.Fatal(err)
+			}
+			n -= k
+		}
+		if hdr[0] == 'D' {
+			data++
+		}
+		if hdr[0] == 'Z' {
+			break
+		}
+	}
+	if data != rows {
+		t.Fatalf("%d rows arrived, want %d", data, rows)
+	}
+}
+
+// TestLoopClose: closing the proxy closes the connections on its loops,
+// idle and parked alike, and stops the loops.
+func TestLoopClose(t *testing.T) {
+	pg := testkit.Postgres(t)
+	clk := newFakeClock()
+	store := memstore.New(memstore.Options{Clock: clk})
+	t.Cleanup(func() { store.Close() })
+	lim, err := floodgate.New(store, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{floodgate.PerSecond(1).WithBurst(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &relayCounts{}
+	p, addr := startLoopProxy(t, Config{Upstream: pg.Addr, Observer: obs,
+		Limits: Limits{Global: Scope{Limiter: lim, MaxWait: time.Minute}, Local: true}})
+	p.clock = clk
+	idle, parked := openSession(t, addr), openSession(t, addr)
+	idle.query("SELECT 1")
+	if code := idle.answer(); code != "" {
+		t.Fatal(code)
+	}
+	parked.query("SELECT 2")
+	eventually(t, "the query waits in line", func() bool { return obs.waiting.Load() == 1 })
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*session{"idle": idle, "parked": parked} {
+		_ = s.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+		var b [1]byte
+		for {
+			_, err := s.r.Read(b[:])
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("the %s connection after Close: %v, want EOF", name, err)
+			}
+		}
+	}
+	p.loops.mu.Lock()
+	left := len(p.loops.all)
+	p.loops.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d loops left after Close", left)
+	}
+}
+
+func isReset(err error) bool {
+	var ne *net.OpError
+	return errors.As(err, &ne) && !ne.Timeout()
+}
+
+// TestLoopAllocs: the loop relays charged queries, decided inline, with no
+// allocation per message: pipelined extended-protocol cycles (Bind,
+// Execute, Sync) under three scopes, and their answers.
+func TestLoopAllocs(t *testing.T) {
+	pg := testkit.Postgres(t)
+	store := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { store.Close() })
+	scope := func(name string) Scope {
+		lim, err := floodgate.New(store, floodgate.Policy{Name: name, Limits: []floodgate.Limit{floodgate.PerSecond(1_000_000_000).WithBurst(1 << 40)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Scope{Limiter: lim}
+	}
+	obs := &relayCounts{}
+	_, addr := startLoopProxy(t, Config{Upstream: pg.Addr, Observer: obs,
+		Limits: Limits{Global: scope("g"), PerUser: scope("u"), PerIP: scope("i"), Local: true}})
+	s := openSession(t, addr)
+	s.send(append(frame('P', "s\x00SELECT 1\x00\x00\x00"), frame('S', "")...))
+	if code := s.answer(); code != "" {
+		t.Fatal(code)
+	}
+	const cycles = 100
+	batch := bytes.Repeat(bytes.Join([][]byte{frame('B', "\x00s\x00\x00\x00\x00\x00\x00\x00"), frame('E', "\x00\x00\x00\x00\x00"), frame('S', "")}, nil), cycles)
+	buf := make([]byte, 64<<10)
+	run := func() {
+		s.send(batch)
+		readys, have := 0, 0
+		for readys < cycles {
+			n, err := s.r.Read(buf[have:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			have += n
+			pos := 0
+			for have-pos >= 5 {
+				size := 1 + int(binary.BigEndian.Uint32(buf[pos+1:]))
+				if have-pos < size {
+					break
+				}
+				switch buf[pos] {
+				case 'Z':
+					readys++
+				case 'E':
+					t.Fatalf("error from the server: %q", buf[pos:pos+size])
+				}
+				pos += size
+			}
+			have = copy(buf, buf[pos:have])
+		}
+	}
+	run() // warm up: the keys, the buffers
+	allocs := testing.AllocsPerRun(5, run)
+	if got := obs.queries[scopeIP][Allowed].Load(); got != 7*cycles {
+		t.Fatalf("%d cycles charged to the ip scope, want %d", got, 7*cycles)
+	}
+	t.Logf("%.0f allocations per %d cycles", allocs, cycles)
+	if allocs > cycles/10 {
+		t.Errorf("%.0f allocations relaying %d cycles each way, want none per message", allocs, cycles)
+	}
+}
