@@ -237,8 +237,12 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	err := d.run.shutdown(ctx)
 	d.status.shutdown()
 	d.engine.close()
-	// Last, so that the metrics exported hold every decision made.
-	return errors.Join(err, d.tel.Shutdown(ctx))
+	// Last, so that the metrics exported hold every decision made. A
+	// receiver that is down is logged, not an error of the shutdown.
+	if terr := d.tel.Shutdown(ctx); terr != nil {
+		d.log.Warn("telemetry: the last export failed", "error", terr)
+	}
+	return err
 }
 
 // Close releases what New built, for a daemon that was never started

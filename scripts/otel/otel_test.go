@@ -529,7 +529,7 @@ func (d *daemon) stop(t *testing.T) {
 	if err := d.cmd.Wait(); err != nil {
 		t.Fatalf("floodgate serve after SIGTERM: %v\n%s", err, d.logged())
 	}
-	if strings.Contains(d.logged(), "telemetry: export failed") {
+	if strings.Contains(d.logged(), "export failed") {
 		t.Errorf("an export failed:\n%s", d.logged())
 	}
 }
