@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/testkit"
@@ -70,7 +71,7 @@ func benchLimiter(b *testing.B, wrap bool) floodgate.Limiter {
 	b.Helper()
 	s := memstore.New(memstore.Options{})
 	b.Cleanup(func() { s.Close() })
-	lim := floodgate.Limiter(newLimiter(b, s, "api", floodgate.PerSecond(1e9).WithBurst(1<<40)))
+	lim := floodgate.Limiter(floodgatetest.NewLimiter(b, s, "api", floodgate.PerSecond(1e9).WithBurst(1<<40)))
 	if wrap {
 		m, _ := newMetrics(b, metrics.Options{})
 		lim = m.Limiter(lim)
@@ -88,7 +89,7 @@ func benchLimiter(b *testing.B, wrap bool) floodgate.Limiter {
 func TestAllocsPerDecision(t *testing.T) {
 	ctx := context.Background()
 	m, _ := newMetrics(t, metrics.Options{})
-	lim := m.Limiter(newLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(1e9).WithBurst(1<<40)))
+	lim := m.Limiter(floodgatetest.NewLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(1e9).WithBurst(1<<40)))
 	for _, cost := range []int64{1, 0} {
 		if _, err := lim.AllowN(ctx, "k", cost); err != nil {
 			t.Fatal(err)

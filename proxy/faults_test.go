@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/testkit"
@@ -67,7 +68,7 @@ func TestProxySlowBodyIsTheClients(t *testing.T) {
 	var f faults
 	cfg := Config{
 		Upstream: up.URL,
-		Routes:   []Route{{Name: "upload", Limits: []httplimit.Rule{{Limiter: memLimiter(t, "api", floodgate.PerMinute(100))}}}},
+		Routes:   []Route{{Name: "upload", Limits: []httplimit.Rule{{Limiter: floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(100))}}}},
 		Logger:   slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	f.config(&cfg)
@@ -159,7 +160,7 @@ func TestProxyResetStreamIsNotADenial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := m.Limiter(memLimiter(t, "api", floodgate.PerMinute(1)))
+	api := m.Limiter(floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(1)))
 	entered := make(chan struct{}, 1)
 	var f faults
 	cfg := Config{
@@ -292,7 +293,7 @@ func TestProxyTunnelIdleTimeout(t *testing.T) {
 	t.Cleanup(up.Close)
 	for _, shadow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shadow=%v", shadow), func(t *testing.T) {
-			api := memLimiter(t, "api", floodgate.PerMinute(100))
+			api := floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(100))
 			_, addr := start(t, Config{
 				Upstream:          up.URL,
 				Routes:            []Route{{Shadow: shadow, Limits: []httplimit.Rule{{Limiter: api, Count: httplimit.CountFailed}}}},
