@@ -13,7 +13,7 @@
 //		Name:   "api",
 //		Limits: []floodgate.Limit{floodgate.PerSecond(10), floodgate.PerHour(1000)},
 //	})
-//	res, err := lim.Allow(ctx, "user:42")
+//	res, err := floodgate.Allow(ctx, lim, "user:42")
 //
 // The semantics every engine keeps:
 //
@@ -44,16 +44,21 @@ import (
 	"github.com/floodgate-go/floodgate/internal/isnil"
 )
 
-// A Limiter decides for keys under one policy. Implementations are safe for
-// concurrent use. A wrapper (metrics, logging) that embeds the Limiter it
-// wraps keeps every method, so front ends lose nothing through it.
+// A Limiter decides for keys under one policy. Its methods are the
+// primitives every engine and wrapper keeps; everything else is built on
+// them: Allow, PeekN, Check, AllowAll and WaitAll on AllowN (and RefundN),
+// Wait and WaitN on ReserveN. So a wrapper (metrics,
+// logging, a deny list) that embeds the Limiter it wraps and overrides one
+// method is honoured by every caller of that method's helpers.
+// Implementations are safe for concurrent use.
+//
+// A wrapper exposes the Limiter it wraps with a method Unwrap() Limiter,
+// so that As finds a capability (Describer) anywhere in a chain of
+// wrappers.
 type Limiter interface {
 	// Name is the name of the policy the limiter decides for. Two limiters
 	// of one name on one store share their state.
 	Name() string
-
-	// Allow is AllowN with a cost of 1.
-	Allow(ctx context.Context, key string) (Result, error)
 
 	// AllowN reports whether cost units for key may pass now and, if so,
 	// charges them. A cost of 0 peeks without charging. The error is non-nil
@@ -70,7 +75,8 @@ type Limiter interface {
 	// timed behind them (see algo.Transition.Reserved).
 	RefundN(ctx context.Context, key string, cost int64) error
 
-	// Reset forgets key's state: its next request meets full capacity.
+	// Reset forgets key's state: its next request meets full capacity. It
+	// lifts the key's penalty (Policy.Penalty) too.
 	Reset(ctx context.Context, key string) error
 
 	// ReserveN takes cost units for key now, to be used at the instant the
@@ -78,15 +84,40 @@ type Limiter interface {
 	// before ctx's deadline. Otherwise nothing is charged and the
 	// Reservation is not OK. Cancel gives the units back.
 	ReserveN(ctx context.Context, key string, cost int64) (*Reservation, error)
+}
 
-	// Wait is WaitN with a cost of 1.
-	Wait(ctx context.Context, key string) (Result, error)
+// A Describer tells the limits a Limiter applies, for pages and tools that
+// show them (the status page, the daemon's reload). New's PolicyLimiter is
+// one; find one behind wrappers with As[Describer].
+type Describer interface {
+	// LimitsFor returns the limit set that applies to key: its override,
+	// its tier or the policy's defaults. It is never nil.
+	LimitsFor(key string) *LimitSet
 
-	// WaitN blocks until cost units for key pass, and charges them. If they
-	// cannot pass before ctx's deadline it returns at once with an error
-	// wrapping ErrWaitDeadline, having charged nothing; if ctx ends while
-	// it waits, the units are given back and ctx's error returned.
-	WaitN(ctx context.Context, key string, cost int64) (Result, error)
+	// Overrides returns the keys that have limits of their own, sorted;
+	// LimitsFor tells each one's limits.
+	Overrides() []string
+}
+
+// As returns the first limiter in l's chain of wrappers that is a T, and
+// true; the zero T and false when none is. The chain is l, then, while the
+// limiter at hand has a method Unwrap() Limiter, what that returns, up to a
+// limiter without one or a nil; as errors.As walks wrapped errors. T is
+// usually an interface such as Describer, or a concrete type such as
+// *PolicyLimiter.
+func As[T any](l Limiter) (T, bool) {
+	for l != nil {
+		if t, ok := l.(T); ok {
+			return t, true
+		}
+		u, ok := l.(interface{ Unwrap() Limiter })
+		if !ok {
+			break
+		}
+		l = u.Unwrap()
+	}
+	var zero T
+	return zero, false
 }
 
 // A Store keeps the state of limits and decides on it. Engines (memstore,
@@ -132,7 +163,10 @@ type PolicyLimiter struct {
 	p     *compiled
 }
 
-var _ Limiter = (*PolicyLimiter)(nil)
+var (
+	_ Limiter   = (*PolicyLimiter)(nil)
+	_ Describer = (*PolicyLimiter)(nil)
+)
 
 // New validates p and returns a Limiter that keeps its state in store. A
 // limit the store cannot keep (Store.ValidateLimit) is an error here, never
@@ -151,12 +185,12 @@ func New(store Store, p Policy) (*PolicyLimiter, error) {
 // Name returns the policy's name.
 func (l *PolicyLimiter) Name() string { return l.p.name }
 
-// LimitsFor returns the limit set that applies to key: its override, its
-// tier or the policy's defaults.
+// LimitsFor implements Describer: the limit set that applies to key, its
+// override, its tier or the policy's defaults.
 func (l *PolicyLimiter) LimitsFor(key string) *LimitSet { return l.p.setFor(key) }
 
-// Overrides returns the keys the policy overrides (Policy.Overrides),
-// sorted; LimitsFor tells each one's limits.
+// Overrides implements Describer: the keys the policy overrides
+// (Policy.Overrides), sorted.
 func (l *PolicyLimiter) Overrides() []string {
 	out := make([]string, 0, len(l.p.overrides))
 	for k := range l.p.overrides {
@@ -164,11 +198,6 @@ func (l *PolicyLimiter) Overrides() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// Allow is AllowN with a cost of 1.
-func (l *PolicyLimiter) Allow(ctx context.Context, key string) (Result, error) {
-	return l.AllowN(ctx, key, 1)
 }
 
 // AllowN implements Limiter.
@@ -180,7 +209,19 @@ func (l *PolicyLimiter) AllowN(ctx context.Context, key string, cost int64) (Res
 	if cost > set.set.Capacity() {
 		return set.result(set.set.Impossible(string(SourcePolicy))), nil
 	}
-	v, err := l.store.Decide(ctx, set.set, NormalizeKey(key), cost)
+	return l.decide(ctx, set, NormalizeKey(key), cost, true)
+}
+
+// decide asks the store about cost units (at most set's capacity) for the
+// normalised key, after the key's penalty if the policy has one; a denial
+// starts the penalty when penalise is true.
+func (l *PolicyLimiter) decide(ctx context.Context, set *LimitSet, key string, cost int64, penalise bool) (Result, error) {
+	if l.p.penalty != nil {
+		if res, in, err := l.penalised(ctx, set, key); err != nil || in {
+			return res, err
+		}
+	}
+	v, err := l.store.Decide(ctx, set.set, key, cost)
 	if err != nil {
 		return Result{Policy: l.p.name}, fmt.Errorf("floodgate: policy %s: decide: %w", l.p.name, err)
 	}
@@ -188,7 +229,11 @@ func (l *PolicyLimiter) AllowN(ctx context.Context, key string, cost int64) (Res
 		// No state was read: there is no limit to describe.
 		return Result{Allowed: v.Allowed, Source: SourceFailOpen, Policy: l.p.name}, nil
 	}
-	return set.result(v), nil
+	res := set.result(v)
+	if !res.Allowed && penalise && l.p.penalty != nil && !res.FromFailureMode() {
+		res = l.startPenalty(ctx, key, res)
+	}
+	return res, nil
 }
 
 // RefundN implements Limiter.
@@ -207,8 +252,19 @@ func (l *PolicyLimiter) RefundN(ctx context.Context, key string, cost int64) err
 
 // Reset implements Limiter.
 func (l *PolicyLimiter) Reset(ctx context.Context, key string) error {
-	if err := l.store.Reset(ctx, l.p.setFor(key).set, NormalizeKey(key)); err != nil {
+	nk := NormalizeKey(key)
+	if err := l.store.Reset(ctx, l.p.setFor(key).set, nk); err != nil {
 		return fmt.Errorf("floodgate: policy %s: reset: %w", l.p.name, err)
 	}
+	if l.p.penalty != nil {
+		if err := l.store.Reset(ctx, l.p.penalty.set, nk); err != nil {
+			return fmt.Errorf("floodgate: policy %s: reset penalty: %w", l.p.name, err)
+		}
+	}
 	return nil
+}
+
+// Allow is l.AllowN(ctx, key, 1): the decision on one request.
+func Allow(ctx context.Context, l Limiter, key string) (Result, error) {
+	return l.AllowN(ctx, key, 1)
 }

@@ -215,7 +215,7 @@ admin: {listen: ""}
 	before := redisCalls(t, srv)
 	sources := map[string]int{}
 	for range calls {
-		res, err := lim.Allow(context.Background(), "k")
+		res, err := lim.AllowN(context.Background(), "k", 1)
 		if err != nil || !res.Allowed {
 			t.Fatalf("%+v, %v", res, err)
 		}

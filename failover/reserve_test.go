@@ -22,7 +22,7 @@ func TestReserveFailureModes(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			clock := floodgatetest.NewClock(floodgatetest.Start)
 			remote := newFakeRemote(t, clock)
-			remote.set(failing)
+			remote.Set(floodgatetest.Failing)
 			o := failover.Options{Mode: mode, Guard: failover.GuardOptions{MinCalls: 1000}}
 			if mode == failover.LocalFallback {
 				o.Local = newMem(t, clock)
@@ -56,7 +56,7 @@ func TestReserveFailureModes(t *testing.T) {
 				}
 				short, cancel := context.WithTimeout(ctx, time.Millisecond)
 				defer cancel()
-				if _, err := lim.Wait(short, "k"); !errors.Is(err, floodgate.ErrWaitDeadline) {
+				if _, err := floodgate.Wait(short, lim, "k"); !errors.Is(err, floodgate.ErrWaitDeadline) {
 					t.Fatalf("Wait = %v, want ErrWaitDeadline", err)
 				}
 			case failover.LocalFallback:

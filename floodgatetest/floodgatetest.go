@@ -5,7 +5,7 @@
 //
 //	func TestConformance(t *testing.T) {
 //		floodgatetest.Run(t, floodgatetest.Harness{
-//			NewStore: func(t *testing.T, c floodgate.Clock) floodgate.Store { return mystore.New(c) },
+//			NewStore: func(t *testing.T, c clock.Clock) floodgate.Store { return mystore.New(c) },
 //			Source:   "mystore",
 //		})
 //	}
@@ -23,13 +23,14 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/clock"
 )
 
 // A Harness tells Run how to make the engine under test.
 type Harness struct {
 	// NewStore returns a fresh, empty Store whose decisions read time from
 	// clock. Run calls it once per case.
-	NewStore func(t *testing.T, clock floodgate.Clock) floodgate.Store
+	NewStore func(t *testing.T, clock clock.Clock) floodgate.Store
 
 	// Source is the Source the store reports for the decisions it makes;
 	// empty skips the check (for stores whose source varies).
@@ -303,6 +304,9 @@ func InvalidPolicies() []InvalidPolicy {
 		{"too many limits", floodgate.Policy{Name: "many", Limits: nine}, floodgate.ErrInvalidPolicy},
 		{"empty override", floodgate.Policy{Name: "o", Limits: []floodgate.Limit{floodgate.PerSecond(1)}, Overrides: map[string][]floodgate.Limit{"vip": nil}}, floodgate.ErrInvalidPolicy},
 		{"bad override", floodgate.Policy{Name: "o", Limits: []floodgate.Limit{floodgate.PerSecond(1)}, Overrides: map[string][]floodgate.Limit{"vip": {floodgate.PerSecond(0)}}}, floodgate.ErrInvalidLimit},
+		{"negative penalty", floodgate.Policy{Name: "p", Limits: []floodgate.Limit{floodgate.PerSecond(1)}, Penalty: -time.Minute}, floodgate.ErrInvalidPolicy},
+		{"penalty below a second", floodgate.Policy{Name: "p", Limits: []floodgate.Limit{floodgate.PerSecond(1)}, Penalty: time.Millisecond}, floodgate.ErrInvalidPolicy},
+		{"penalty beyond 90 days", floodgate.Policy{Name: "p", Limits: []floodgate.Limit{floodgate.PerSecond(1)}, Penalty: 100 * 24 * time.Hour}, floodgate.ErrInvalidPolicy},
 		{"tiers without TierOf", floodgate.Policy{Name: "t", Limits: []floodgate.Limit{floodgate.PerSecond(1)}, Tiers: map[string][]floodgate.Limit{"pro": {floodgate.PerSecond(5)}}}, floodgate.ErrInvalidPolicy},
 	}
 }

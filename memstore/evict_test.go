@@ -50,7 +50,7 @@ func TestFloodKeepsExhaustedKeys(t *testing.T) {
 			clock := floodgatetest.NewClock(floodgatetest.Start)
 			s := newStore(t, memstore.Options{Clock: clock, MaxKeys: maxKeys, Shards: 4, SweepInterval: -1})
 			l := floodgate.PerHour(5).WithAlgorithm(c.victims)
-			lim := newLimiter(t, s, l)
+			lim := floodgatetest.NewLimiter(t, s, "test", l)
 			flooder, err := floodgate.New(s, floodgate.Policy{Name: "flood", Limits: []floodgate.Limit{floodgate.PerHour(5).WithAlgorithm(c.flood)}})
 			if err != nil {
 				t.Fatal(err)
@@ -58,7 +58,7 @@ func TestFloodKeepsExhaustedKeys(t *testing.T) {
 			for i := range exhausted {
 				k := "victim:" + strconv.Itoa(i)
 				for j := range l.Capacity() + 1 {
-					res, err := lim.Allow(ctx, k)
+					res, err := floodgate.Allow(ctx, lim, k)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -71,7 +71,7 @@ func TestFloodKeepsExhaustedKeys(t *testing.T) {
 				if i%1000 == 0 {
 					clock.Advance(time.Millisecond)
 				}
-				if _, err := flooder.Allow(ctx, "flood:"+strconv.Itoa(i)); err != nil {
+				if _, err := floodgate.Allow(ctx, flooder, "flood:"+strconv.Itoa(i)); err != nil {
 					t.Fatal(err)
 				}
 			}

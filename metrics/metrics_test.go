@@ -28,15 +28,6 @@ func memStore(t testing.TB, o memstore.Options) *memstore.Store {
 	return s
 }
 
-func newLimiter(t testing.TB, s floodgate.Store, name string, limits ...floodgate.Limit) *floodgate.PolicyLimiter {
-	t.Helper()
-	l, err := floodgate.New(s, floodgate.Policy{Name: name, Limits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 func newMetrics(t testing.TB, o metrics.Options) (*metrics.Metrics, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
@@ -66,10 +57,10 @@ const peeksHelp = `# HELP floodgate_peeks_total Decisions with cost 0, which cha
 func TestDecisionsCounted(t *testing.T) {
 	ctx := context.Background()
 	m, reg := newMetrics(t, metrics.Options{})
-	lim := m.Limiter(newLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(3)))
+	lim := m.Limiter(floodgatetest.NewLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(3)))
 
 	for i, want := range []bool{true, true, true, false, false} {
-		res, err := lim.Allow(ctx, "user:1")
+		res, err := floodgate.Allow(ctx, lim, "user:1")
 		if err != nil || res.Allowed != want {
 			t.Fatalf("request %d: allowed %v, %v; want %v", i+1, res.Allowed, err, want)
 		}
@@ -151,8 +142,8 @@ func TestNoLabelIsAKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	lims := []floodgate.Limiter{
-		m.Limiter(newLimiter(t, s, "api", floodgate.PerSecond(2))),
-		m.Limiter(newLimiter(t, s, "login", floodgate.PerMinute(5))),
+		m.Limiter(floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(2))),
+		m.Limiter(floodgatetest.NewLimiter(t, s, "login", floodgate.PerMinute(5))),
 	}
 	keys := map[string]bool{}
 	for i := range 200 {
@@ -192,11 +183,11 @@ func TestPolicyLabelsBounded(t *testing.T) {
 	s := memStore(t, memstore.Options{})
 	for i := range 6 {
 		name := fmt.Sprintf("plan-%d", i)
-		lim := m.Limiter(newLimiter(t, s, name, floodgate.PerSecond(10)))
+		lim := m.Limiter(floodgatetest.NewLimiter(t, s, name, floodgate.PerSecond(10)))
 		if lim.Name() != name {
 			t.Fatalf("wrapped Name() = %q; want %q", lim.Name(), name)
 		}
-		if _, err := lim.Allow(ctx, "k"); err != nil {
+		if _, err := floodgate.Allow(ctx, lim, "k"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -219,7 +210,7 @@ floodgate_decisions_total{decision="error",policy="other",source="memory"} 0
 func TestWrapping(t *testing.T) {
 	ctx := context.Background()
 	m, reg := newMetrics(t, metrics.Options{})
-	base := newLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(5))
+	base := floodgatetest.NewLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(5))
 
 	if m.Limiter(nil) != nil {
 		t.Error("Limiter(nil) is not nil")
@@ -235,7 +226,7 @@ func TestWrapping(t *testing.T) {
 
 	// Every method reaches the wrapped limiter's state.
 	for range 5 {
-		if _, err := w.Allow(ctx, "k"); err != nil {
+		if _, err := floodgate.Allow(ctx, w, "k"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -257,7 +248,7 @@ func TestWrapping(t *testing.T) {
 
 	// Another Metrics wraps on top: each counts once.
 	m2, reg2 := newMetrics(t, metrics.Options{})
-	if _, err := m2.Limiter(w).Allow(ctx, "k"); err != nil {
+	if _, err := floodgate.Allow(ctx, m2.Limiter(w), "k"); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := testutil.ToFloat64(counter(t, reg, "api", "allowed", "memory")), testutil.ToFloat64(counter(t, reg2, "api", "allowed", "memory")); a != 6 || b != 1 {
@@ -325,8 +316,8 @@ func TestBadInput(t *testing.T) {
 func TestLabelValuesNotUTF8(t *testing.T) {
 	m, reg := newMetrics(t, metrics.Options{})
 	s := memStore(t, memstore.Options{})
-	lim := m.Limiter(newLimiter(t, s, "bad\xffname", floodgate.PerSecond(1)))
-	if _, err := lim.Allow(context.Background(), "k"); err != nil {
+	lim := m.Limiter(floodgatetest.NewLimiter(t, s, "bad\xffname", floodgate.PerSecond(1)))
+	if _, err := floodgate.Allow(context.Background(), lim, "k"); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.WatchMemory("mem\xff", s); err != nil {
@@ -349,16 +340,16 @@ type sourceMaker struct {
 	n int
 }
 
-func (s *sourceMaker) Allow(ctx context.Context, key string) (floodgate.Result, error) {
+func (s *sourceMaker) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
 	s.n++
 	return floodgate.Result{Allowed: true, Source: floodgate.Source(fmt.Sprintf("src-%d", s.n)), Policy: s.Name()}, nil
 }
 
 func TestSourceLabelsBounded(t *testing.T) {
 	m, reg := newMetrics(t, metrics.Options{})
-	lim := m.Limiter(&sourceMaker{Limiter: newLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(1))})
+	lim := m.Limiter(&sourceMaker{Limiter: floodgatetest.NewLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(1))})
 	for range 40 {
-		if _, err := lim.Allow(context.Background(), "k"); err != nil {
+		if _, err := floodgate.Allow(context.Background(), lim, "k"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -409,10 +400,10 @@ func TestRetainDropsGonePolicies(t *testing.T) {
 		return m.Limiter(lim)
 	}
 	ctx := context.Background()
-	wrap("old").Allow(ctx, "k")
-	wrap("kept").Allow(ctx, "k")
+	floodgate.Allow(ctx, wrap("old"), "k")
+	floodgate.Allow(ctx, wrap("kept"), "k")
 	m.Retain([]string{"kept"})
-	wrap("new").Allow(ctx, "k")
+	floodgate.Allow(ctx, wrap("new"), "k")
 	got, err := testutil.GatherAndCount(reg, "floodgate_decisions_total")
 	if err != nil {
 		t.Fatal(err)

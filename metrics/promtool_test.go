@@ -14,6 +14,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/lease"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/metrics"
@@ -56,7 +57,7 @@ func TestPromtoolLint(t *testing.T) {
 	lo.Refunded("api", 2)
 	lo.Lost("api", 1)
 	lo.Failed("api")
-	lim := m.Limiter(newLimiter(t, g, "api", floodgate.PerSecond(1)))
+	lim := m.Limiter(floodgatetest.NewLimiter(t, g, "api", floodgate.PerSecond(1)))
 	for _, cost := range []int64{1, 1, 0} {
 		if _, err := lim.AllowN(context.Background(), "k", cost); err != nil {
 			t.Fatal(err)

@@ -14,11 +14,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 )
 
 // corruptClock pins the time, so that nothing refills while a test counts
 // charges and "far in the future" is a known instant.
-var corruptClock = floodgate.ClockFunc(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
+var corruptClock = clock.Func(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
 
 // TestCorruptKeyFailsOnlyItsDecision writes a hash under the key of one
 // client, then decides for it and for many others in shared batches: only
@@ -29,7 +31,7 @@ func TestCorruptKeyFailsOnlyItsDecision(t *testing.T) {
 	ctx := context.Background()
 	calls := countScripts(client)
 	s := newStore(t, client, Options{Clock: corruptClock, Prefix: "corrupt:"})
-	lim := newLimiter(t, s, "api", floodgate.PerHour(20))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerHour(20))
 	victim := limKey("corrupt:", lim, "victim", 0)
 	if err := client.HSet(ctx, victim, "f", "v").Err(); err != nil {
 		t.Fatal(err)
@@ -46,7 +48,7 @@ func TestCorruptKeyFailsOnlyItsDecision(t *testing.T) {
 			defer wg.Done()
 			for i := range rounds {
 				if (w+i)%16 == 0 {
-					_, err := lim.Allow(ctx, "victim")
+					_, err := floodgate.Allow(ctx, lim, "victim")
 					if !errors.Is(err, ErrCorruptState) {
 						t.Errorf("victim: error %v, want ErrCorruptState", err)
 					}
@@ -54,7 +56,7 @@ func TestCorruptKeyFailsOnlyItsDecision(t *testing.T) {
 					continue
 				}
 				k := (w*rounds + i) % keys
-				res, err := lim.Allow(ctx, "k"+strconv.Itoa(k))
+				res, err := floodgate.Allow(ctx, lim, "k"+strconv.Itoa(k))
 				if err != nil {
 					otherErrs.Add(1)
 					firstOther.CompareAndSwap(nil, err)
@@ -90,7 +92,7 @@ func TestCorruptKeyFailsOnlyItsDecision(t *testing.T) {
 	}
 
 	// The error says what is wrong and what to do, without the client key.
-	_, err := lim.Allow(ctx, "victim")
+	_, err := floodgate.Allow(ctx, lim, "victim")
 	var ce *CorruptStateError
 	if !errors.As(err, &ce) || ce.Key != victim {
 		t.Fatalf("error %v: want a *CorruptStateError naming %s", err, victim)
@@ -102,7 +104,7 @@ func TestCorruptKeyFailsOnlyItsDecision(t *testing.T) {
 	if err := lim.Reset(ctx, "victim"); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := lim.Allow(ctx, "victim"); err != nil || !res.Allowed || res.Remaining != 19 {
+	if res, err := floodgate.Allow(ctx, lim, "victim"); err != nil || !res.Allowed || res.Remaining != 19 {
 		t.Errorf("after Reset: %+v, %v; want allowed with 19 remaining", res, err)
 	}
 }
@@ -149,13 +151,13 @@ func TestCorruptValues(t *testing.T) {
 				// The corrupt limit comes second: the first must not be
 				// charged although it admits.
 				name := c.limit.Algorithm.String() + v.name
-				lim := newLimiter(t, s, name, floodgate.PerHour(100), c.limit)
+				lim := floodgatetest.NewLimiter(t, s, name, floodgate.PerHour(100), c.limit)
 				first, bad := limKey("values:", lim, "k", 0), limKey("values:", lim, "k", 1)
 				if err := v.set(bad); err != nil {
 					t.Fatal(err)
 				}
 				before, _ := client.Dump(ctx, bad).Result()
-				res, err := lim.Allow(ctx, "k")
+				res, err := floodgate.Allow(ctx, lim, "k")
 				if !errors.Is(err, ErrCorruptState) {
 					t.Fatalf("Allow = %+v, %v; want ErrCorruptState", res, err)
 				}
@@ -170,7 +172,7 @@ func TestCorruptValues(t *testing.T) {
 					t.Errorf("the corrupt key was changed")
 				}
 				// Other clients are unaffected.
-				if res, err := lim.Allow(ctx, "other"); err != nil || !res.Allowed {
+				if res, err := floodgate.Allow(ctx, lim, "other"); err != nil || !res.Allowed {
 					t.Errorf("Allow(other) = %+v, %v", res, err)
 				}
 			})
@@ -185,7 +187,7 @@ func TestCorruptLogMember(t *testing.T) {
 	client := standalone(t)
 	ctx := context.Background()
 	s := newStore(t, client, Options{Clock: corruptClock, Prefix: "member:"})
-	lim := newLimiter(t, s, "log", floodgate.PerHour(100), floodgate.PerHour(3).WithAlgorithm(floodgate.SlidingLog))
+	lim := floodgatetest.NewLimiter(t, s, "log", floodgate.PerHour(100), floodgate.PerHour(3).WithAlgorithm(floodgate.SlidingLog))
 	first, log := limKey("member:", lim, "k", 0), limKey("member:", lim, "k", 1)
 	nowUs := float64(corruptClock.UnixNano() / 1e3)
 	if err := client.ZAdd(ctx, log,
