@@ -529,6 +529,7 @@ func (lc *loopConn) apply(v verdict, size int) int {
 func (lc *loopConn) park(typ byte, size int) {
 	lc.compact()
 	lc.parked, lc.ptyp, lc.psize = true, typ, size
+	lc.c.p.parked.Add(1)
 	b := lc.cbuf[lc.cr:lc.cw]
 	c := lc.c
 	go func() {

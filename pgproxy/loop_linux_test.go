@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/testkit"
 )
@@ -284,5 +285,46 @@ func TestLoopAllocs(t *testing.T) {
 	t.Logf("%.0f allocations per %d cycles", allocs, cycles)
 	if allocs > cycles/10 {
 		t.Errorf("%.0f allocations relaying %d cycles each way, want none per message", allocs, cycles)
+	}
+}
+
+// TestLoopTakesSlotsInline: with Local limits and a concurrent-query limit
+// over a Local store, a session's queries take their slot and are decided
+// where the loop reads them: nothing parks (every query parked to take its
+// slot before TryAcquire). The same session with limits not Local parks
+// each query, which Parked counts.
+func TestLoopTakesSlotsInline(t *testing.T) {
+	pg := testkit.Postgres(t)
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { store.Close() })
+	lim, err := floodgate.New(store, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{floodgate.PerSecond(1_000_000).WithBurst(1_000_000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conc, err := concurrency.New(concurrency.NewLocal(), concurrency.Options{Limit: 4, MaxWaiting: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const queries = 20
+	for _, local := range []bool{true, false} {
+		p, addr := startLoopProxy(t, Config{Upstream: pg.Addr,
+			Limits: Limits{Global: Scope{Limiter: lim}, PerUser: Scope{Limiter: lim}, ConcurrentQueries: conc, Local: local}})
+		s := openSession(t, addr)
+		for range queries {
+			s.query("SELECT 1")
+			if code := s.answer(); code != "" {
+				t.Fatal(code)
+			}
+		}
+		got := p.Parked()
+		if local && got != 0 {
+			t.Errorf("Local limits, a free slot: %d of %d queries parked, want 0", got, queries)
+		}
+		if !local && got != queries {
+			t.Errorf("limits not Local: %d of %d queries parked", got, queries)
+		}
+		if n := conc.Waiting(); n != 0 {
+			t.Errorf("%d waiting for a slot", n)
+		}
 	}
 }

@@ -214,6 +214,7 @@ type Proxy struct {
 	obs       Observer
 	rejectLog [numScopes]sampler
 	loops     loops // the event loops (loop_linux.go)
+	parked    atomic.Uint64
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -339,6 +340,13 @@ func (p *Proxy) SetLimits(l Limits) error {
 	p.limits.Store(&l)
 	return nil
 }
+
+// Parked returns how many decisions the event loops could not take where
+// they read the query and handed to a goroutine: a limiter not
+// Limits.Local, a wait in line or for a concurrent-query slot, answers the
+// server still owed. With Local limits and nothing to wait for it stays 0;
+// for status pages and tests.
+func (p *Proxy) Parked() uint64 { return p.parked.Load() }
 
 // Limits returns the limits in force.
 func (p *Proxy) Limits() Limits { return *p.limits.Load() }

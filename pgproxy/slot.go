@@ -34,8 +34,9 @@ import (
 // takeSlot makes sure the connection holds a slot before a query is
 // forwarded, waiting for one in the Limiter's queue. When it refuses, it
 // has answered the client like admitQuery does. A non-nil error ends the
-// connection. With inline set, it returns errPark instead of acquiring a
-// slot, having changed nothing.
+// connection. With inline set, it takes a free slot (TryAcquire) and
+// returns errPark, having changed nothing, where it would wait or ask a
+// store that is not in this process.
 func (c *conn) takeSlot(extended, inline bool) (bool, error) {
 	lim := c.p.limits.Load().ConcurrentQueries
 	if lim == nil && !c.holding.Load() {
@@ -54,7 +55,13 @@ func (c *conn) takeSlot(extended, inline bool) (bool, error) {
 		return true, nil
 	}
 	if inline {
-		return false, errPark
+		// A free slot of a Local store is taken where the query is read;
+		// a wait, or a store elsewhere, is a goroutine's.
+		p, ok := lim.TryAcquire(c.params.User)
+		if !ok {
+			return false, errPark
+		}
+		return c.holdSlot(p)
 	}
 	select { // a CancelRequest meant for an earlier query must not end this one
 	case <-c.cancelWait:
@@ -68,16 +75,7 @@ func (c *conn) takeSlot(extended, inline bool) (bool, error) {
 		return false, err
 	}
 	if res.Allowed {
-		c.slotMu.Lock()
-		if c.slotClosed {
-			c.slotMu.Unlock()
-			p.Release()
-			return false, c.ctx.Err()
-		}
-		c.permit, c.slotOpen = p, true
-		c.holding.Store(true)
-		c.slotMu.Unlock()
-		return true, nil
+		return c.holdSlot(p)
 	}
 	// The refusal must not overtake the answers to uncharged queries
 	// pipelined before it.
@@ -98,6 +96,20 @@ func (c *conn) takeSlot(extended, inline bool) (bool, error) {
 	c.p.rejectLog[scopeUser].log(c.p, slog.LevelInfo, "pgproxy: too many concurrent queries",
 		"user", c.params.User, "client", c.ipLog, "reason", res.Reason.String(), "in_flight", res.InFlight)
 	return false, c.replyDenied(slotRejection(c.params.User, res), extended)
+}
+
+// holdSlot makes p, a slot just taken, the connection's, unless the
+// connection has ended meanwhile.
+func (c *conn) holdSlot(p *concurrency.Permit) (bool, error) {
+	c.slotMu.Lock()
+	defer c.slotMu.Unlock()
+	if c.slotClosed {
+		p.Release()
+		return false, c.ctx.Err()
+	}
+	c.permit, c.slotOpen = p, true
+	c.holding.Store(true)
+	return true, nil
 }
 
 // errCanceled marks a slot wait ended by the client's CancelRequest.
