@@ -3,6 +3,7 @@
 package pgproxy
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -311,7 +312,7 @@ func (p *Proxy) toLoop(c *conn) bool {
 	if c.client != c.raw {
 		return false // TLS
 	}
-	ct, ok1 := c.raw.(*net.TCPConn)
+	ct, ok1 := tcpConn(c.raw)
 	ut, ok2 := c.up.(*net.TCPConn)
 	if !ok1 || !ok2 || c.cr.Buffered() > bufSize {
 		return false
@@ -341,11 +342,33 @@ func (p *Proxy) toLoop(c *conn) bool {
 		return false
 	}
 	c.lc = lc
-	c.raw.Close() // the loop holds duplicates of both sockets
+	ct.Close() // the loop holds duplicates of both sockets; c.raw, when it wraps ct, is closed with the connection
 	c.up.Close()
 	lp.send(loopMsg{lc: lc, ev: loopAdd}) // before any loopClose close sends
 	c.connMu.Unlock()
+	p.loopStats.conns.Add(1)
 	return true
+}
+
+// tcpConn is the TCP connection of nc: nc itself, or the one it wraps when
+// it has a NetConn method (as a listener that counts its connections
+// returns; see Serve). The loop relays the TCP connection's socket and
+// closes nc, the wrapper, only when the connection ends. A TLS connection
+// is never unwrapped: its bytes are not the client's.
+func tcpConn(nc net.Conn) (*net.TCPConn, bool) {
+	for range 4 {
+		switch c := nc.(type) {
+		case *net.TCPConn:
+			return c, true
+		case *tls.Conn:
+			return nil, false
+		case interface{ NetConn() net.Conn }:
+			nc = c.NetConn()
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
 }
 
 // dupFD duplicates a connection's socket, non-blocking like the original.
@@ -529,7 +552,7 @@ func (lc *loopConn) apply(v verdict, size int) int {
 func (lc *loopConn) park(typ byte, size int) {
 	lc.compact()
 	lc.parked, lc.ptyp, lc.psize = true, typ, size
-	lc.c.p.parked.Add(1)
+	lc.c.p.loopStats.parked.Add(1)
 	b := lc.cbuf[lc.cr:lc.cw]
 	c := lc.c
 	go func() {
@@ -747,6 +770,9 @@ func (lc *loopConn) closeNow() {
 	delete(lc.lp.conns, lc.ufd)
 	unix.Close(int(lc.cfd))
 	unix.Close(int(lc.ufd))
+	if _, bare := c.raw.(*net.TCPConn); !bare {
+		c.raw.Close() // a wrapper's own end (a listener's count of its connections)
+	}
 	if !lc.goneDone {
 		lc.goneDone = true
 		close(lc.gone)

@@ -292,7 +292,7 @@ func TestLoopAllocs(t *testing.T) {
 // over a Local store, a session's queries take their slot and are decided
 // where the loop reads them: nothing parks (every query parked to take its
 // slot before TryAcquire). The same session with limits not Local parks
-// each query, which Parked counts.
+// each query, which LoopStats counts.
 func TestLoopTakesSlotsInline(t *testing.T) {
 	pg := testkit.Postgres(t)
 	store := memstore.New(memstore.Options{})
@@ -316,7 +316,11 @@ func TestLoopTakesSlotsInline(t *testing.T) {
 				t.Fatal(code)
 			}
 		}
-		got := p.Parked()
+		st := p.LoopStats()
+		got := st.Parked
+		if st.Connections != 1 {
+			t.Fatalf("%d connections on the loop, want 1", st.Connections)
+		}
 		if local && got != 0 {
 			t.Errorf("Local limits, a free slot: %d of %d queries parked, want 0", got, queries)
 		}
