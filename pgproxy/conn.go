@@ -423,7 +423,6 @@ func (c *conn) relay(startup []byte) (onLoop bool) {
 	}
 	c.up = up
 	c.connMu.Unlock()
-	c.uw = bufio.NewWriterSize(up, bufSize)
 	if _, err := up.Write(startup); err != nil {
 		p.obs.UpstreamError()
 		p.log.Error("pgproxy: cannot write to the upstream server", "upstream", p.cfg.Upstream, "err", err)
@@ -436,6 +435,7 @@ func (c *conn) relay(startup []byte) (onLoop bool) {
 	if p.toLoop(c) {
 		return true
 	}
+	c.uw = bufio.NewWriterSize(up, bufSize)
 
 	// Whichever direction ends first ends the session: a server that went
 	// away must not leave its client waiting on a live-looking connection.

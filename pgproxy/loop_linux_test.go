@@ -332,3 +332,54 @@ func TestLoopTakesSlotsInline(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopIdleMemory: a session idle on the event loop, between queries,
+// holds no relay buffer: the loop's buffers are taken while bytes are in
+// flight and given back when they are passed on. It held 48 KiB of loop
+// buffers and the 32 KiB of the startup's reader and writer.
+func TestLoopIdleMemory(t *testing.T) {
+	pg := testkit.Postgres(t)
+	store := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { store.Close() })
+	lim, err := floodgate.New(store, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{floodgate.PerSecond(1_000_000).WithBurst(1_000_000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, addr := startLoopProxy(t, Config{Upstream: pg.Addr, Limits: Limits{Global: Scope{Limiter: lim}, PerUser: Scope{Limiter: lim}, Local: true}})
+	open := func() net.Conn {
+		s := openSession(t, addr)
+		s.query("SELECT 1")
+		if code := s.answer(); code != "" {
+			t.Fatal(code)
+		}
+		return s.nc // the session's reader is dropped: only the socket is kept
+	}
+	open() // the loop, the keys, the pools
+	const n = 40
+	conns := make([]net.Conn, 0, n)
+	before := liveHeap()
+	for range n {
+		conns = append(conns, open())
+	}
+	if got := loopConns(p); got != n+1 {
+		t.Fatalf("%d connections on the loop, want %d", got, n+1)
+	}
+	after := liveHeap()
+	per := (int64(after) - int64(before)) / n
+	t.Logf("%d bytes of heap per idle connection (client socket included)", per)
+	// The connection's state (conn, loopConn, admission, two sockets on
+	// each side of this process) is a few KiB; one relay buffer is 16.
+	if per > 12<<10 {
+		t.Errorf("%d bytes per idle connection, want at most 12 KiB", per)
+	}
+	runtime.KeepAlive(conns)
+}
+
+func liveHeap() uint64 {
+	var m runtime.MemStats
+	for range 3 {
+		runtime.GC()
+	}
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
