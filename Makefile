@@ -2,7 +2,8 @@
 #
 #   make test    installs what the suite needs (Debian packages redis-server,
 #                postgresql, prometheus for promtool, systemd for
-#                systemd-analyze; staticcheck), then runs
+#                systemd-analyze, zsh and fish for the completion scripts,
+#                jq for release-check; staticcheck), then runs
 #                gofmt, go vet, staticcheck and every test under -race against
 #                real servers the tests start.
 #   make quick   the inner loop: go test -short (no race detector, the long
@@ -13,6 +14,14 @@
 #   make install-test
 #                every module installed as a user installs it, from a throwaway
 #                release tag in a clone, floodgate's modules from its tags only (part of make test).
+#   make archives
+#                the release archives of cmd/floodgate for linux and darwin on
+#                amd64 and arm64, with SHA256SUMS and an SPDX SBOM each, in
+#                build/release (scripts/archives.sh; docs/operating.md,
+#                "Release archives").
+#   make release-check
+#                one archive for this machine built twice (the same checksums),
+#                verified, unpacked and run, its SBOM checked (part of make test).
 #   make image   the container image, without a container daemon, as an OCI image
 #                layout in build/image and an OCI archive build/floodgate-image.tar
 #                (docs/operating.md, "Container image").
@@ -39,9 +48,9 @@ IMAGE       := scripts/image
 HELM        := scripts/helm
 NOWORK      := GOWORK=off
 
-.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile install-test image-check image helm-check bench demo course fuzz
+.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile install-test image-check image helm-check archives release-check bench demo course fuzz
 
-test: deps fmt-check mod-check vet lint unit bench-compile install-test image-check helm-check
+test: deps fmt-check mod-check vet lint unit bench-compile install-test image-check helm-check release-check
 
 deps: servers tools
 
@@ -57,6 +66,9 @@ servers:
 	command -v pgbouncer >/dev/null 2>&1 || need="$$need pgbouncer"; \
 	command -v chromium >/dev/null 2>&1 || need="$$need chromium"; \
 	command -v systemd-analyze >/dev/null 2>&1 || need="$$need systemd"; \
+	command -v zsh >/dev/null 2>&1 || need="$$need zsh"; \
+	command -v fish >/dev/null 2>&1 || need="$$need fish"; \
+	command -v jq >/dev/null 2>&1 || need="$$need jq"; \
 	if [ -n "$$need" ]; then \
 		echo "installing Debian packages:$$need"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
@@ -128,6 +140,14 @@ image-check:
 # floodgate.yaml checked by floodgate validate (docs/kubernetes.md).
 helm-check:
 	cd $(HELM) && $(NOWORK) $(GO) test -race -timeout 10m ./...
+
+archives:
+	scripts/archives.sh
+
+# scripts/release-check.sh: reproducible, checksummed, runs, its SBOM is the
+# binary's modules.
+release-check:
+	scripts/release-check.sh
 
 image:
 	cd $(IMAGE) && $(NOWORK) $(GO) run . -root ../.. -out ../../build/image -archive ../../build/floodgate-image.tar

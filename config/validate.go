@@ -8,6 +8,7 @@ import (
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/httpmatch"
 
+	"github.com/floodgate-go/floodgate/internal/textform"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 
 	"fmt"
@@ -439,12 +440,12 @@ func (k *checker) limit(path string, s LimitSpec, inherit LimitSpec) (floodgate.
 	}
 	alg := s.Algorithm
 	if alg != "" {
-		a, err := floodgate.ParseAlgorithm(alg)
-		if err != nil {
+		a, ok := textform.Algorithm(alg)
+		if !ok {
 			k.oneOf(path+".algorithm", alg, enumAlgorithms...)
 			return l, false
 		}
-		l.Algorithm = a
+		l.Algorithm = floodgate.Algorithm(a)
 	}
 	if s.Burst < 0 {
 		k.errf(path+".burst", "must not be negative (0 means burst = rate)")
@@ -754,11 +755,12 @@ func (k *checker) checkEnvoy() {
 	k.serverTLS("envoy.tls", e.TLS)
 	k.secret("envoy", &e.Token, &e.TokenFile)
 	k.bounds("envoy", &e.Bounds, boundsGRPC)
-	alg, err := floodgate.ParseAlgorithm(e.Algorithm)
-	if err != nil {
+	a, ok := textform.Algorithm(e.Algorithm)
+	if !ok {
 		k.oneOf("envoy.algorithm", e.Algorithm, enumAlgorithms...)
 		return
 	}
+	alg := floodgate.Algorithm(a)
 	if len(e.RatelimitConfig) == 0 {
 		k.errf("envoy", "envoy.ratelimit_config is required: the envoyproxy/ratelimit configuration files to serve")
 		return

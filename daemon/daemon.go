@@ -36,6 +36,7 @@ import (
 	"github.com/floodgate-go/floodgate/admin"
 	"github.com/floodgate-go/floodgate/checkapi"
 	"github.com/floodgate-go/floodgate/clientip"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/envoyrls"
@@ -98,7 +99,7 @@ type Options struct {
 	// engine on this clock (with the section's memory.max_keys); every
 	// policy, route and front end is built as serve builds it. floodgate
 	// replay decides recorded traffic so, on the log's own time.
-	Clock floodgate.Clock
+	Clock clock.Clock
 }
 
 // New builds the engine, the metrics and the front ends of cfg. It does not

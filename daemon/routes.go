@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/proxy"
+	"github.com/floodgate-go/floodgate/status"
 )
 
 // proxyRoutes turns the proxy's routes into proxy routes whose rules use
@@ -37,12 +38,8 @@ func proxyRoutes(p *config.Proxy, limiters map[string]floodgate.Limiter, conc *c
 			if lim == nil {
 				return nil, fmt.Errorf("proxy.routes[%d].limits[%d]: no policy %q", i, j, rl.Policy)
 			}
-			if rl, ok := lim.(interface {
-				WithRoute(string) floodgate.Limiter
-			}); ok {
-				// The status page's recent decisions name the route.
-				lim = rl.WithRoute(r.Name)
-			}
+			// The status page's recent decisions name the route.
+			lim = status.WithRoute(lim, r.Name)
 			rules = append(rules, routeRule(rl, lim, r.Name, res, trusted))
 		}
 		pr := proxy.Route{Name: r.Name, Match: r.Match, Shadow: r.Shadow, Limits: rules}

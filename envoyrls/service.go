@@ -465,10 +465,6 @@ type blocked string
 
 func (b blocked) Name() string { return string(b) }
 
-func (b blocked) Allow(ctx context.Context, key string) (floodgate.Result, error) {
-	return b.AllowN(ctx, key, 1)
-}
-
 func (b blocked) AllowN(_ context.Context, _ string, cost int64) (floodgate.Result, error) {
 	if cost == 0 {
 		return floodgate.Result{Allowed: true, Source: floodgate.SourcePolicy, Policy: string(b)}, nil
@@ -483,12 +479,4 @@ func (blocked) Reset(context.Context, string) error          { return nil }
 func (b blocked) ReserveN(ctx context.Context, key string, cost int64) (*floodgate.Reservation, error) {
 	res, err := b.AllowN(ctx, key, cost)
 	return &floodgate.Reservation{OK: res.Allowed, Delay: res.RetryAfter, Result: res}, err
-}
-
-func (b blocked) Wait(ctx context.Context, key string) (floodgate.Result, error) {
-	return b.WaitN(ctx, key, 1)
-}
-
-func (b blocked) WaitN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
-	return floodgate.WaitFor(ctx, func(ctx context.Context) (*floodgate.Reservation, error) { return b.ReserveN(ctx, key, cost) })
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 )
 
 // DeciderConfig configures a Decider: how its verdicts are written. The
@@ -25,8 +26,8 @@ type DeciderConfig struct {
 	// Logger receives limiter errors; nil means slog.Default().
 	Logger *slog.Logger
 	// Clock tells the time for Headers.UnixReset; nil means
-	// floodgate.SystemClock.
-	Clock floodgate.Clock
+	// clock.System.
+	Clock clock.Clock
 	// LogKeys logs keys as they are; false logs redacted stand-ins.
 	LogKeys bool
 }
@@ -42,7 +43,7 @@ type Decider struct {
 	hdr     Headers
 	body    Body
 	log     *slog.Logger
-	clock   floodgate.Clock
+	clock   clock.Clock
 	logKeys bool
 
 	descs  sync.Map // *floodgate.LimitSet → *desc
@@ -76,7 +77,7 @@ func (d *Decider) init(cfg DeciderConfig) []error {
 		d.log = slog.Default()
 	}
 	if d.clock == nil {
-		d.clock = floodgate.SystemClock
+		d.clock = clock.System
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ func BenchmarkAllow(b *testing.B) {
 			cpu0, ok := threadCPU()
 			n := 0
 			for b.Loop() {
-				if _, err := lim.Allow(ctx, "user:42"); err != nil {
+				if _, err := floodgate.Allow(ctx, lim, "user:42"); err != nil {
 					b.Fatal(err)
 				}
 				n++
@@ -55,7 +55,7 @@ func BenchmarkAllowParallel(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				ctx := context.Background()
 				for pb.Next() {
-					if _, err := lim.Allow(ctx, "user:42"); err != nil {
+					if _, err := floodgate.Allow(ctx, lim, "user:42"); err != nil {
 						b.Error(err)
 						return
 					}
@@ -75,7 +75,7 @@ func benchLimiter(b *testing.B, wrap bool) floodgate.Limiter {
 		lim = m.Limiter(lim)
 		// The first decision creates the source's counters; time the ones
 		// after it.
-		if _, err := lim.Allow(context.Background(), "user:42"); err != nil {
+		if _, err := floodgate.Allow(context.Background(), lim, "user:42"); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -29,7 +29,7 @@ func deps(t *testing.T, pkg string) []string {
 }
 
 func TestLayers(t *testing.T) {
-	library := []string{"", "/algo", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httpmatch", "/httplimit", "/httplimit/quick", "/concurrency", "/concurrency/throttle", "/pgproxy/pgwire", "/pgproxy/proxyproto", "/pgproxy/pgmode"}
+	library := []string{"", "/algo", "/clock", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httpmatch", "/httplimit", "/httplimit/quick", "/concurrency", "/concurrency/throttle", "/pgproxy/pgwire", "/pgproxy/proxyproto", "/pgproxy/pgmode"}
 	forbidden := []string{
 		mod + "/config", mod + "/daemon", mod + "/internal/yamlpos",
 		mod + "/proxy", mod + "/checkapi", mod + "/envoyrls", mod + "/envoyrules", mod + "/admin", mod + "/status",
@@ -70,6 +70,13 @@ func TestLayers(t *testing.T) {
 	for _, d := range deps(t, mod+"/httplimit") {
 		if d == mod+"/concurrency" || strings.HasPrefix(d, mod+"/concurrency/") {
 			t.Errorf("httplimit depends on %s: concurrency limits are served by concurrency/throttle, not the rate-limit middleware", d)
+		}
+	}
+	// The clock is a leaf: engines, middleware and tests read time from it
+	// without the limiter.
+	for _, d := range deps(t, mod+"/clock") {
+		if (d == mod || strings.HasPrefix(d, mod+"/")) && d != mod+"/clock" {
+			t.Errorf("clock depends on %s: the time source needs no other package of the module", d)
 		}
 	}
 	// The request matcher is a leaf: the proxy's routes and the
