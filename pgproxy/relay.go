@@ -118,7 +118,7 @@ func scanServer(c *conn, buf []byte, skip *int) (pos int, readys, asks int64, st
 // for a message boundary, and publishes the ReadyForQuery messages and
 // authentication requests b holds.
 func (c *conn) toClient(b []byte, mid bool, readys, asks int64, st byte) error {
-	if readys > 0 && c.holding.Load() {
+	if readys > 0 && c.adm.slot.holding.Load() {
 		// The slot comes back before the ReadyForQuery that ends
 		// its query reaches the client (slot.go): counting the
 		// ones about to be written, the server may owe nothing.
@@ -150,7 +150,7 @@ func (c *conn) toClient(b []byte, mid bool, readys, asks int64, st byte) error {
 	}
 	c.wmu.Unlock()
 	c.p.obs.Relayed(ServerToClient, len(b))
-	if readys > 0 && c.holding.Load() {
+	if readys > 0 && c.adm.slot.holding.Load() {
 		// Again, now that received counts them: a query refused
 		// meanwhile (slotDone) may have seen the old count.
 		c.releaseIfDone()
