@@ -27,6 +27,9 @@
 #                (docs/operating.md, "Container image").
 #   make helm-check
 #                the Helm chart rendered and checked (part of make test; docs/kubernetes.md).
+#   make otel-check
+#                floodgate serve exporting to the OpenTelemetry Collector's OTLP
+#                receiver in process (part of make test; docs/telemetry.md).
 
 GO          ?= go
 GOBIN       := $(shell $(GO) env GOPATH)/bin
@@ -40,17 +43,19 @@ FUZZTIME    ?= 60s
 # them against this tree (and install-test as a user's build sees them, from
 # tags). bench, the release tool (scripts/modtool) and the image builder
 # (scripts/image, which keeps go-containerregistry out of floodgate's
-# go.mod) and the Helm chart's test (scripts/helm, Helm's and Kubernetes'
-# modules) build on their own go.mod.
+# go.mod), the Helm chart's test (scripts/helm, Helm's and Kubernetes'
+# modules) and the OpenTelemetry export's test (scripts/otel, the
+# Collector's modules) build on their own go.mod.
 CONTRIB     := $(patsubst %/go.mod,%,$(wildcard contrib/*/go.mod examples/*/go.mod))
 TOOL        := scripts/modtool
 IMAGE       := scripts/image
 HELM        := scripts/helm
+OTEL        := scripts/otel
 NOWORK      := GOWORK=off
 
-.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile install-test image-check image helm-check archives release-check bench demo course fuzz
+.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile install-test image-check image helm-check otel-check archives release-check bench demo course fuzz
 
-test: deps fmt-check mod-check vet lint unit bench-compile install-test image-check helm-check release-check
+test: deps fmt-check mod-check vet lint unit bench-compile install-test image-check helm-check otel-check release-check
 
 deps: servers tools
 
@@ -90,7 +95,7 @@ mod-check:
 	@if grep -nE 'gofiber|gin-gonic|labstack/echo|go-chi/chi|valyala/fasthttp' go.mod; then \
 		echo "go.mod names a web framework; it belongs in a contrib module"; exit 1; fi
 	@# The main module, bench and the tools resolve on their own.
-	@for m in . bench $(TOOL) $(IMAGE) $(HELM); do \
+	@for m in . bench $(TOOL) $(IMAGE) $(HELM) $(OTEL); do \
 		(cd $$m && $(NOWORK) $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go.mod is not tidy; run: (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; \
 	done
 	@# Published modules and examples: no replace, no pseudo-version, no
@@ -108,6 +113,7 @@ vet:
 	cd $(TOOL) && $(NOWORK) $(GO) vet ./...
 	cd $(IMAGE) && $(NOWORK) $(GO) vet ./...
 	cd $(HELM) && $(NOWORK) $(GO) vet ./...
+	cd $(OTEL) && $(NOWORK) $(GO) vet ./...
 	for m in $(CONTRIB); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 lint: $(STATICCHECK)
@@ -116,6 +122,7 @@ lint: $(STATICCHECK)
 	cd $(TOOL) && $(NOWORK) $(STATICCHECK) ./...
 	cd $(IMAGE) && $(NOWORK) $(STATICCHECK) ./...
 	cd $(HELM) && $(NOWORK) $(STATICCHECK) ./...
+	cd $(OTEL) && $(NOWORK) $(STATICCHECK) ./...
 	for m in $(CONTRIB); do (cd $$m && $(STATICCHECK) ./...) || exit 1; done
 
 unit:
@@ -140,6 +147,14 @@ image-check:
 # floodgate.yaml checked by floodgate validate (docs/kubernetes.md).
 helm-check:
 	cd $(HELM) && $(NOWORK) $(GO) test -race -timeout 10m ./...
+
+# floodgate serve with a telemetry section, exporting over OTLP/gRPC and
+# OTLP/HTTP to the OpenTelemetry Collector's OTLP receiver running in the
+# test: metric names, units and values, spans, their attributes and
+# parents, and the trace context the proxy's upstream receives
+# (docs/telemetry.md).
+otel-check:
+	cd $(OTEL) && $(NOWORK) $(GO) test -race -timeout 10m ./...
 
 archives:
 	scripts/archives.sh

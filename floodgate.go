@@ -75,7 +75,8 @@ type Limiter interface {
 	// timed behind them (see algo.Transition.Reserved).
 	RefundN(ctx context.Context, key string, cost int64) error
 
-	// Reset forgets key's state: its next request meets full capacity.
+	// Reset forgets key's state: its next request meets full capacity. It
+	// lifts the key's penalty (Policy.Penalty) too.
 	Reset(ctx context.Context, key string) error
 
 	// ReserveN takes cost units for key now, to be used at the instant the
@@ -208,7 +209,19 @@ func (l *PolicyLimiter) AllowN(ctx context.Context, key string, cost int64) (Res
 	if cost > set.set.Capacity() {
 		return set.result(set.set.Impossible(string(SourcePolicy))), nil
 	}
-	v, err := l.store.Decide(ctx, set.set, NormalizeKey(key), cost)
+	return l.decide(ctx, set, NormalizeKey(key), cost, true)
+}
+
+// decide asks the store about cost units (at most set's capacity) for the
+// normalised key, after the key's penalty if the policy has one; a denial
+// starts the penalty when penalise is true.
+func (l *PolicyLimiter) decide(ctx context.Context, set *LimitSet, key string, cost int64, penalise bool) (Result, error) {
+	if l.p.penalty != nil {
+		if res, in, err := l.penalised(ctx, set, key); err != nil || in {
+			return res, err
+		}
+	}
+	v, err := l.store.Decide(ctx, set.set, key, cost)
 	if err != nil {
 		return Result{Policy: l.p.name}, fmt.Errorf("floodgate: policy %s: decide: %w", l.p.name, err)
 	}
@@ -216,7 +229,11 @@ func (l *PolicyLimiter) AllowN(ctx context.Context, key string, cost int64) (Res
 		// No state was read: there is no limit to describe.
 		return Result{Allowed: v.Allowed, Source: SourceFailOpen, Policy: l.p.name}, nil
 	}
-	return set.result(v), nil
+	res := set.result(v)
+	if !res.Allowed && penalise && l.p.penalty != nil && !res.FromFailureMode() {
+		res = l.startPenalty(ctx, key, res)
+	}
+	return res, nil
 }
 
 // RefundN implements Limiter.
@@ -235,8 +252,14 @@ func (l *PolicyLimiter) RefundN(ctx context.Context, key string, cost int64) err
 
 // Reset implements Limiter.
 func (l *PolicyLimiter) Reset(ctx context.Context, key string) error {
-	if err := l.store.Reset(ctx, l.p.setFor(key).set, NormalizeKey(key)); err != nil {
+	nk := NormalizeKey(key)
+	if err := l.store.Reset(ctx, l.p.setFor(key).set, nk); err != nil {
 		return fmt.Errorf("floodgate: policy %s: reset: %w", l.p.name, err)
+	}
+	if l.p.penalty != nil {
+		if err := l.store.Reset(ctx, l.p.penalty.set, nk); err != nil {
+			return fmt.Errorf("floodgate: policy %s: reset penalty: %w", l.p.name, err)
+		}
 	}
 	return nil
 }

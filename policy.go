@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 	"sort"
+	"time"
 
 	"github.com/floodgate-go/floodgate/algo"
 )
@@ -47,6 +48,17 @@ type Policy struct {
 	// and must be cheap and safe for concurrent use: it runs on every
 	// decision.
 	TierOf func(key string) string
+
+	// Penalty, when not zero, blocks a key for this long once the policy
+	// denies it: every request of the key is then refused, charging
+	// nothing, with Source SourcePenalty and RetryAfter the time left (a
+	// look with a cost of 0 is refused too). The penalty is kept in the
+	// store beside the limits, so every limiter of the policy on a shared
+	// store sees it; it starts at the first denial and is not extended by
+	// the requests it refuses; Reset lifts it. Between MinPenalty and
+	// MaxPenalty. Denials of a cost above a limit's capacity (RetryNever)
+	// and decisions by a failure mode start no penalty. See docs/penalty.md.
+	Penalty time.Duration
 }
 
 // A LimitSet is the list of limits that applies to a key: a policy's
@@ -152,6 +164,7 @@ type compiled struct {
 	overrides map[string]*LimitSet
 	tiers     map[string]*LimitSet
 	tierOf    func(string) string
+	penalty   *LimitSet // nil without Policy.Penalty
 }
 
 func compilePolicy(p Policy, v func(Limit) error) (*compiled, error) {
@@ -187,6 +200,11 @@ func compilePolicy(p Policy, v func(Limit) error) (*compiled, error) {
 		for _, k := range sortedKeys(p.Tiers) {
 			c.tiers[k] = add("tier:"+k, p.Tiers[k])
 		}
+	}
+	if pen, err := compilePenalty(p.Name, p.Penalty, v); err != nil {
+		errs = append(errs, err)
+	} else {
+		c.penalty = pen
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

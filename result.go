@@ -38,6 +38,11 @@ const (
 	// SourcePolicy: the policy alone decided, without asking an engine: the
 	// cost is above a limit's capacity and can never pass.
 	SourcePolicy Source = "policy"
+
+	// SourcePenalty: the key is in its policy's penalty (Policy.Penalty),
+	// started by an earlier denial: refused without asking the limits,
+	// until RetryAfter, which is also ResetAfter; Remaining is 0.
+	SourcePenalty Source = "penalty"
 )
 
 // A Result is the answer to "may cost units for key pass now?". Every field

@@ -117,7 +117,7 @@ func (l *PolicyLimiter) reserve(ctx context.Context, key string, cost int64, r *
 		return nil
 	}
 	if !set.set.Reservable() {
-		res, err := l.AllowN(ctx, key, cost)
+		res, err := l.decide(ctx, set, NormalizeKey(key), cost, false)
 		if err != nil {
 			return err
 		}
@@ -128,6 +128,18 @@ func (l *PolicyLimiter) reserve(ctx context.Context, key string, cost int64, r *
 			r.Delay = res.RetryAfter
 		}
 		return nil
+	}
+	if l.p.penalty != nil {
+		// A key in its penalty reserves nothing until the penalty ends; a
+		// reservation that does not fit starts no penalty.
+		res, in, err := l.penalised(ctx, set, NormalizeKey(key))
+		if err != nil {
+			return err
+		}
+		if in {
+			r.Result, r.Delay = res, res.RetryAfter
+			return nil
+		}
 	}
 	v, t, err := l.store.Reserve(ctx, set.set, NormalizeKey(key), cost, maxWaitOf(ctx))
 	if err != nil {
@@ -237,11 +249,11 @@ func (r *Reservation) settle(ctx context.Context) (Result, bool, error) {
 		}
 		return r.Result, true, nil
 	}
-	if r.Delay != RetryNever && r.set != nil && r.set.set.Reservable() && r.Result.Source != SourceFailClosed {
+	if r.Delay != RetryNever && r.set != nil && r.set.set.Reservable() && r.Result.Source != SourceFailClosed && r.Result.Source != SourcePenalty {
 		// The engine found no instant before the deadline.
 		return r.Result, true, waitTooLong(r.Result, r.Delay)
 	}
-	// A window limit, or an engine that failed closed: wait until the
+	// A window limit, a penalty, or an engine that failed closed: wait until the
 	// units could pass, if that comes before the deadline, and ask again.
 	if err := retryLater(ctx, r.Result, r.Delay); err != nil {
 		return r.Result, true, err

@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 )
 
 // BenchmarkCheckAPI is the check handler over the memory engine, without
 // the network: the cost of parsing, deciding and answering.
 func BenchmarkCheckAPI(b *testing.B) {
-	lim := memLimiter(b, "api", floodgate.PerSecond(1_000_000_000))
+	lim := floodgatetest.MemLimiter(b, "api", floodgate.PerSecond(1_000_000_000))
 	c := New(Config{Policies: map[string]floodgate.Limiter{"api": lim}})
 	body := `{"policy":"api","key":"user:42"}`
 	b.ReportAllocs()

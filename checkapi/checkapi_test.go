@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/memstore"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/testkit"
 )
 
@@ -50,7 +50,7 @@ func startCheckLogged(t *testing.T, policies map[string]floodgate.Limiter, log *
 }
 
 func TestCheckSingle(t *testing.T) {
-	api := memLimiter(t, "api", floodgate.PerMinute(2))
+	api := floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(2))
 	_, c := startCheck(t, map[string]floodgate.Limiter{"api": api})
 	for i := range 2 {
 		resp, m := c.post(`{"policy":"api","key":"user:42"}`)
@@ -101,8 +101,8 @@ func TestCheckSingle(t *testing.T) {
 }
 
 func TestCheckBatchAllOrNothing(t *testing.T) {
-	global := memLimiter(t, "global", floodgate.PerMinute(100))
-	user := memLimiter(t, "user", floodgate.PerMinute(1))
+	global := floodgatetest.MemLimiter(t, "global", floodgate.PerMinute(100))
+	user := floodgatetest.MemLimiter(t, "user", floodgate.PerMinute(1))
 	_, c := startCheck(t, map[string]floodgate.Limiter{"global": global, "user": user})
 	batch := `{"checks":[{"policy":"global","key":"all"},{"policy":"user","key":"u1"}]}`
 	resp, m := c.post(batch)
@@ -128,7 +128,7 @@ func TestCheckBatchAllOrNothing(t *testing.T) {
 }
 
 func TestCheckErrors(t *testing.T) {
-	api := memLimiter(t, "api", floodgate.PerMinute(2))
+	api := floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(2))
 	_, c := startCheck(t, map[string]floodgate.Limiter{"api": api})
 	cases := []struct {
 		name, body string
@@ -168,12 +168,12 @@ func TestCheckErrors(t *testing.T) {
 }
 
 func TestCheckSetPolicies(t *testing.T) {
-	a := memLimiter(t, "a", floodgate.PerMinute(1))
+	a := floodgatetest.MemLimiter(t, "a", floodgate.PerMinute(1))
 	s, c := startCheck(t, map[string]floodgate.Limiter{"a": a})
 	if resp, _ := c.post(`{"policy":"b","key":"k"}`); resp.StatusCode != 400 {
 		t.Fatalf("unknown policy b: %d", resp.StatusCode)
 	}
-	s.SetPolicies(map[string]floodgate.Limiter{"b": memLimiter(t, "b", floodgate.PerMinute(1))})
+	s.SetPolicies(map[string]floodgate.Limiter{"b": floodgatetest.MemLimiter(t, "b", floodgate.PerMinute(1))})
 	if resp, _ := c.post(`{"policy":"b","key":"k"}`); resp.StatusCode != 200 {
 		t.Errorf("policy b after SetPolicies: %d", resp.StatusCode)
 	}
@@ -197,7 +197,7 @@ func TestAppendSeconds(t *testing.T) {
 // another) is refused before any decision, so nobody else can spend a key's
 // budget through the check API.
 func TestCheckToken(t *testing.T) {
-	api := memLimiter(t, "api", floodgate.PerMinute(1))
+	api := floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(1))
 	srv := httptest.NewServer(New(Config{Policies: map[string]floodgate.Limiter{"api": api}, Token: "s3cret"}))
 	t.Cleanup(srv.Close)
 	url := srv.URL + Path
@@ -232,7 +232,7 @@ func TestCheckToken(t *testing.T) {
 func TestDenialsLoggedRedacted(t *testing.T) {
 	var buf testkit.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	api := memLimiter(t, "api", floodgate.PerMinute(1))
+	api := floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(1))
 	_, c := startCheckLogged(t, map[string]floodgate.Limiter{"api": api}, log)
 	for range 4 {
 		c.post(`{"policy":"api","key":"secret-api-key-123"}`)
@@ -249,23 +249,11 @@ func TestDenialsLoggedRedacted(t *testing.T) {
 	}
 }
 
-// memLimiter returns a limiter of one policy over a fresh memory store.
-func memLimiter(t testing.TB, name string, limits ...floodgate.Limit) floodgate.Limiter {
-	t.Helper()
-	st := memstore.New(memstore.Options{})
-	t.Cleanup(func() { st.Close() })
-	l, err := floodgate.New(st, floodgate.Policy{Name: name, Limits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 // TestCheckRefusesOtherSites: what a browser sends on a web page's behalf
 // without asking (a text/plain or form POST, a cross-site Origin, a
 // rebound Host) decides nothing and charges nothing.
 func TestCheckRefusesOtherSites(t *testing.T) {
-	api := memLimiter(t, "api", floodgate.PerMinute(1))
+	api := floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(1))
 	c := New(Config{Policies: map[string]floodgate.Limiter{"api": api}, AllowedHosts: []string{"check.internal"}, Logger: slog.New(slog.DiscardHandler)})
 	body := `{"policy":"api","key":"victim","cost":1}`
 	for _, tc := range []struct {
@@ -309,9 +297,9 @@ func TestCheckRefusesOtherSites(t *testing.T) {
 // with the units they gave back, those after it undecided with their
 // state, and none charged.
 func TestCheckBatchReportsWhatTheEngineHolds(t *testing.T) {
-	a := memLimiter(t, "a", floodgate.PerMinute(5))
-	b := memLimiter(t, "b", floodgate.PerMinute(1))
-	cc := memLimiter(t, "c", floodgate.PerMinute(4))
+	a := floodgatetest.MemLimiter(t, "a", floodgate.PerMinute(5))
+	b := floodgatetest.MemLimiter(t, "b", floodgate.PerMinute(1))
+	cc := floodgatetest.MemLimiter(t, "c", floodgate.PerMinute(4))
 	_, c := startCheck(t, map[string]floodgate.Limiter{"a": a, "b": b, "c": cc})
 	c.post(`{"policy":"b","key":"k"}`) // b is spent
 	c.post(`{"policy":"c","key":"k","cost":2}`)

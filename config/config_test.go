@@ -153,6 +153,14 @@ func TestErrors(t *testing.T) {
 		{"lease value", head + "policies: {api: {rate: 50/s, lease: yes}}\nstorage: {engine: redis, redis: {addrs: [127.0.0.1:6379]}, failure: {mode: fail_open}}\n", []string{"policies.api.lease"}},
 		{"lease max without lease", head + "policies: {api: {rate: 50/s, lease_max: 10}}\nstorage: {engine: redis, redis: {addrs: [127.0.0.1:6379]}, failure: {mode: fail_open}}\n", []string{"policies.api.lease_max", "lease: auto only"}},
 		{"lease max zero", head + "policies: {api: {rate: 50/s, lease: auto, lease_max: 0}}\nstorage: {engine: redis, redis: {addrs: [127.0.0.1:6379]}, failure: {mode: fail_open}}\n", []string{"policies.api.lease_max", "at least 1"}},
+		{"penalty negative", head + "policies: {api: {rate: 5/min, penalty: -15m}}\n", []string{"f.yaml:2:", "policies.api.penalty", "negative"}},
+		{"penalty zero", head + "policies: {api: {rate: 5/min, penalty: 0s}}\n", []string{"policies.api.penalty", "blocks nothing", "remove penalty for none"}},
+		{"penalty too short", head + "policies: {api: {rate: 5/min, penalty: 10ms}}\n", []string{"policies.api.penalty", "at least 1s"}},
+		{"penalty absurd", head + "policies: {api: {rate: 5/min, penalty: 876000h}}\n", []string{"policies.api.penalty", "90 days"}},
+		{"penalty overflows", head + "policies: {api: {rate: 5/min, penalty: 9999999999999h}}\n", []string{"policies.api.penalty"}},
+		{"penalty not a duration", head + "policies: {api: {rate: 5/min, penalty: forever}}\n", []string{"policies.api.penalty"}},
+		{"postgres penalty negative", head + "policies: {api: {rate: 5/min}}\npostgres: {upstream: 127.0.0.1:5432, rate_limit: {per_ip: {rate: 10/s, penalty: -1m}}}\n", []string{"postgres.rate_limit.per_ip.penalty", "negative"}},
+		{"penalty", head + "policies: {api: {rate: 5/min, penalty: 15m}}\npostgres: {upstream: 127.0.0.1:5432, rate_limit: {per_ip: {rate: 10/s, penalty: 1h}}}\n", nil},
 		{"lease auto", head + "policies: {api: {rate: 50/s, lease: auto, lease_max: 20}, other: {rate: 1/s, lease: off}}\nstorage: {engine: redis, redis: {addrs: [127.0.0.1:6379]}, failure: {mode: fail_open}}\n", nil},
 		{"retired breaker failures", head + "policies: {api: {rate: 1/s}}\nstorage: {engine: redis, redis: {addrs: [127.0.0.1:6379]}, failure: {mode: fail_open, breaker: {failures: 3}}}\n", []string{"storage.failure.breaker.failures", "replace failures with min_calls"}},
 		{"nothing to serve", "policies: {api: {rate: 1/s}}\nadmin: {listen: 127.0.0.1:9090}\n", nil},
@@ -308,6 +316,7 @@ func TestFloodgatePolicies(t *testing.T) {
     rate: 60/min
     algorithm: token_bucket
     tiers: {pro: {rate: 1000/min}}
+    penalty: 15m
   daily:
     rate: 1000/d
     align: America/New_York
@@ -326,6 +335,9 @@ postgres:
 		t.Fatal(err)
 	}
 	login := ps["login"]
+	if ps["plans"].Penalty != 15*time.Minute || ps["daily"].Penalty != 0 {
+		t.Errorf("penalties = %s and %s, want 15m and none", ps["plans"].Penalty, ps["daily"].Penalty)
+	}
 	if len(login.Limits) != 2 || login.Limits[1].Algorithm != floodgate.SlidingWindow || login.Limits[0] != floodgate.PerMinute(5) {
 		t.Errorf("login = %+v", login.Limits)
 	}

@@ -30,6 +30,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("policies: &a {x: &b {limits: [*b, *b, *b]}}\n"))
 	f.Add([]byte("policies: {x: {<<: {rate: 1/s}, burst: 2}}\nproxy: {upstream: demo}\n"))
 	f.Add([]byte("proxy: {upstream: demo, routes: [{limits: [{policy: p, key: [ip, header:X]}]}]}\npolicies: {p: {rate: 9/1d}}\n"))
+	f.Add([]byte("proxy: {upstream: demo, routes: [{limits: [{policy: p, count: failed}]}]}\npolicies: {p: {rate: 5/15m, penalty: 15m}}\n"))
+	f.Add([]byte("proxy: {upstream: demo, routes: [{limits: [{policy: p}]}]}\npolicies: {p: {rate: 5/min, penalty: -1ns}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.yaml", data)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -96,6 +97,9 @@ func (k *checker) check() {
 	}
 	if c.Envoy != nil {
 		k.checkEnvoy()
+	}
+	if c.Telemetry != nil {
+		k.checkTelemetry()
 	}
 	if c.Postgres != nil {
 		k.checkPostgres()
@@ -327,6 +331,23 @@ func (k *checker) checkPolicies() {
 		p := k.c.Policies[name]
 		k.buildPolicy(path, name, &p.LimitsSpec, p.Local, p.Overrides, p.Tiers)
 		k.checkLease(path, p)
+		k.checkPenalty(path, p.Penalty)
+	}
+}
+
+// checkPenalty checks the penalty of the policy at path: absent, or within
+// the library's bounds. A penalty of 0 is refused, not read as "none": it
+// is a mistake for one that was meant.
+func (k *checker) checkPenalty(path string, d Duration) {
+	if !k.has(path + ".penalty") {
+		return
+	}
+	if d == 0 {
+		k.errf(path+".penalty", "a penalty of 0 blocks nothing; give a duration such as 15m, or remove penalty for none")
+		return
+	}
+	if err := floodgate.ValidatePenalty(d.D()); err != nil {
+		k.errf(path+".penalty", "%s", strings.TrimPrefix(err.Error(), floodgate.ErrInvalidPolicy.Error()+": "))
 	}
 }
 
@@ -802,6 +823,7 @@ func (k *checker) checkPostgres() {
 		}
 		path := "postgres.rate_limit." + lv.field
 		k.buildPolicy(path, lv.policy, &lv.limit.LimitsSpec, nil, lv.limit.Overrides, nil)
+		k.checkPenalty(path, lv.limit.Penalty)
 		if lv.limit.MaxWait < 0 {
 			k.errf(path+".max_wait", "must not be negative")
 		}
@@ -972,12 +994,16 @@ func (c *Config) FloodgatePolicies() (map[string]floodgate.Policy, error) {
 	k := &checker{c: c, d: d}
 	out := map[string]floodgate.Policy{}
 	for name, p := range c.Policies {
-		out[name] = k.buildPolicy(yamlpos.MapKeyPath("policies", name), name, &p.LimitsSpec, p.Local, p.Overrides, p.Tiers)
+		fp := k.buildPolicy(yamlpos.MapKeyPath("policies", name), name, &p.LimitsSpec, p.Local, p.Overrides, p.Tiers)
+		fp.Penalty = p.Penalty.D()
+		out[name] = fp
 	}
 	if c.Postgres != nil {
 		for _, lv := range c.Postgres.RateLimit.levels() {
 			if lv.limit != nil {
-				out[lv.policy] = k.buildPolicy("postgres.rate_limit."+lv.field, lv.policy, &lv.limit.LimitsSpec, nil, lv.limit.Overrides, nil)
+				fp := k.buildPolicy("postgres.rate_limit."+lv.field, lv.policy, &lv.limit.LimitsSpec, nil, lv.limit.Overrides, nil)
+				fp.Penalty = lv.limit.Penalty.D()
+				out[lv.policy] = fp
 			}
 		}
 		for _, cl := range c.Postgres.Connections.levels() {
@@ -990,4 +1016,63 @@ func (c *Config) FloodgatePolicies() (map[string]floodgate.Policy, error) {
 		return nil, d.Errs.Sorted()
 	}
 	return out, nil
+}
+
+func (k *checker) checkTelemetry() {
+	t := k.c.Telemetry
+	switch t.Protocol {
+	case TelemetryGRPC, TelemetryHTTP:
+	default:
+		k.errf("telemetry.protocol", "%q is not a protocol: use grpc or http", t.Protocol)
+	}
+	if t.Endpoint != "" {
+		if strings.Contains(t.Endpoint, "://") {
+			if u, err := url.Parse(t.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				k.errf("telemetry.endpoint", "%q is not an http:// or https:// URL with a host; or give host:port", t.Endpoint)
+			}
+		} else if _, _, err := net.SplitHostPort(t.Endpoint); err != nil {
+			k.errf("telemetry.endpoint", "%q is neither host:port nor a URL: %v", t.Endpoint, err)
+		}
+	}
+	k.resolve(&t.CAFile)
+	if t.CAFile != "" {
+		if raw, err := os.ReadFile(t.CAFile); err != nil {
+			k.wrapf("telemetry.ca_file", err, "%v", err)
+		} else {
+			k.files[t.CAFile] = raw
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(t.HeaderFiles)) {
+		file := t.HeaderFiles[name]
+		if _, both := t.Headers[name]; both {
+			k.errf("telemetry.header_files."+name, "header %s is under headers too; give it in one of them", name)
+			continue
+		}
+		k.resolve(&file)
+		v, raw, err := readSecret(file)
+		if err != nil {
+			k.wrapf("telemetry.header_files."+name, err, "%v", err)
+			continue
+		}
+		k.files[file] = raw
+		t.HeaderFiles[name] = file
+		if t.Headers == nil {
+			t.Headers = map[string]string{}
+		}
+		t.Headers[name] = v
+	}
+	if len(t.Signals) == 0 {
+		k.errf("telemetry.signals", "name metrics, traces or both; leave the field out for both, or the section out for neither")
+	}
+	for _, s := range t.Signals {
+		if s != TelemetryMetrics && s != TelemetryTraces {
+			k.errf("telemetry.signals", "%q is not a signal: use metrics or traces", s)
+		}
+	}
+	if t.MetricsInterval <= 0 {
+		k.errf("telemetry.metrics_interval", "must be positive; leave it out for the default 60s")
+	}
+	if !(t.SamplingRatio >= 0 && t.SamplingRatio <= 1) {
+		k.errf("telemetry.sampling_ratio", "%v is not a ratio from 0 to 1", t.SamplingRatio)
+	}
 }

@@ -95,6 +95,10 @@ type Config struct {
 	// mode that would have been over limit.
 	OnShadow func(name string, res floodgate.Result)
 
+	// ServerOptions are added to the gRPC server's own, e.g. a
+	// grpc.StatsHandler that traces each call.
+	ServerOptions []grpc.ServerOption
+
 	// Logger receives denials (sampled) and errors. Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -276,7 +280,7 @@ func New(cfg Config) (*Service, error) {
 	s.SetMode(cfg.Mode)
 	s.SetToken(cfg.Token)
 	s.store, s.tls = cfg.Store, cfg.TLS
-	s.serverOpts = cfg.Bounds.options()
+	s.serverOpts = append(cfg.Bounds.options(), cfg.ServerOptions...)
 
 	s.errs.Log = s.sample.Logger()
 	if s.timeout <= 0 {

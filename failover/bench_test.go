@@ -6,6 +6,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 )
 
@@ -21,12 +22,12 @@ func BenchmarkDecide(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bounded, err := failover.New(&fakeRemote{mem: mem}, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{ContextBound: true}})
+	bounded, err := failover.New(floodgatetest.NewFaultStore(mem), failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{ContextBound: true}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	remote := &fakeRemote{mem: mem, unblock: make(chan struct{})}
-	remote.set(failing)
+	remote := floodgatetest.NewFaultStore(mem)
+	remote.Set(floodgatetest.Failing)
 	open, err := failover.New(remote, failover.Options{Mode: failover.FailOpen})
 	if err != nil {
 		b.Fatal(err)

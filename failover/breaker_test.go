@@ -11,6 +11,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/redisstore"
 	"github.com/floodgate-go/floodgate/testkit"
 	"github.com/redis/go-redis/v9"
@@ -21,7 +22,7 @@ import (
 func TestBreakerWindowForgets(t *testing.T) {
 	clock := newClock()
 	remote := newFakeRemote(t, clock)
-	remote.set(failing)
+	remote.Set(floodgatetest.Failing)
 	g, err := failover.NewGuard(remote, failover.GuardOptions{Clock: clock, MinCalls: 3, FailureRate: 1, Window: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -57,11 +58,11 @@ func TestBreakerOpensOnAStreak(t *testing.T) {
 		t.Fatal(err)
 	}
 	set := mustSet(t, floodgate.PerSecond(1e6))
-	remote.set(healthy)
+	remote.Set(floodgatetest.Healthy)
 	for range 1000 {
 		_, _ = g.Decide(context.Background(), set, "k", 1)
 	}
-	remote.set(failing)
+	remote.Set(floodgatetest.Failing)
 	for i := range 19 {
 		_, _ = g.Decide(context.Background(), set, "k", 1)
 		if g.State() != failover.Closed {
@@ -85,9 +86,9 @@ func TestBreakerRateBelowThreshold(t *testing.T) {
 	}
 	set := mustSet(t, floodgate.PerSecond(1e6))
 	for i := range 400 {
-		remote.set(healthy)
+		remote.Set(floodgatetest.Healthy)
 		if i%4 == 0 {
-			remote.set(failing)
+			remote.Set(floodgatetest.Failing)
 		}
 		_, _ = g.Decide(context.Background(), set, "k", 1)
 		if g.State() != failover.Closed {
@@ -101,13 +102,13 @@ func TestBreakerRateBelowThreshold(t *testing.T) {
 
 // slowRemote answers every call, after delay, whatever its context says.
 type slowRemote struct {
-	*fakeRemote
+	*floodgatetest.FaultStore
 	delay time.Duration
 }
 
 func (s slowRemote) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
 	time.Sleep(s.delay) // the remote store's latency, not a wait for the test
-	return s.fakeRemote.Decide(ctx, set, key, cost)
+	return s.FaultStore.Decide(ctx, set, key, cost)
 }
 
 // A call slower than Timeout but answered within SlowTimeout is slow, not
@@ -124,7 +125,7 @@ func TestSlowCallIsAnswered(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lim := newLimiter(t, s, floodgate.PerSecond(1000))
+		lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(1000))
 		for range 3 {
 			if res := mustAllow(t, lim, "k"); !res.Allowed || res.Source != redisstore.Source {
 				t.Fatalf("bound %v: slow call decided %v by %q, want allowed by the remote store", bound, res.Allowed, res.Source)
@@ -183,13 +184,13 @@ func TestTransitionReasons(t *testing.T) {
 	}
 	set := mustSet(t, floodgate.PerSecond(1000))
 	decide := func() { _, _ = g.Decide(context.Background(), set, "k", 1) }
-	remote.set(failing)
+	remote.Set(floodgatetest.Failing)
 	decide()
 	decide()
 	clock.Advance(time.Second)
 	decide() // the probe fails
 	clock.Advance(2 * time.Second)
-	remote.set(healthy)
+	remote.Set(floodgatetest.Healthy)
 	decide() // the probe succeeds
 	mu.Lock()
 	defer mu.Unlock()
@@ -197,9 +198,9 @@ func TestTransitionReasons(t *testing.T) {
 		from, to failover.BreakerState
 		reason   []string
 	}{
-		{failover.Closed, failover.Open, []string{"2 of 2 calls failed within 10s", "100% >= 50%", errDown.Error(), "first probe in"}},
+		{failover.Closed, failover.Open, []string{"2 of 2 calls failed within 10s", "100% >= 50%", floodgatetest.ErrDown.Error(), "first probe in"}},
 		{failover.Open, failover.HalfOpen, []string{"probe"}},
-		{failover.HalfOpen, failover.Open, []string{"probe failed", errDown.Error(), "next probe in"}},
+		{failover.HalfOpen, failover.Open, []string{"probe failed", floodgatetest.ErrDown.Error(), "next probe in"}},
 		{failover.Open, failover.HalfOpen, []string{"probe"}},
 		{failover.HalfOpen, failover.Closed, []string{"probe was answered"}},
 	}
@@ -252,20 +253,20 @@ func TestBreakerOpensWhenUnreachable(t *testing.T) {
 
 // doneRemote records the context of each call.
 type doneRemote struct {
-	*fakeRemote
+	*floodgatetest.FaultStore
 	ctx context.Context
 }
 
 func (d *doneRemote) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
 	d.ctx = ctx
-	return d.fakeRemote.Decide(ctx, set, key, cost)
+	return d.FaultStore.Decide(ctx, set, key, cost)
 }
 
 // A DeadlineBound Guard hands its remote store the caller's context with
 // the slow timeout as its deadline, derived from nothing: its Done is the
 // caller's (no timer, no channel, no registration per call).
 func TestDeadlineBoundGivesDeadlineNotContext(t *testing.T) {
-	remote := &doneRemote{fakeRemote: newFakeRemote(t, nil)}
+	remote := &doneRemote{FaultStore: newFakeRemote(t, nil)}
 	g, err := failover.NewGuard(remote, failover.GuardOptions{SlowTimeout: time.Minute, DeadlineBound: true})
 	if err != nil {
 		t.Fatal(err)

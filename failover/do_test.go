@@ -9,6 +9,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/redisstore"
 )
 
@@ -33,7 +34,7 @@ func TestDoSharesTheBreaker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, floodgate.PerSecond(1000))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(1000))
 	ctx := context.Background()
 	down := errors.New("lease backend: connection refused")
 	ran := 0
@@ -71,14 +72,14 @@ func TestDoSharesTheBreaker(t *testing.T) {
 		t.Fatalf("Do's failures counted as %+v, want 4 with Decide's", st.Failures)
 	}
 	// The open breaker skips both kinds of call.
-	before, calls := ran, remote.calls.Load()
+	before, calls := ran, remote.Calls()
 	if err := do(nil); !errors.Is(err, failover.ErrOpen) {
 		t.Fatalf("Do while open: %v", err)
 	}
 	if r := mustAllow(t, lim, "k"); r.Source != floodgate.SourceFailOpen {
 		t.Fatalf("Decide while open: Source %q", r.Source)
 	}
-	if ran != before || remote.calls.Load() != calls {
+	if ran != before || remote.Calls() != calls {
 		t.Fatal("a call ran while the breaker was open")
 	}
 

@@ -2,39 +2,26 @@ package failover_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 )
 
-// downStore stands in for a Redis engine whose server is unreachable.
-type downStore struct{}
-
-var errRefused = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
-
-func (downStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
-	return algo.Verdict{}, errRefused
+// downStore stands in for a Redis engine whose server is unreachable:
+// floodgatetest's FaultStore, failing every call.
+func downStore() floodgate.Store {
+	return floodgatetest.Down(memstore.New(memstore.Options{SweepInterval: -1}))
 }
-func (downStore) Reserve(context.Context, *algo.Set, string, int64, time.Duration) (algo.Verdict, algo.Ticket, error) {
-	return algo.Verdict{}, algo.Ticket{}, errRefused
-}
-func (downStore) Cancel(context.Context, *algo.Set, string, int64, algo.Ticket) error {
-	return errRefused
-}
-func (downStore) Refund(context.Context, *algo.Set, string, int64) error { return errRefused }
-func (downStore) Reset(context.Context, *algo.Set, string) error         { return errRefused }
-func (downStore) ValidateLimit(floodgate.Limit) error                    { return nil }
 
 // FailOpen keeps the service up when Redis is down: requests pass, and the
 // Result says why. In production the remote store is a redisstore.Store.
 func ExampleNew() {
-	store, err := failover.New(downStore{}, failover.Options{Mode: failover.FailOpen})
+	store, err := failover.New(downStore(), failover.Options{Mode: failover.FailOpen})
 	if err != nil {
 		panic(err)
 	}
@@ -51,7 +38,7 @@ func ExampleNew() {
 // denial is the limiter's failure, not the client's excess, so an HTTP
 // front end answers 503 rather than 429, with RetryAfter as Retry-After.
 func ExampleNew_failClosed() {
-	store, err := failover.New(downStore{}, failover.Options{Mode: failover.FailClosed})
+	store, err := failover.New(downStore(), failover.Options{Mode: failover.FailClosed})
 	if err != nil {
 		panic(err)
 	}
@@ -77,7 +64,7 @@ func ExampleNew_failClosed() {
 func ExampleNew_fallbackLocal() {
 	local := memstore.New(memstore.Options{})
 	defer local.Close()
-	store, err := failover.New(downStore{}, failover.Options{Mode: failover.LocalFallback, Local: local})
+	store, err := failover.New(downStore(), failover.Options{Mode: failover.LocalFallback, Local: local})
 	if err != nil {
 		panic(err)
 	}
@@ -98,7 +85,7 @@ func ExampleNew_fallbackLocal() {
 // Several policies over one Redis share one Guard, hence one breaker, so an
 // outage is detected once. Its hooks and Stats feed metrics.
 func ExampleGuard() {
-	guard, err := failover.NewGuard(downStore{}, failover.GuardOptions{
+	guard, err := failover.NewGuard(downStore(), failover.GuardOptions{
 		Timeout:     50 * time.Millisecond,
 		FailureRate: 0.5, // open when half the calls of the window fail...
 		MinCalls:    3,   // ...and it holds at least 3

@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/redisstore"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // A healthy remote's decisions pass through unchanged: the wrapper keeps
@@ -55,7 +56,7 @@ func TestPolicies(t *testing.T) {
 		t.Run(tc.policy.String(), func(t *testing.T) {
 			clock := newClock()
 			remote := newFakeRemote(t, clock)
-			remote.set(failing)
+			remote.Set(floodgatetest.Failing)
 			o := failover.Options{Mode: tc.policy, Guard: failover.GuardOptions{Clock: clock}}
 			if tc.policy == failover.LocalFallback {
 				o.Local = newMem(t, clock)
@@ -64,7 +65,7 @@ func TestPolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lim := newLimiter(t, s, limit)
+			lim := floodgatetest.NewLimiter(t, s, "api", limit)
 			got := mustAllow(t, lim, "k")
 			if tc.want.Limit != (floodgate.Limit{}) {
 				tc.want.Set = lim.LimitsFor("k") // every Result that read a limit names its set
@@ -73,7 +74,7 @@ func TestPolicies(t *testing.T) {
 				t.Errorf("failed remote: got %+v\nwant %+v", got, tc.want)
 			}
 
-			remote.set(healthy)
+			remote.Set(floodgatetest.Healthy)
 			got = mustAllow(t, lim, "k")
 			if got.Source != redisstore.Source || !got.Allowed || got.Remaining != 9 {
 				t.Errorf("healthy remote: got %+v, want its own decision passed through", got)
@@ -85,13 +86,13 @@ func TestPolicies(t *testing.T) {
 func TestFailClosedRetryAfterFollowsBreaker(t *testing.T) {
 	clock := newClock()
 	remote := newFakeRemote(t, clock)
-	remote.set(failing)
+	remote.Set(floodgatetest.Failing)
 	s, err := failover.New(remote, failover.Options{Mode: failover.FailClosed,
 		Guard: failover.GuardOptions{Clock: clock, MinCalls: 1, Backoff: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, floodgate.PerSecond(10))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(10))
 	res := mustAllow(t, lim, "k") // opens the breaker
 	if s.Guard().State() != failover.Open {
 		t.Fatalf("state %s after a failure with Failures 1, want open", s.Guard().State())
@@ -111,7 +112,7 @@ func TestFailClosedRetryAfterFollowsBreaker(t *testing.T) {
 func TestTimeoutBoundsCall(t *testing.T) {
 	const timeout = 50 * time.Millisecond
 	remote := newFakeRemote(t, nil)
-	remote.set(hanging)
+	remote.Set(floodgatetest.Hanging)
 	var reported atomic.Pointer[failover.Error]
 	s, err := failover.New(remote, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{
 		Timeout: timeout,
@@ -120,7 +121,7 @@ func TestTimeoutBoundsCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, floodgate.PerSecond(10))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(10))
 	start := time.Now()
 	res := mustAllow(t, lim, "k")
 	took := time.Since(start)
@@ -140,14 +141,14 @@ func TestTimeoutBoundsCall(t *testing.T) {
 	if e == nil || !errors.Is(e, failover.ErrTimeout) || e.Op != failover.OpDecide || e.Policy != "api" {
 		t.Errorf("OnError got %v, want a decide timeout of policy api", e)
 	}
-	remote.release() // the abandoned call ends; its answer is dropped
+	remote.Release() // the abandoned call ends; its answer is dropped
 }
 
 // A store that honours its context and returns its error when the Guard's
 // deadline passes has timed out, not failed for another reason.
 func TestTimeoutOfContextHonouringStore(t *testing.T) {
 	remote := newFakeRemote(t, nil)
-	remote.set(stalling)
+	remote.Set(floodgatetest.Stalling)
 	g, err := failover.NewGuard(remote, failover.GuardOptions{Timeout: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -190,26 +191,26 @@ func TestBreaker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, floodgate.PerSecond(1000))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(1000))
 	decide := func(want floodgate.Source) {
 		t.Helper()
 		if res := mustAllow(t, lim, "k"); res.Source != want {
 			t.Fatalf("Source = %q, want %q (state %s)", res.Source, want, g.State())
 		}
 	}
-	calls := func() int64 { return remote.calls.Load() }
+	calls := func() int64 { return remote.Calls() }
 
 	// The rate counts, over the window, once it holds MinCalls calls: two
 	// failures of the first two calls do not open it, nor do they among
 	// successes, but half of eight calls failing does.
-	remote.set(failing)
+	remote.Set(floodgatetest.Failing)
 	decide(floodgate.SourceFailOpen)
 	decide(floodgate.SourceFailOpen)
-	remote.set(healthy)
+	remote.Set(floodgatetest.Healthy)
 	for range 4 {
 		decide(redisstore.Source)
 	}
-	remote.set(failing)
+	remote.Set(floodgatetest.Failing)
 	decide(floodgate.SourceFailOpen)
 	if g.State() != failover.Closed {
 		t.Fatalf("state %s after 3 failures of 7 calls, want closed", g.State())
@@ -246,7 +247,7 @@ func TestBreaker(t *testing.T) {
 	}
 
 	// Once the remote store answers, the next probe closes the breaker.
-	remote.set(healthy)
+	remote.Set(floodgatetest.Healthy)
 	decide(floodgate.SourceFailOpen)
 	clock.Advance(3 * time.Second)
 	decide(redisstore.Source)
@@ -257,7 +258,7 @@ func TestBreaker(t *testing.T) {
 
 	// The back-off starts from Backoff again, and the window from empty:
 	// with one success in it, three failures make the rate.
-	remote.set(failing)
+	remote.Set(floodgatetest.Failing)
 	for range 3 {
 		decide(floodgate.SourceFailOpen)
 	}
@@ -290,22 +291,22 @@ func TestBreaker(t *testing.T) {
 func TestBreakerSingleProbe(t *testing.T) {
 	clock := newClock()
 	remote := newFakeRemote(t, clock)
-	remote.set(failing)
+	remote.Set(floodgatetest.Failing)
 	s, err := failover.New(remote, failover.Options{Mode: failover.FailClosed,
 		Guard: failover.GuardOptions{Clock: clock, MinCalls: 1, Timeout: 10 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, floodgate.PerSecond(1000))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(1000))
 	mustAllow(t, lim, "k")
 	clock.Advance(time.Second)
-	remote.set(hanging)
+	remote.Set(floodgatetest.Hanging)
 	probeDone := make(chan floodgate.Result)
 	go func() {
 		res, _ := floodgate.Allow(context.Background(), lim, "k")
 		probeDone <- res
 	}()
-	waitFor(t, "the probe to reach the remote store", func() bool { return remote.calls.Load() == 2 })
+	testkit.Eventually(t, 10*time.Second, "the probe to reach the remote store", func() bool { return remote.Calls() == 2 })
 
 	var wg sync.WaitGroup
 	for range 8 {
@@ -320,28 +321,16 @@ func TestBreakerSingleProbe(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := remote.calls.Load(); n != 2 {
+	if n := remote.Calls(); n != 2 {
 		t.Errorf("%d calls reached the remote store, want the failure and one probe", n)
 	}
 	if st := s.Guard().State(); st != failover.HalfOpen {
 		t.Errorf("state %s with the probe in flight, want half_open", st)
 	}
-	remote.set(healthy)
-	remote.release()
+	remote.Set(floodgatetest.Healthy)
+	remote.Release()
 	if res := <-probeDone; res.Source != floodgate.SourceFailClosed {
 		t.Errorf("probe that failed: Source %q, want fail-closed", res.Source)
-	}
-}
-
-// waitFor polls cond until it holds, failing after a generous deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -358,25 +347,25 @@ func TestCallerCancellation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lim := newLimiter(t, s, floodgate.PerSecond(1000))
+			lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(1000))
 
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
 			if _, err := floodgate.Allow(ctx, lim, "k"); !errors.Is(err, context.Canceled) {
 				t.Fatalf("canceled before the call: err = %v, want context.Canceled", err)
 			}
-			if n := remote.calls.Load(); n != 0 {
+			if n := remote.Calls(); n != 0 {
 				t.Fatalf("a canceled caller reached the remote store (%d calls)", n)
 			}
 
-			remote.set(hanging)
+			remote.Set(floodgatetest.Hanging)
 			ctx, cancel = context.WithCancel(context.Background())
 			errc := make(chan error)
 			go func() {
 				_, err := floodgate.Allow(ctx, lim, "k")
 				errc <- err
 			}()
-			waitFor(t, "the call to reach the remote store", func() bool { return remote.calls.Load() == 1 })
+			testkit.Eventually(t, 10*time.Second, "the call to reach the remote store", func() bool { return remote.Calls() == 1 })
 			cancel()
 			if err := <-errc; !errors.Is(err, context.Canceled) {
 				t.Fatalf("canceled during the call: err = %v, want context.Canceled", err)
@@ -393,23 +382,23 @@ func TestCallerCancellation(t *testing.T) {
 			}
 
 			// A canceled probe is given back: the next caller probes.
-			remote.set(failing)
+			remote.Set(floodgatetest.Failing)
 			mustAllow(t, lim, "k")
 			clock.Advance(time.Second)
-			remote.set(hanging)
+			remote.Set(floodgatetest.Hanging)
 			ctx, cancel = context.WithCancel(context.Background())
 			go func() {
 				_, err := floodgate.Allow(ctx, lim, "k")
 				errc <- err
 			}()
-			waitFor(t, "the probe to reach the remote store", func() bool { return remote.calls.Load() == 4 })
+			testkit.Eventually(t, 10*time.Second, "the probe to reach the remote store", func() bool { return remote.Calls() == 4 })
 			cancel()
 			<-errc
 			if st := s.Guard().State(); st != failover.Open {
 				t.Fatalf("state %s after a canceled probe, want open", st)
 			}
-			remote.release()
-			remote.set(healthy)
+			remote.Release()
+			remote.Set(floodgatetest.Healthy)
 			if res := mustAllow(t, lim, "k"); res.Source != redisstore.Source {
 				t.Fatalf("next caller after a canceled probe: Source %q, want the remote's", res.Source)
 			}
@@ -419,7 +408,7 @@ func TestCallerCancellation(t *testing.T) {
 
 func TestOnError(t *testing.T) {
 	remote := newFakeRemote(t, nil)
-	remote.set(failing)
+	remote.Set(floodgatetest.Failing)
 	var got []*failover.Error
 	var mu sync.Mutex
 	s, err := failover.New(remote, failover.Options{Mode: failover.FailOpen, Guard: failover.GuardOptions{
@@ -433,7 +422,7 @@ func TestOnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, floodgate.PerSecond(10))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(10))
 	ctx := context.Background()
 	mustAllow(t, lim, "k")
 	if err := lim.RefundN(ctx, "k", 1); err != nil {
@@ -450,11 +439,11 @@ func TestOnError(t *testing.T) {
 	}
 	for i, op := range []failover.Op{failover.OpDecide, failover.OpRefund} {
 		e := got[i]
-		if e.Op != op || e.Policy != "api" || !errors.Is(e, errDown) {
+		if e.Op != op || e.Policy != "api" || !errors.Is(e, floodgatetest.ErrDown) {
 			t.Errorf("error %d = %+v, want %s of policy api wrapping the remote's error", i, e, op)
 		}
 	}
-	if want := "failover: policy api: decide: fake remote: connection refused"; got[0].Error() != want {
+	if want := "failover: policy api: decide: " + floodgatetest.ErrDown.Error(); got[0].Error() != want {
 		t.Errorf("Error() = %q, want %q", got[0].Error(), want)
 	}
 	if st := s.Guard().Stats(); st.Failures != (failover.OpCounts{Decide: 1, Refund: 1}) || st.Skipped != 2 {
@@ -471,10 +460,10 @@ func TestFallbackLocalRefundAndReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, floodgate.PerMinute(2))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerMinute(2))
 	ctx := context.Background()
 
-	remote.set(failing)
+	remote.Set(floodgatetest.Failing)
 	mustAllow(t, lim, "k")
 	mustAllow(t, lim, "k")
 	if res := mustAllow(t, lim, "k"); res.Allowed || res.Source != floodgate.SourceLocalFallback {
@@ -489,14 +478,14 @@ func TestFallbackLocalRefundAndReset(t *testing.T) {
 	}
 	// A reset that misses the remote store is reported, and still resets
 	// the local store.
-	if err := lim.Reset(ctx, "k"); !errors.Is(err, errDown) {
+	if err := lim.Reset(ctx, "k"); !errors.Is(err, floodgatetest.ErrDown) {
 		t.Fatalf("Reset during the outage: %v, want the remote's error", err)
 	}
 	if res := mustAllow(t, lim, "k"); !res.Allowed || res.Remaining != 1 {
 		t.Fatalf("after Reset: %+v, want a full local bucket", res)
 	}
 
-	remote.set(healthy)
+	remote.Set(floodgatetest.Healthy)
 	if err := lim.Reset(ctx, "k"); err != nil {
 		t.Fatalf("Reset: %v", err)
 	}
@@ -511,12 +500,12 @@ func TestFallbackLocalRefundAndReset(t *testing.T) {
 
 func TestPanickingRemote(t *testing.T) {
 	remote := newFakeRemote(t, nil)
-	remote.set(panicky)
+	remote.Set(floodgatetest.Panicking)
 	s, err := failover.New(remote, failover.Options{Mode: failover.FailClosed})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, floodgate.PerSecond(10))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(10))
 	if res := mustAllow(t, lim, "k"); res.Source != floodgate.SourceFailClosed {
 		t.Fatalf("panicking remote: Source %q, want fail-closed", res.Source)
 	}
@@ -528,17 +517,17 @@ func TestPanickingRemote(t *testing.T) {
 func TestBreakerDisabled(t *testing.T) {
 	clock := newClock()
 	remote := newFakeRemote(t, clock)
-	remote.set(failing)
+	remote.Set(floodgatetest.Failing)
 	s, err := failover.New(remote, failover.Options{Mode: failover.FailOpen,
 		Guard: failover.GuardOptions{Clock: clock, MinCalls: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, floodgate.PerSecond(10))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(10))
 	for range 50 {
 		mustAllow(t, lim, "k")
 	}
-	if n, st := remote.calls.Load(), s.Guard().State(); n != 50 || st != failover.Closed {
+	if n, st := remote.Calls(), s.Guard().State(); n != 50 || st != failover.Closed {
 		t.Fatalf("%d calls, state %s; want every call tried and the breaker closed", n, st)
 	}
 }
@@ -642,7 +631,7 @@ func TestConcurrentFlapping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, floodgate.PerSecond(1_000_000))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(1_000_000))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -652,7 +641,7 @@ func TestConcurrentFlapping(t *testing.T) {
 				return
 			default:
 			}
-			remote.set(int32(i/7) % 2) // healthy and failing in turns
+			remote.Set(floodgatetest.Fault(i / 7 % 2)) // healthy and failing in turns
 			clock.Advance(3 * time.Millisecond)
 			time.Sleep(50 * time.Microsecond)
 		}
@@ -675,14 +664,14 @@ func TestConcurrentFlapping(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	remote.set(healthy)
+	remote.Set(floodgatetest.Healthy)
 	clock.Advance(time.Second)
 	if res := mustAllow(t, lim, "ka"); res.Source != redisstore.Source {
 		t.Errorf("after recovery: Source %q, want the remote's", res.Source)
 	}
 	st := s.Guard().Stats()
-	if st.State != failover.Closed || st.Calls != uint64(remote.calls.Load()) {
-		t.Errorf("stats %+v (remote saw %d calls), want closed and every call counted", st, remote.calls.Load())
+	if st.State != failover.Closed || st.Calls != uint64(remote.Calls()) {
+		t.Errorf("stats %+v (remote saw %d calls), want closed and every call counted", st, remote.Calls())
 	}
 	t.Logf("%+v", st)
 }
@@ -701,7 +690,7 @@ func TestBoundedStore(t *testing.T) {
 	if res, err := g.Decide(ctx, set, "k", 1); err != nil || !res.Allowed {
 		t.Fatalf("healthy: %+v, %v", res, err)
 	}
-	remote.set(stalling)
+	remote.Set(floodgatetest.Stalling)
 	start := time.Now()
 	if _, err := g.Decide(ctx, set, "k", 1); !errors.Is(err, failover.ErrTimeout) {
 		t.Fatalf("stalling: err = %v, want ErrTimeout", err)
@@ -710,7 +699,7 @@ func TestBoundedStore(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("stalling: took %s, want the 20 ms timeout", took)
 	}
-	remote.set(panicky)
+	remote.Set(floodgatetest.Panicking)
 	func() {
 		defer func() {
 			if recover() == nil {
@@ -735,13 +724,13 @@ func TestBoundedProbePanicReopens(t *testing.T) {
 	}
 	set := mustSet(t, floodgate.PerSecond(1000))
 	ctx := context.Background()
-	remote.set(failing)
+	remote.Set(floodgatetest.Failing)
 	g.Decide(ctx, set, "k", 1) // opens the breaker
 	if st := g.State(); st != failover.Open {
 		t.Fatalf("state %s after a failure with Failures 1, want open", st)
 	}
 	clock.Advance(time.Second)
-	remote.set(panicky)
+	remote.Set(floodgatetest.Panicking)
 	func() {
 		defer func() {
 			if recover() == nil {
@@ -756,7 +745,7 @@ func TestBoundedProbePanicReopens(t *testing.T) {
 	if st := g.Stats(); st.Failures.Decide != 2 {
 		t.Errorf("Failures.Decide = %d, want 2: the panicking probe is a failure", st.Failures.Decide)
 	}
-	remote.set(healthy)
+	remote.Set(floodgatetest.Healthy)
 	clock.Advance(failover.DefaultMaxBackoff)
 	if _, err := g.Decide(ctx, set, "k", 1); err != nil {
 		t.Fatalf("probe after the back-off: %v, want the remote's answer", err)
@@ -780,14 +769,18 @@ func (c lateCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 // deadlineStore fails with context.DeadlineExceeded as soon as its
 // context's deadline has passed, without waiting for Done, as a store that
 // arms timers of its own from the deadline does.
-type deadlineStore struct{ *fakeRemote }
+// early counts the calls it failed so.
+type deadlineStore struct {
+	*floodgatetest.FaultStore
+	early *atomic.Int64
+}
 
 func (d deadlineStore) Decide(ctx context.Context, set *algo.Set, key string, cost int64) (algo.Verdict, error) {
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-		d.calls.Add(1)
+		d.early.Add(1)
 		return algo.Verdict{}, context.DeadlineExceeded
 	}
-	return d.fakeRemote.Decide(ctx, set, key, cost)
+	return d.FaultStore.Decide(ctx, set, key, cost)
 }
 
 // A caller whose own deadline has passed is not the remote store failing,
@@ -795,19 +788,19 @@ func (d deadlineStore) Decide(ctx context.Context, set *algo.Set, key string, co
 // does: the call is the caller's (an undecided error), not a timeout of the
 // Guard, and the breaker does not open on it.
 func TestCallerDeadlineNoticedByStoreFirst(t *testing.T) {
-	remote := newFakeRemote(t, nil)
-	s, err := failover.New(deadlineStore{remote}, failover.Options{Mode: failover.FailClosed,
+	remote, early := newFakeRemote(t, nil), new(atomic.Int64)
+	s, err := failover.New(deadlineStore{remote, early}, failover.Options{Mode: failover.FailClosed,
 		Guard: failover.GuardOptions{MinCalls: 1, Timeout: time.Minute, ContextBound: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, floodgate.PerSecond(1000))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(1000))
 	ctx := lateCtx{Context: context.Background(), deadline: time.Now().Add(-time.Millisecond)}
 	if _, err := floodgate.Allow(ctx, lim, "k"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Allow past the caller's deadline: err = %v, want context.DeadlineExceeded", err)
 	}
-	if remote.calls.Load() != 1 {
-		t.Fatalf("%d calls reached the store, want 1", remote.calls.Load())
+	if n := remote.Calls() + early.Load(); n != 1 {
+		t.Fatalf("%d calls reached the store, want 1", n)
 	}
 	st := s.Guard().Stats()
 	if st.State != failover.Closed || st.Failures.Decide != 0 || st.Timeouts != 0 || st.Canceled != 1 {
@@ -826,7 +819,6 @@ func TestRefusalsAreNotOutages(t *testing.T) {
 	} {
 		for _, mode := range []failover.Mode{failover.FailOpen, failover.FailClosed, failover.LocalFallback} {
 			t.Run(mode.String(), func(t *testing.T) {
-				errRefusal = refusal
 				clock := newClock()
 				remote := newFakeRemote(t, clock)
 				o := failover.Options{Mode: mode, Guard: failover.GuardOptions{Clock: clock, MinCalls: 2}}
@@ -837,8 +829,8 @@ func TestRefusalsAreNotOutages(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				lim := newLimiter(t, s, floodgate.PerSecond(10))
-				remote.set(refusing)
+				lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(10))
+				remote.Refuse(refusal)
 				for range 5 {
 					res, err := floodgate.Allow(context.Background(), lim, "k")
 					if !errors.Is(err, refusal) || res.Allowed {
@@ -848,7 +840,7 @@ func TestRefusalsAreNotOutages(t *testing.T) {
 				if st := s.Guard().Stats(); st.State != failover.Closed || st.Failures.Decide != 0 {
 					t.Fatalf("after refusals: %+v, want the breaker closed and no failures counted", st)
 				}
-				remote.set(healthy)
+				remote.Set(floodgatetest.Healthy)
 				if res := mustAllow(t, lim, "k"); res.Source != redisstore.Source {
 					t.Fatalf("next call: %+v, want the remote's decision", res)
 				}

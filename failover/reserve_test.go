@@ -22,7 +22,7 @@ func TestReserveFailureModes(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			clock := floodgatetest.NewClock(floodgatetest.Start)
 			remote := newFakeRemote(t, clock)
-			remote.set(failing)
+			remote.Set(floodgatetest.Failing)
 			o := failover.Options{Mode: mode, Guard: failover.GuardOptions{MinCalls: 1000}}
 			if mode == failover.LocalFallback {
 				o.Local = newMem(t, clock)

@@ -28,6 +28,11 @@ func waitFor(remaining int64, reset, wait time.Duration) Want {
 	return Want{Allowed: true, Remaining: remaining, ResetAfter: reset, RetryAfter: wait}
 }
 
+// penalty is a refusal by a penalty that ends in d.
+func penalty(d time.Duration) Want {
+	return Want{ResetAfter: d, RetryAfter: d, Source: fg.SourcePenalty}
+}
+
 func deny(remaining int64, reset, retry time.Duration) Want {
 	return Want{Remaining: remaining, ResetAfter: reset, RetryAfter: retry}
 }
@@ -426,6 +431,53 @@ func Cases() []Case {
 				{Advance: s, Cost: 2, Want: Want{Remaining: 1, ResetAfter: 59 * s, RetryAfter: 59 * s, Limit: 1}},
 				{Policy: 1, Cost: 0, Want: allow(5, 0)},
 				{Cost: 1, Want: Want{Allowed: true, Remaining: 0, ResetAfter: 59 * s, Limit: 1}},
+			},
+		},
+		{
+			Name: "penalty/starts on a denial, lasts its time, charges nothing",
+			Policies: []fg.Policy{
+				{Name: "pen", Limits: []fg.Limit{fg.PerMinute(3)}, Penalty: 15 * time.Minute},
+				{Name: "pen", Limits: []fg.Limit{fg.PerMinute(3)}}, // the limit's own state
+			},
+			Steps: []Step{
+				{Cost: 1, Want: allow(2, 20*s)},
+				{Cost: 1, Want: allow(1, 40*s)},
+				{Cost: 1, Want: allow(0, time.Minute)},
+				{Cost: 1, Want: penalty(15 * time.Minute)}, // the denial starts the penalty
+				{Advance: time.Minute, Policy: 1, Cost: 0, Want: allow(3, 0)},
+				{Cost: 1, Want: penalty(14 * time.Minute)}, // the limit is full, the key is still out
+				{Cost: 0, Want: penalty(14 * time.Minute)}, // a look is refused too
+				{Policy: 1, Cost: 0, Want: allow(3, 0)},    // refusals charged nothing
+				{Key: "other", Cost: 1, Want: allow(2, 20*s)},
+				{Advance: 14*time.Minute - us, Cost: 1, Want: penalty(us)}, // not extended by refusals
+				{Advance: us, Cost: 1, Want: allow(2, 20*s)},
+			},
+		},
+		{
+			Name: "penalty/one per policy name on a store, lifted by reset",
+			Policies: []fg.Policy{
+				{Name: "pen2", Limits: []fg.Limit{fg.PerSecond(1)}, Penalty: time.Hour},
+				{Name: "pen2", Limits: []fg.Limit{fg.PerSecond(1)}, Penalty: time.Hour},
+			},
+			Steps: []Step{
+				{Cost: 1, Want: allow(0, s)},
+				{Policy: 1, Cost: 1, Want: penalty(time.Hour)},
+				{Advance: 10 * s, Cost: 1, Want: penalty(time.Hour - 10*s)},
+				{Policy: 1, Do: DoReset},
+				{Cost: 1, Want: allow(0, s)},
+				{Cost: 1, Want: penalty(time.Hour)}, // a new denial, a new penalty
+			},
+		},
+		{
+			Name:     "penalty/impossible costs and reservations start none",
+			Policies: []fg.Policy{{Name: "pen3", Limits: []fg.Limit{fg.PerSecond(2)}, Penalty: time.Minute}},
+			Steps: []Step{
+				{Cost: 3, Want: Want{RetryAfter: fg.RetryNever, Source: fg.SourcePolicy}},
+				{Cost: 2, Want: allow(0, s)},
+				{Do: DoReserve, Cost: 1, MaxWait: 100 * ms, Want: Want{ResetAfter: s, RetryAfter: 500 * ms}},
+				{Cost: 1, Want: penalty(time.Minute)},
+				{Do: DoReserve, Cost: 1, MaxWait: time.Hour, Want: penalty(time.Minute)},
+				{Advance: time.Minute, Do: DoReserve, Cost: 1, MaxWait: time.Hour, Want: waitFor(1, 500*ms, 0)},
 			},
 		},
 	}

@@ -304,6 +304,9 @@ func InvalidPolicies() []InvalidPolicy {
 		{"too many limits", floodgate.Policy{Name: "many", Limits: nine}, floodgate.ErrInvalidPolicy},
 		{"empty override", floodgate.Policy{Name: "o", Limits: []floodgate.Limit{floodgate.PerSecond(1)}, Overrides: map[string][]floodgate.Limit{"vip": nil}}, floodgate.ErrInvalidPolicy},
 		{"bad override", floodgate.Policy{Name: "o", Limits: []floodgate.Limit{floodgate.PerSecond(1)}, Overrides: map[string][]floodgate.Limit{"vip": {floodgate.PerSecond(0)}}}, floodgate.ErrInvalidLimit},
+		{"negative penalty", floodgate.Policy{Name: "p", Limits: []floodgate.Limit{floodgate.PerSecond(1)}, Penalty: -time.Minute}, floodgate.ErrInvalidPolicy},
+		{"penalty below a second", floodgate.Policy{Name: "p", Limits: []floodgate.Limit{floodgate.PerSecond(1)}, Penalty: time.Millisecond}, floodgate.ErrInvalidPolicy},
+		{"penalty beyond 90 days", floodgate.Policy{Name: "p", Limits: []floodgate.Limit{floodgate.PerSecond(1)}, Penalty: 100 * 24 * time.Hour}, floodgate.ErrInvalidPolicy},
 		{"tiers without TierOf", floodgate.Policy{Name: "t", Limits: []floodgate.Limit{floodgate.PerSecond(1)}, Tiers: map[string][]floodgate.Limit{"pro": {floodgate.PerSecond(5)}}}, floodgate.ErrInvalidPolicy},
 	}
 }

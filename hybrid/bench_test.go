@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/hybrid"
 	"github.com/floodgate-go/floodgate/memstore"
 )
@@ -29,7 +30,7 @@ func BenchmarkDecide(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			lim := newLimiter(b, s, bc.limit)
+			lim := floodgatetest.NewLimiter(b, s, "api", bc.limit)
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {

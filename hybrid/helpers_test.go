@@ -95,15 +95,6 @@ func newMem(t testing.TB, clock clock.Clock) *memstore.Store {
 	return m
 }
 
-func newLimiter(t testing.TB, store floodgate.Store, limits ...floodgate.Limit) *floodgate.PolicyLimiter {
-	t.Helper()
-	lim, err := floodgate.New(store, floodgate.Policy{Name: "api", Limits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lim
-}
-
 func mustAllow(t testing.TB, lim floodgate.Limiter, key string) floodgate.Result {
 	t.Helper()
 	res, err := floodgate.Allow(context.Background(), lim, key)

@@ -41,7 +41,7 @@ func TestSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	limit := floodgate.PerSecond(10)
-	lim := newLimiter(t, s, limit)
+	lim := floodgatetest.NewLimiter(t, s, "api", limit)
 
 	for i := range 5 {
 		res := mustAllow(t, lim, "k")
@@ -109,8 +109,8 @@ func TestGlobalDenialKeepsLocalCharge(t *testing.T) {
 		t.Fatal(err)
 	}
 	limit := floodgate.PerMinute(10)
-	lim := newLimiter(t, s, limit)
-	other := newLimiter(t, shared, limit) // another instance's view of the global store
+	lim := floodgatetest.NewLimiter(t, s, "api", limit)
+	other := floodgatetest.NewLimiter(t, shared, "api", limit) // another instance's view of the global store
 	for range 10 {
 		mustAllow(t, other, "k")
 	}
@@ -136,7 +136,7 @@ func TestDeniedRequestsStayLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, floodgate.PerSecond(100))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(100))
 	var denied, deniedGlobal int
 	for range 10_000 { // 10 s at 1000 requests/s
 		clock.Advance(time.Millisecond)
@@ -175,8 +175,8 @@ func TestThreeInstances(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hybrids[i] = newLimiter(t, s, limit)
-		locals[i] = newLimiter(t, newMem(t, clock), limit)
+		hybrids[i] = floodgatetest.NewLimiter(t, s, "api", limit)
+		locals[i] = floodgatetest.NewLimiter(t, newMem(t, clock), "api", limit)
 	}
 	count := func(lims [3]*floodgate.PolicyLimiter) (admitted int) {
 		for i := range 30_000 { // 10 s at 3000 requests/s, round robin
@@ -213,7 +213,7 @@ func TestCallerCancelUndoesLocalCharge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, floodgate.PerMinute(2))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerMinute(2))
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error)
 	go func() {
@@ -250,7 +250,7 @@ func TestRefundAndReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, floodgate.PerMinute(4))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerMinute(4))
 	ctx := context.Background()
 	mustAllow(t, lim, "k")
 	mustAllow(t, lim, "k")
@@ -395,8 +395,8 @@ func TestLocalDenialAllocatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newLimiter(t, s, floodgate.PerMinute(10))
-	b := newLimiter(t, s, floodgate.PerMinute(20))
+	a := floodgatetest.NewLimiter(t, s, "api", floodgate.PerMinute(10))
+	b := floodgatetest.NewLimiter(t, s, "api", floodgate.PerMinute(20))
 	for range 20 {
 		mustAllow(t, a, "k")
 		mustAllow(t, b, "k")
@@ -426,7 +426,7 @@ func TestConcurrentSetCache(t *testing.T) {
 	}
 	var lims []*floodgate.PolicyLimiter
 	for i := range 20 { // more sets per ID than the cache keeps
-		lims = append(lims, newLimiter(t, s, floodgate.PerMinute(int64(100+i))))
+		lims = append(lims, floodgatetest.NewLimiter(t, s, "api", floodgate.PerMinute(int64(100+i))))
 	}
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -470,7 +470,7 @@ func TestClosedGlobalStoreIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, floodgate.PerSecond(10))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(10))
 	for range 10 {
 		if res, err := floodgate.Allow(context.Background(), lim, "k"); !errors.Is(err, floodgate.ErrClosed) || res.Allowed {
 			t.Fatalf("%+v, %v; want ErrClosed", res, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/hybrid"
 	"github.com/floodgate-go/floodgate/redisstore"
 	"github.com/floodgate-go/floodgate/testkit"
@@ -79,10 +80,10 @@ func TestRedisDeniedRequestsStayLocal(t *testing.T) {
 	}
 	// The filter holds half: 500 at once, 500 more an hour.
 	const limit, requests, span = 1000, 20 * 1000, 2 * time.Hour
-	lim := newLimiter(t, s, floodgate.PerHour(limit))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerHour(limit))
 	// The other instances' share, charged straight to Redis; it also
 	// loads the script (a NOSCRIPT, then a load) before counting.
-	others := newLimiter(t, rs, floodgate.PerHour(limit))
+	others := floodgatetest.NewLimiter(t, rs, "api", floodgate.PerHour(limit))
 	if res, err := others.AllowN(context.Background(), "hot", 900); err != nil || !res.Allowed {
 		t.Fatalf("other instances' AllowN(900) = %+v, %v", res, err)
 	}
@@ -148,8 +149,8 @@ func TestRedisThreeInstances(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hybrids = append(hybrids, newLimiter(t, h, limit))
-		locals = append(locals, newLimiter(t, newMem(t, nil), limit))
+		hybrids = append(hybrids, floodgatetest.NewLimiter(t, h, "api", limit))
+		locals = append(locals, floodgatetest.NewLimiter(t, newMem(t, nil), "api", limit))
 	}
 	drive := func(lims []floodgate.Limiter) (admitted int, bySource map[floodgate.Source]int) {
 		var mu sync.Mutex

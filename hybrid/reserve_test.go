@@ -7,6 +7,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/hybrid"
 )
 
@@ -30,7 +31,7 @@ func TestReserve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	la, lb := newLimiter(t, a, floodgate.PerSecond(10)), newLimiter(t, b, floodgate.PerSecond(10))
+	la, lb := floodgatetest.NewLimiter(t, a, "api", floodgate.PerSecond(10)), floodgatetest.NewLimiter(t, b, "api", floodgate.PerSecond(10))
 	within := func(d time.Duration) context.Context {
 		c, cancel := context.WithTimeout(ctx, d)
 		t.Cleanup(cancel)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 )
 
@@ -16,7 +17,7 @@ func buildLimiter(t *testing.T, l floodgate.Limit) *floodgate.PolicyLimiter {
 	t.Helper()
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
-	return newLimiter(t, store, l)
+	return floodgatetest.NewLimiter(t, store, "test", l)
 }
 
 func TestClosedStoreFailsLoudly(t *testing.T) {

@@ -50,7 +50,7 @@ func TestFloodKeepsExhaustedKeys(t *testing.T) {
 			clock := floodgatetest.NewClock(floodgatetest.Start)
 			s := newStore(t, memstore.Options{Clock: clock, MaxKeys: maxKeys, Shards: 4, SweepInterval: -1})
 			l := floodgate.PerHour(5).WithAlgorithm(c.victims)
-			lim := newLimiter(t, s, l)
+			lim := floodgatetest.NewLimiter(t, s, "test", l)
 			flooder, err := floodgate.New(s, floodgate.Policy{Name: "flood", Limits: []floodgate.Limit{floodgate.PerHour(5).WithAlgorithm(c.flood)}})
 			if err != nil {
 				t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clock"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 )
 
@@ -49,8 +50,8 @@ func TestDefaultClockUnderCPUSaturation(t *testing.T) {
 	defer func() { close(stop); busy.Wait() }()
 
 	start := time.Now()
-	lim := newLimiter(t, newStore(t, memstore.Options{}), l)
-	exact := newLimiter(t, newStore(t, memstore.Options{Clock: clock.System}), l)
+	lim := floodgatetest.NewLimiter(t, newStore(t, memstore.Options{}), "test", l)
+	exact := floodgatetest.NewLimiter(t, newStore(t, memstore.Options{Clock: clock.System}), "test", l)
 	deadline := start.Add(run)
 	var admitted, reference atomic.Int64
 	var wg sync.WaitGroup

@@ -22,15 +22,6 @@ func newStore(t *testing.T, o memstore.Options) *memstore.Store {
 	return s
 }
 
-func newLimiter(t *testing.T, s floodgate.Store, limits ...floodgate.Limit) *floodgate.PolicyLimiter {
-	t.Helper()
-	lim, err := floodgate.New(s, floodgate.Policy{Name: "test", Limits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lim
-}
-
 // TestNoOverAdmission races many goroutines on one key with the real clock
 // and checks that no more passed than the limit allows in the elapsed time:
 // burst + rate × elapsed, elapsed as the limiter's clock tells it (read
@@ -59,7 +50,7 @@ func TestNoOverAdmission(t *testing.T) {
 						t.Cleanup(c.Stop)
 						ck.clock = c
 					}
-					lim := newLimiter(t, newStore(t, memstore.Options{Clock: ck.clock}), l)
+					lim := floodgatetest.NewLimiter(t, newStore(t, memstore.Options{Clock: ck.clock}), "test", l)
 					var admitted atomic.Int64
 					clockStart := ck.clock.UnixNano()
 					start := time.Now()
@@ -102,7 +93,7 @@ func TestMaxKeysEvictsLeastDebt(t *testing.T) {
 	ctx := context.Background()
 	clock := floodgatetest.NewClock(floodgatetest.Start)
 	s := newStore(t, memstore.Options{Clock: clock, MaxKeys: 64, Shards: 1, SweepInterval: -1})
-	lim := newLimiter(t, s, floodgate.PerMinute(1))
+	lim := floodgatetest.NewLimiter(t, s, "test", floodgate.PerMinute(1))
 	// "debtor" carries an hour of debt; every flood key a minute at most.
 	hourly, err := floodgate.New(s, floodgate.Policy{Name: "hourly", Limits: []floodgate.Limit{floodgate.PerHour(1)}})
 	if err != nil {
@@ -136,7 +127,7 @@ func TestSweepDropsIdleState(t *testing.T) {
 	ctx := context.Background()
 	clock := floodgatetest.NewClock(floodgatetest.Start)
 	s := newStore(t, memstore.Options{Clock: clock, SweepInterval: -1})
-	gcra := newLimiter(t, s, floodgate.PerSecond(10))
+	gcra := floodgatetest.NewLimiter(t, s, "test", floodgate.PerSecond(10))
 	fixed, _ := floodgate.New(s, floodgate.Policy{Name: "fixed", Limits: []floodgate.Limit{floodgate.PerSecond(10).WithAlgorithm(floodgate.FixedWindow)}})
 	sliding, _ := floodgate.New(s, floodgate.Policy{Name: "sliding", Limits: []floodgate.Limit{floodgate.PerSecond(10).WithAlgorithm(floodgate.SlidingWindow)}})
 	slog, _ := floodgate.New(s, floodgate.Policy{Name: "log", Limits: []floodgate.Limit{floodgate.PerSecond(10).WithAlgorithm(floodgate.SlidingLog)}})
@@ -177,7 +168,7 @@ func TestSweepDropsIdleState(t *testing.T) {
 func TestJanitorRuns(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, memstore.Options{SweepInterval: time.Millisecond})
-	lim := newLimiter(t, s, floodgate.Every(time.Millisecond))
+	lim := floodgatetest.NewLimiter(t, s, "test", floodgate.Every(time.Millisecond))
 	for i := 0; i < 100; i++ {
 		floodgate.Allow(ctx, lim, strconv.Itoa(i))
 	}
@@ -199,7 +190,7 @@ func TestDecideDoesNotAllocate(t *testing.T) {
 		{floodgate.PerSecond(1000), floodgate.PerHour(100000).WithAlgorithm(floodgate.SlidingWindow)},
 		{floodgate.PerSecond(1000).WithAlgorithm(floodgate.FixedWindow)},
 	} {
-		lim := newLimiter(t, s, limits...)
+		lim := floodgatetest.NewLimiter(t, s, "test", limits...)
 		floodgate.Allow(ctx, lim, "existing")
 		if n := testing.AllocsPerRun(1000, func() { floodgate.Allow(ctx, lim, "existing") }); n != 0 {
 			t.Errorf("%v: %v allocations per decision on an existing key, want 0", limits, n)
@@ -210,7 +201,7 @@ func TestDecideDoesNotAllocate(t *testing.T) {
 func TestConcurrentMixedOperations(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, memstore.Options{MaxKeys: 500, Shards: 4, SweepInterval: time.Millisecond})
-	lim := newLimiter(t, s, floodgate.PerSecond(100), floodgate.PerMinute(1000).WithAlgorithm(floodgate.SlidingLog))
+	lim := floodgatetest.NewLimiter(t, s, "test", floodgate.PerSecond(100), floodgate.PerMinute(1000).WithAlgorithm(floodgate.SlidingLog))
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(200 * time.Millisecond)
 	for g := 0; g < 8; g++ {
@@ -251,7 +242,7 @@ func TestLockFreeUpdatesSurviveRebuilds(t *testing.T) {
 	clock := floodgatetest.NewClock(floodgatetest.Start)
 	s := newStore(t, memstore.Options{Clock: clock, Shards: 1, MaxKeys: -1, SweepInterval: -1})
 	const capacity = 100_000
-	lim := newLimiter(t, s, floodgate.PerHour(capacity))
+	lim := floodgatetest.NewLimiter(t, s, "test", floodgate.PerHour(capacity))
 	churn, err := floodgate.New(s, floodgate.Policy{Name: "churn", Limits: []floodgate.Limit{floodgate.PerHour(1)}})
 	if err != nil {
 		t.Fatal(err)

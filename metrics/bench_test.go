@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/metrics"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // BenchmarkAllow compares a decision on the bare memory limiter with the
@@ -27,7 +29,7 @@ func BenchmarkAllow(b *testing.B) {
 			b.ReportAllocs()
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			cpu0, ok := threadCPU()
+			cpu0, ok := testkit.ThreadCPU()
 			n := 0
 			for b.Loop() {
 				if _, err := floodgate.Allow(ctx, lim, "user:42"); err != nil {
@@ -35,7 +37,7 @@ func BenchmarkAllow(b *testing.B) {
 				}
 				n++
 			}
-			if cpu1, ok1 := threadCPU(); ok && ok1 && n > 0 {
+			if cpu1, ok1 := testkit.ThreadCPU(); ok && ok1 && n > 0 {
 				b.ReportMetric(float64(cpu1-cpu0)/float64(n), "cpu-ns/op")
 			}
 		})
@@ -69,7 +71,7 @@ func benchLimiter(b *testing.B, wrap bool) floodgate.Limiter {
 	b.Helper()
 	s := memstore.New(memstore.Options{})
 	b.Cleanup(func() { s.Close() })
-	lim := floodgate.Limiter(newLimiter(b, s, "api", floodgate.PerSecond(1e9).WithBurst(1<<40)))
+	lim := floodgate.Limiter(floodgatetest.NewLimiter(b, s, "api", floodgate.PerSecond(1e9).WithBurst(1<<40)))
 	if wrap {
 		m, _ := newMetrics(b, metrics.Options{})
 		lim = m.Limiter(lim)
@@ -87,7 +89,7 @@ func benchLimiter(b *testing.B, wrap bool) floodgate.Limiter {
 func TestAllocsPerDecision(t *testing.T) {
 	ctx := context.Background()
 	m, _ := newMetrics(t, metrics.Options{})
-	lim := m.Limiter(newLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(1e9).WithBurst(1<<40)))
+	lim := m.Limiter(floodgatetest.NewLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(1e9).WithBurst(1<<40)))
 	for _, cost := range []int64{1, 0} {
 		if _, err := lim.AllowN(ctx, "k", cost); err != nil {
 			t.Fatal(err)

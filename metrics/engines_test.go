@@ -2,7 +2,6 @@ package metrics_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/hybrid"
@@ -27,7 +25,7 @@ func TestMemoryCollector(t *testing.T) {
 	if err := m.WatchMemory("memory", s); err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, "api", floodgate.PerMinute(10))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerMinute(10))
 	for i := range 20 {
 		if _, err := floodgate.Allow(ctx, lim, fmt.Sprintf("k%d", i)); err != nil {
 			t.Fatal(err)
@@ -177,7 +175,7 @@ func TestRedisKilledFailOpen(t *testing.T) {
 	if err := m.WatchGuard("redis", fs.Guard()); err != nil {
 		t.Fatal(err)
 	}
-	lim := m.Limiter(newLimiter(t, fs, "api", floodgate.PerSecond(1000)))
+	lim := m.Limiter(floodgatetest.NewLimiter(t, fs, "api", floodgate.PerSecond(1000)))
 
 	decide(t, lim, 5, true, redisstore.Source)
 	compare(t, reg, guardText("redis", 5, 0, 0, failover.Closed, 0, 0, 0, 0), guardMetrics...)
@@ -240,7 +238,7 @@ func TestHybridRedisKilled(t *testing.T) {
 	}
 	// 10 a minute globally, 5 in the local filter; nothing refills during
 	// the test on the local store's pinned clock.
-	lim := m.Limiter(newLimiter(t, hs, "api", floodgate.PerMinute(10)))
+	lim := m.Limiter(floodgatetest.NewLimiter(t, hs, "api", floodgate.PerMinute(10)))
 
 	decide(t, lim, 3, true, hybrid.SourceGlobal)
 	srv.Kill()
@@ -265,19 +263,6 @@ floodgate_memory_keys{engine="hybrid-local"} 1
 `, append(guardMetrics, "floodgate_memory_keys")...)
 }
 
-// downStore is an engine that is always down.
-type downStore struct{ floodgate.Store }
-
-func (downStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
-	return algo.Verdict{}, errors.New("connection refused")
-}
-func (downStore) Reserve(context.Context, *algo.Set, string, int64, time.Duration) (algo.Verdict, algo.Ticket, error) {
-	return algo.Verdict{}, algo.Ticket{}, errors.New("connection refused")
-}
-func (downStore) Cancel(context.Context, *algo.Set, string, int64, algo.Ticket) error {
-	return errors.New("connection refused")
-}
-
 // TestGuardOptionsKeepsHooks: the hook GuardOptions installs counts and
 // then calls the one the options had; other options pass through.
 func TestGuardOptionsKeepsHooks(t *testing.T) {
@@ -290,14 +275,14 @@ func TestGuardOptionsKeepsHooks(t *testing.T) {
 	if o.MinCalls != 1 || o.Timeout != time.Minute || !o.ContextBound {
 		t.Fatalf("GuardOptions changed the options: %+v", o)
 	}
-	g, err := failover.NewGuard(downStore{memStore(t, memstore.Options{})}, o)
+	g, err := failover.NewGuard(floodgatetest.Down(memStore(t, memstore.Options{})), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := m.WatchGuard("down", g); err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, g, "api", floodgate.PerSecond(1))
+	lim := floodgatetest.NewLimiter(t, g, "api", floodgate.PerSecond(1))
 	if _, err := floodgate.Allow(context.Background(), lim, "k"); err == nil {
 		t.Fatal("a Guard over a store that is down decided without error")
 	}

@@ -35,7 +35,7 @@ func middleware(t *testing.T, store floodgate.Store, wrap func(floodgate.Limiter
 	if err != nil {
 		t.Fatal(err)
 	}
-	ip := wrap(newLimiter(t, store, "ip", floodgate.PerMinute(4)))
+	ip := wrap(floodgatetest.NewLimiter(t, store, "ip", floodgate.PerMinute(4)))
 	m, err := httplimit.New(httplimit.Config{
 		Rules: []httplimit.Rule{
 			{Limiter: wrap(api), Key: httplimit.KeyByHeader("X-User", nil)},
@@ -128,8 +128,8 @@ floodgate_decisions_total{decision="error",policy="ip",source="memory"} 0
 func TestHTTPDuplicateNames(t *testing.T) {
 	m, _ := newMetrics(t, metrics.Options{})
 	s := memStore(t, memstore.Options{})
-	a := newLimiter(t, s, "api", floodgate.PerSecond(1))
-	b := newLimiter(t, s, "api", floodgate.PerSecond(2))
+	a := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(1))
+	b := floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(2))
 	for name, pair := range map[string][2]floodgate.Limiter{
 		"both wrapped":   {m.Limiter(a), m.Limiter(b)},
 		"one wrapped":    {a, m.Limiter(b)},

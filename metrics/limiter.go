@@ -88,6 +88,22 @@ const (
 
 var decisionNames = [...]string{decAllowed: "allowed", decDenied: "denied", decError: "error"}
 
+// decisionOf is the decision label's index for a limiter's answer.
+func decisionOf(res floodgate.Result, err error) int {
+	switch {
+	case err != nil:
+		return decError
+	case res.Allowed:
+		return decAllowed
+	}
+	return decDenied
+}
+
+// Decision names a limiter's answer as the decision label does: allowed,
+// denied, or error when err is not nil (a ReserveN's is allowed when the
+// units were taken, whatever their wait). The daemon's spans use it too.
+func Decision(res floodgate.Result, err error) string { return decisionNames[decisionOf(res, err)] }
+
 // sourceCounters are the counters of one (policy, source) pair.
 type sourceCounters struct {
 	source string // Result.Source as the engine spelt it
@@ -107,13 +123,7 @@ func (pm *policyMetrics) observe(start time.Duration, res floodgate.Result, err 
 	if peek {
 		kind = kindPeek
 	}
-	dec := decDenied
-	switch {
-	case err != nil:
-		dec = decError
-	case res.Allowed:
-		dec = decAllowed
-	}
+	dec := decisionOf(res, err)
 	src := string(res.Source)
 	for _, sc := range *pm.sources.Load() {
 		if sc.source == src {

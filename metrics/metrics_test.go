@@ -28,15 +28,6 @@ func memStore(t testing.TB, o memstore.Options) *memstore.Store {
 	return s
 }
 
-func newLimiter(t testing.TB, s floodgate.Store, name string, limits ...floodgate.Limit) *floodgate.PolicyLimiter {
-	t.Helper()
-	l, err := floodgate.New(s, floodgate.Policy{Name: name, Limits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 func newMetrics(t testing.TB, o metrics.Options) (*metrics.Metrics, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
@@ -66,7 +57,7 @@ const peeksHelp = `# HELP floodgate_peeks_total Decisions with cost 0, which cha
 func TestDecisionsCounted(t *testing.T) {
 	ctx := context.Background()
 	m, reg := newMetrics(t, metrics.Options{})
-	lim := m.Limiter(newLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(3)))
+	lim := m.Limiter(floodgatetest.NewLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(3)))
 
 	for i, want := range []bool{true, true, true, false, false} {
 		res, err := floodgate.Allow(ctx, lim, "user:1")
@@ -151,8 +142,8 @@ func TestNoLabelIsAKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	lims := []floodgate.Limiter{
-		m.Limiter(newLimiter(t, s, "api", floodgate.PerSecond(2))),
-		m.Limiter(newLimiter(t, s, "login", floodgate.PerMinute(5))),
+		m.Limiter(floodgatetest.NewLimiter(t, s, "api", floodgate.PerSecond(2))),
+		m.Limiter(floodgatetest.NewLimiter(t, s, "login", floodgate.PerMinute(5))),
 	}
 	keys := map[string]bool{}
 	for i := range 200 {
@@ -192,7 +183,7 @@ func TestPolicyLabelsBounded(t *testing.T) {
 	s := memStore(t, memstore.Options{})
 	for i := range 6 {
 		name := fmt.Sprintf("plan-%d", i)
-		lim := m.Limiter(newLimiter(t, s, name, floodgate.PerSecond(10)))
+		lim := m.Limiter(floodgatetest.NewLimiter(t, s, name, floodgate.PerSecond(10)))
 		if lim.Name() != name {
 			t.Fatalf("wrapped Name() = %q; want %q", lim.Name(), name)
 		}
@@ -219,7 +210,7 @@ floodgate_decisions_total{decision="error",policy="other",source="memory"} 0
 func TestWrapping(t *testing.T) {
 	ctx := context.Background()
 	m, reg := newMetrics(t, metrics.Options{})
-	base := newLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(5))
+	base := floodgatetest.NewLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(5))
 
 	if m.Limiter(nil) != nil {
 		t.Error("Limiter(nil) is not nil")
@@ -325,7 +316,7 @@ func TestBadInput(t *testing.T) {
 func TestLabelValuesNotUTF8(t *testing.T) {
 	m, reg := newMetrics(t, metrics.Options{})
 	s := memStore(t, memstore.Options{})
-	lim := m.Limiter(newLimiter(t, s, "bad\xffname", floodgate.PerSecond(1)))
+	lim := m.Limiter(floodgatetest.NewLimiter(t, s, "bad\xffname", floodgate.PerSecond(1)))
 	if _, err := floodgate.Allow(context.Background(), lim, "k"); err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +347,7 @@ func (s *sourceMaker) AllowN(ctx context.Context, key string, cost int64) (flood
 
 func TestSourceLabelsBounded(t *testing.T) {
 	m, reg := newMetrics(t, metrics.Options{})
-	lim := m.Limiter(&sourceMaker{Limiter: newLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(1))})
+	lim := m.Limiter(&sourceMaker{Limiter: floodgatetest.NewLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(1))})
 	for range 40 {
 		if _, err := floodgate.Allow(context.Background(), lim, "k"); err != nil {
 			t.Fatal(err)

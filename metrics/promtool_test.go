@@ -14,6 +14,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/testkit"
@@ -41,7 +42,7 @@ func TestPromtoolLint(t *testing.T) {
 	if err := m.WatchMemory("memory", s); err != nil {
 		t.Fatal(err)
 	}
-	lim := m.Limiter(newLimiter(t, g, "api", floodgate.PerSecond(1)))
+	lim := m.Limiter(floodgatetest.NewLimiter(t, g, "api", floodgate.PerSecond(1)))
 	for _, cost := range []int64{1, 1, 0} {
 		if _, err := lim.AllowN(context.Background(), "k", cost); err != nil {
 			t.Fatal(err)

@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/failover"
-	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/outbound"
 )
 
@@ -129,17 +127,6 @@ func newTransport(t *testing.T, o outbound.Options) *outbound.Transport {
 		t.Fatal(err)
 	}
 	return tr
-}
-
-func memLimiter(t *testing.T, limits ...floodgate.Limit) floodgate.Limiter {
-	t.Helper()
-	store := memstore.New(memstore.Options{})
-	t.Cleanup(func() { store.Close() })
-	lim, err := floodgate.New(store, floodgate.Policy{Name: "upstream", Limits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lim
 }
 
 // within returns a context that ends after d, for tests that must not

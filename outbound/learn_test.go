@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/outbound"
 )
 
@@ -84,7 +85,7 @@ func TestLearnsWhatTheServerAdmits(t *testing.T) {
 			srv := newLyingServer(t, adv, enforced, 4)
 			o := outbound.Options{}
 			if tc.budget {
-				o.Limiter = memLimiter(t, floodgate.PerSecond(advertised))
+				o.Limiter = floodgatetest.MemLimiter(t, "upstream", floodgate.PerSecond(advertised))
 			}
 			tr := newTransport(t, o)
 			c := tr.Client()
@@ -117,7 +118,7 @@ func TestLearnsWhatTheServerAdmits(t *testing.T) {
 func TestLearnsWithCallersInFlight(t *testing.T) {
 	const advertised, enforced, workers, calls = 40, 20, 3, 20
 	srv := newLyingServer(t, advertised, enforced, 4)
-	c := newTransport(t, outbound.Options{Limiter: memLimiter(t, floodgate.PerSecond(advertised))}).Client()
+	c := newTransport(t, outbound.Options{Limiter: floodgatetest.MemLimiter(t, "upstream", floodgate.PerSecond(advertised))}).Client()
 	ctx := within(t, 60*time.Second)
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -15,6 +15,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/outbound"
 )
 
@@ -162,7 +163,7 @@ func TestPauseBeyondDeadline(t *testing.T) {
 		w.Header().Set("Retry-After", "3600")
 		w.WriteHeader(http.StatusTooManyRequests)
 	})
-	lim := memLimiter(t, floodgate.PerMinute(10))
+	lim := floodgatetest.MemLimiter(t, "upstream", floodgate.PerMinute(10))
 	tr := newTransport(t, outbound.Options{Limiter: lim, MaxRetries: -1})
 	c := tr.Client()
 	if code, _ := do(t, c, get(t, within(t, 30*time.Second), up.URL)); code != 429 {
@@ -196,7 +197,7 @@ func remaining(t *testing.T, lim floodgate.Limiter, up *upstream) int64 {
 // uncharged.
 func TestBudget(t *testing.T) {
 	up := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	lim := memLimiter(t, floodgate.Limit{Rate: 1, Period: 2 * time.Second, Burst: 2})
+	lim := floodgatetest.MemLimiter(t, "upstream", floodgate.Limit{Rate: 1, Period: 2 * time.Second, Burst: 2})
 	rec := newRecorder()
 	c := newTransport(t, outbound.Options{Limiter: lim, Observer: rec}).Client()
 	ctx := within(t, 30*time.Second)
@@ -209,7 +210,7 @@ func TestBudget(t *testing.T) {
 		t.Errorf("budget waits %d; want 1 (the third request)", waits[outbound.WaitBudget])
 	}
 
-	slow := memLimiter(t, floodgate.PerHour(1))
+	slow := floodgatetest.MemLimiter(t, "upstream", floodgate.PerHour(1))
 	c = newTransport(t, outbound.Options{Limiter: slow}).Client()
 	do(t, c, get(t, ctx, up.URL))
 	_, err := c.Do(get(t, within(t, time.Minute), up.URL))
@@ -321,7 +322,7 @@ func TestBreakerOpens(t *testing.T) {
 	up := newUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusInternalServerError)
 	})
-	lim := memLimiter(t, floodgate.PerHour(100))
+	lim := floodgatetest.MemLimiter(t, "upstream", floodgate.PerHour(100))
 	rec := newRecorder()
 	tr := newTransport(t, outbound.Options{Limiter: lim, Observer: rec,
 		Breaker: failover.GuardOptions{MinCalls: 2, Backoff: time.Hour}})
@@ -413,7 +414,7 @@ func TestPauseDuringBudgetWait(t *testing.T) {
 	pauses := outbound.NewMemoryPauses()
 	// A unit every 2 s: the second request finds none left unless the
 	// first took that long.
-	inner := memLimiter(t, floodgate.Limit{Rate: 1, Period: 2 * time.Second})
+	inner := floodgatetest.MemLimiter(t, "upstream", floodgate.Limit{Rate: 1, Period: 2 * time.Second})
 	lim := &pausingLimiter{Limiter: inner, pauses: pauses, upstream: host}
 	rec := newRecorder()
 	c := newTransport(t, outbound.Options{Limiter: lim, Pauses: pauses, Observer: rec}).Client()

@@ -10,6 +10,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/concurrency/throttle"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/httplimit"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkProxy(b *testing.B) {
 		name := mode
 		cfg := Config{Upstream: up.URL, Logger: slog.New(slog.DiscardHandler)}
 		if mode != "mode=off" {
-			lim := memLimiter(b, "api", floodgate.PerSecond(1_000_000_000))
+			lim := floodgatetest.MemLimiter(b, "api", floodgate.PerSecond(1_000_000_000))
 			cfg.Routes = []Route{{Limits: []httplimit.Rule{{Limiter: lim}}}}
 		}
 		if mode == "mode=limit+concurrency" {

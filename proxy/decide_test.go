@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/httpmatch"
 )
@@ -21,9 +22,9 @@ func TestDecide(t *testing.T) {
 	var upstream atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { upstream.Add(1) }))
 	defer up.Close()
-	api := memLimiter(t, "api", floodgate.PerMinute(2))
-	login := memLimiter(t, "login", floodgate.PerMinute(1))
-	shadow := memLimiter(t, "shadow", floodgate.PerMinute(1))
+	api := floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(2))
+	login := floodgatetest.MemLimiter(t, "login", floodgate.PerMinute(1))
+	shadow := floodgatetest.MemLimiter(t, "shadow", floodgate.PerMinute(1))
 	p, err := New(Config{Upstream: up.URL, Logger: slog.New(slog.DiscardHandler), Routes: []Route{
 		{Name: "login", Match: httpmatch.Match{Path: "/login"}, Limits: []httplimit.Rule{{Limiter: login, Count: httplimit.CountFailed}}},
 		{Name: "shadow", Shadow: true, Match: httpmatch.Match{PathPrefix: []string{"/beta"}}, Limits: []httplimit.Rule{{Limiter: shadow}}},

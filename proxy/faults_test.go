@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/testkit"
@@ -67,7 +68,7 @@ func TestProxySlowBodyIsTheClients(t *testing.T) {
 	var f faults
 	cfg := Config{
 		Upstream: up.URL,
-		Routes:   []Route{{Name: "upload", Limits: []httplimit.Rule{{Limiter: memLimiter(t, "api", floodgate.PerMinute(100))}}}},
+		Routes:   []Route{{Name: "upload", Limits: []httplimit.Rule{{Limiter: floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(100))}}}},
 		Logger:   slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	f.config(&cfg)
@@ -159,7 +160,7 @@ func TestProxyResetStreamIsNotADenial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := m.Limiter(memLimiter(t, "api", floodgate.PerMinute(1)))
+	api := m.Limiter(floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(1)))
 	entered := make(chan struct{}, 1)
 	var f faults
 	cfg := Config{
@@ -284,15 +285,19 @@ func wsDial(t *testing.T, addr, path string) (net.Conn, *bufio.Reader) {
 // it has carried nothing either way for TunnelIdleTimeout, and stays open
 // as long as either side talks.
 func TestProxyTunnelIdleTimeout(t *testing.T) {
+	// idle is long against a scheduler's stall on a busy machine: the busy
+	// tunnels below must not look idle because the test's own goroutine
+	// did not run for a while.
+	const idle = time.Second
 	up := httptest.NewServer(http.HandlerFunc(wsServe))
 	t.Cleanup(up.Close)
 	for _, shadow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shadow=%v", shadow), func(t *testing.T) {
-			api := memLimiter(t, "api", floodgate.PerMinute(100))
+			api := floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(100))
 			_, addr := start(t, Config{
 				Upstream:          up.URL,
 				Routes:            []Route{{Shadow: shadow, Limits: []httplimit.Rule{{Limiter: api, Count: httplimit.CountFailed}}}},
-				TunnelIdleTimeout: 200 * time.Millisecond,
+				TunnelIdleTimeout: idle,
 			})
 
 			// Idle: closed after the timeout (the connection's own
@@ -310,9 +315,9 @@ func TestProxyTunnelIdleTimeout(t *testing.T) {
 				t.Fatalf("an idle tunnel: %v, want it closed by the proxy", err)
 			}
 
-			// Busy both ways: round trips for 10 idle timeouts.
+			// Busy both ways: round trips for 2.5 idle timeouts.
 			conn, br = wsDial(t, addr, "/echo")
-			for start := time.Now(); time.Since(start) < 1500*time.Millisecond; {
+			for start := time.Now(); time.Since(start) < 5*idle/2; {
 				if err := writeFrame(conn, 1, []byte("ping"), true); err != nil {
 					t.Fatalf("after %v: %v", time.Since(start), err)
 				}
@@ -323,7 +328,7 @@ func TestProxyTunnelIdleTimeout(t *testing.T) {
 
 			// Busy one way: the upstream talks, the client only listens.
 			_, br = wsDial(t, addr, "/push")
-			for start := time.Now(); time.Since(start) < 1500*time.Millisecond; {
+			for start := time.Now(); time.Since(start) < 5*idle/2; {
 				if _, p, err := readFrame(br); err != nil || string(p) != "pushed" {
 					t.Fatalf("after %v: %q %v", time.Since(start), p, err)
 				}

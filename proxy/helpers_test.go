@@ -8,22 +8,7 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/memstore"
 )
-
-// memLimiter returns a limiter of one policy over a fresh memory store.
-func memLimiter(t testing.TB, name string, limits ...floodgate.Limit) floodgate.Limiter {
-	t.Helper()
-	st := memstore.New(memstore.Options{})
-	t.Cleanup(func() { st.Close() })
-	l, err := floodgate.New(st, floodgate.Policy{Name: name, Limits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
 
 // start serves a proxy of cfg on a free loopback port (over TLS when cfg
 // says so) until t ends, and returns it with its address.

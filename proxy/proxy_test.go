@@ -19,6 +19,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clientip"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/httpmatch"
 	"github.com/floodgate-go/floodgate/internal/pathnet"
@@ -60,7 +61,7 @@ func upstream(t *testing.T) (*httptest.Server, *seen) {
 
 func TestProxyHeadersAnd429(t *testing.T) {
 	up, seen := upstream(t)
-	api := memLimiter(t, "api", floodgate.PerMinute(3))
+	api := floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(3))
 	_, addr := start(t, Config{
 		Upstream: up.URL,
 		Routes:   []Route{{Limits: []httplimit.Rule{{Limiter: api}}}},
@@ -111,7 +112,7 @@ func TestProxySpoofedXFFIsOneClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := memLimiter(t, "api", floodgate.PerMinute(5))
+	api := floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(5))
 	_, addr := start(t, Config{
 		Upstream:       up.URL,
 		TrustedProxies: []string{"10.0.0.0/8"},
@@ -145,7 +146,7 @@ func TestProxyTrustedXFF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := memLimiter(t, "api", floodgate.PerMinute(1))
+	api := floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(1))
 	_, addr := start(t, Config{
 		Upstream:       up.URL,
 		TrustedProxies: []string{"127.0.0.1"},
@@ -168,7 +169,7 @@ func TestProxyTrustedXFF(t *testing.T) {
 func TestProxyRoutes(t *testing.T) {
 	up, _ := upstream(t)
 	lim := func(name string) []httplimit.Rule {
-		return []httplimit.Rule{{Limiter: memLimiter(t, name, floodgate.PerMinute(100))}}
+		return []httplimit.Rule{{Limiter: floodgatetest.MemLimiter(t, name, floodgate.PerMinute(100))}}
 	}
 	_, addr := start(t, Config{
 		Upstream: up.URL,
@@ -237,7 +238,7 @@ func TestProxyRouteErrors(t *testing.T) {
 func TestProxyShadowNeverDenies(t *testing.T) {
 	up, seen := upstream(t)
 	var shadowed atomic.Int64
-	api := memLimiter(t, "api", floodgate.PerMinute(2))
+	api := floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(2))
 	_, addr := start(t, Config{
 		Upstream: up.URL,
 		Routes:   []Route{{Name: "new-limit", Shadow: true, Limits: []httplimit.Rule{{Limiter: api}}}},
@@ -282,7 +283,7 @@ func deadAddr(t *testing.T) string {
 // An unreachable upstream is answered 502, which a count-failed rule counts.
 func TestProxyBadGatewayCountsAsFailure(t *testing.T) {
 	var upErrs atomic.Int64
-	fails := memLimiter(t, "fails", floodgate.PerMinute(2))
+	fails := floodgatetest.MemLimiter(t, "fails", floodgate.PerMinute(2))
 	_, addr := start(t, Config{
 		Upstream:        "http://" + deadAddr(t),
 		Routes:          []Route{{Name: "r", Limits: []httplimit.Rule{{Limiter: fails, Count: httplimit.CountFailed}}}},
@@ -318,7 +319,7 @@ func TestProxyStreams(t *testing.T) {
 	}))
 	defer up.Close()
 	defer close(release)
-	api := memLimiter(t, "api", floodgate.PerMinute(10))
+	api := floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(10))
 	_, addr := start(t, Config{
 		Upstream: up.URL,
 		Routes:   []Route{{Limits: []httplimit.Rule{{Limiter: api, Count: httplimit.CountSuccessful}}}},
@@ -514,7 +515,7 @@ func TestProxyWebSocket(t *testing.T) {
 	defer up.Close()
 	for _, shadow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shadow=%v", shadow), func(t *testing.T) {
-			api := memLimiter(t, "api", floodgate.PerMinute(10))
+			api := floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(10))
 			_, addr := start(t, Config{
 				Upstream: up.URL,
 				Routes:   []Route{{Shadow: shadow, Limits: []httplimit.Rule{{Limiter: api, Count: httplimit.CountFailed}}}},
@@ -547,7 +548,7 @@ func TestProxyWebSocket(t *testing.T) {
 }
 
 func TestDemoUpstream(t *testing.T) {
-	api := memLimiter(t, "demo", floodgate.PerMinute(2))
+	api := floodgatetest.MemLimiter(t, "demo", floodgate.PerMinute(2))
 	_, addr := start(t, Config{Routes: []Route{{Limits: []httplimit.Rule{{Limiter: api}}}}})
 	c := &http.Client{}
 	req := testkit.NewRequest(t, "GET", "http://"+addr+"/", nil)
@@ -574,7 +575,7 @@ func (f failClosed) AllowN(ctx context.Context, key string, cost int64) (floodga
 // shadow route forwards, counting the would-be refusal.
 func TestProxyFailClosed(t *testing.T) {
 	up, seen := upstream(t)
-	lim := failClosed{memLimiter(t, "api", floodgate.PerMinute(10))}
+	lim := failClosed{floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(10))}
 	var shadowed atomic.Int64
 	_, addr := start(t, Config{
 		Upstream: up.URL,
@@ -610,7 +611,7 @@ func TestProxyFailClosed(t *testing.T) {
 // state survives because the limiter does.
 func TestProxySetRoutesUnderLoad(t *testing.T) {
 	up, _ := upstream(t)
-	api := memLimiter(t, "api", floodgate.PerSecond(1_000_000))
+	api := floodgatetest.MemLimiter(t, "api", floodgate.PerSecond(1_000_000))
 	routes := func(prefix string) []Route {
 		return []Route{{Name: prefix, Match: httpmatch.Match{PathPrefix: []string{"/" + prefix}}, Limits: []httplimit.Rule{{Limiter: api}}}, {Limits: []httplimit.Rule{{Limiter: api}}}}
 	}
@@ -697,7 +698,7 @@ func TestDotSegmentsCannotDodgeRoutes(t *testing.T) {
 func TestProxyPathSpellingsAtLimit(t *testing.T) {
 	up, seen := upstream(t)
 	one := func(name string) []httplimit.Rule {
-		return []httplimit.Rule{{Limiter: memLimiter(t, name, floodgate.PerMinute(1))}}
+		return []httplimit.Rule{{Limiter: floodgatetest.MemLimiter(t, name, floodgate.PerMinute(1))}}
 	}
 	_, addr := start(t, Config{
 		Upstream: up.URL,
@@ -765,7 +766,7 @@ func TestProxyPathSpellingsRefusedOrLimited(t *testing.T) {
 	_, addr := start(t, Config{
 		Upstream: up.URL,
 		Routes: []Route{
-			{Name: "login", Match: httpmatch.Match{PathPrefix: []string{"/login"}}, Limits: []httplimit.Rule{{Limiter: memLimiter(t, "login", floodgate.PerMinute(1))}}},
+			{Name: "login", Match: httpmatch.Match{PathPrefix: []string{"/login"}}, Limits: []httplimit.Rule{{Limiter: floodgatetest.MemLimiter(t, "login", floodgate.PerMinute(1))}}},
 		},
 	})
 	raw := func(path string) int {

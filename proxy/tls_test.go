@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/testkit"
 )
@@ -75,7 +76,7 @@ func TestProxyTLSHTTP2AndRotation(t *testing.T) {
 	writeAtomically(t, keyFile, k1)
 
 	up, _ := upstream(t)
-	api := memLimiter(t, "api", floodgate.PerMinute(100))
+	api := floodgatetest.MemLimiter(t, "api", floodgate.PerMinute(100))
 	_, addr := start(t, Config{
 		Upstream: up.URL,
 		TLS:      &TLSFiles{Cert: certFile, Key: keyFile},

@@ -74,15 +74,24 @@ func (c *idleConn) Read(p []byte) (int, error) {
 	}
 }
 
+// Write writes p whole, however long a slow reader takes, as long as each
+// part finds room within idle: a client that reads nothing holds the
+// tunnel for idle at most, one that reads slowly is not idle.
 func (c *idleConn) Write(p []byte) (int, error) {
-	c.touch()
-	// A client that reads nothing holds the tunnel for idle at most.
-	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.idle)); err != nil {
-		return 0, err
+	written := 0
+	for {
+		c.touch()
+		if err := c.Conn.SetWriteDeadline(time.Now().Add(c.idle)); err != nil {
+			return written, err
+		}
+		n, err := c.Conn.Write(p[written:])
+		written += n
+		c.touch()
+		if n > 0 && written < len(p) && errors.Is(err, os.ErrDeadlineExceeded) {
+			continue // the client took some within idle: it reads, slowly
+		}
+		return written, err
 	}
-	n, err := c.Conn.Write(p)
-	c.touch()
-	return n, err
 }
 
 // CloseWrite half-closes the client's connection when the upstream has

@@ -41,7 +41,7 @@ func clusterManyKeys(t *testing.T, client *redis.ClusterClient) {
 	ctx := context.Background()
 	calls := countScripts(client)
 	s := newStore(t, client, Options{Prefix: "many:"})
-	lim := newLimiter(t, s, "many", floodgate.PerMinute(3), floodgate.PerHour(5).WithAlgorithm(floodgate.SlidingLog),
+	lim := floodgatetest.NewLimiter(t, s, "many", floodgate.PerMinute(3), floodgate.PerHour(5).WithAlgorithm(floodgate.SlidingLog),
 		floodgate.PerHour(4).WithAlgorithm(floodgate.FixedWindow), floodgate.PerHour(4).WithAlgorithm(floodgate.SlidingWindow))
 	const keys = 200
 	var wg sync.WaitGroup
@@ -89,7 +89,7 @@ func clusterFailover(t *testing.T, cl *testkit.Cluster, client *redis.ClusterCli
 	ctx := context.Background()
 	calls := countScripts(client)
 	s := newStore(t, client, Options{Prefix: "failover:"})
-	lim := newLimiter(t, s, "failover", floodgate.PerSecond(100000))
+	lim := floodgatetest.NewLimiter(t, s, "failover", floodgate.PerSecond(100000))
 	if _, err := floodgate.Allow(ctx, lim, "k"); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func clusterFailover(t *testing.T, cl *testkit.Cluster, client *redis.ClusterCli
 	cl.KillNode(master)
 	promoted := cl.WaitFailover(master)
 	var last error
-	eventually(t, 10*time.Second, "decisions on the promoted replica", func() bool {
+	testkit.Eventually(t, 10*time.Second, "decisions on the promoted replica", func() bool {
 		_, last = floodgate.Allow(ctx, lim, "k")
 		if last != nil {
 			t.Logf("%v", last)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clock"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 )
 
 // corruptClock pins the time, so that nothing refills while a test counts
@@ -30,7 +31,7 @@ func TestCorruptKeyFailsOnlyItsDecision(t *testing.T) {
 	ctx := context.Background()
 	calls := countScripts(client)
 	s := newStore(t, client, Options{Clock: corruptClock, Prefix: "corrupt:"})
-	lim := newLimiter(t, s, "api", floodgate.PerHour(20))
+	lim := floodgatetest.NewLimiter(t, s, "api", floodgate.PerHour(20))
 	victim := limKey("corrupt:", lim, "victim", 0)
 	if err := client.HSet(ctx, victim, "f", "v").Err(); err != nil {
 		t.Fatal(err)
@@ -150,7 +151,7 @@ func TestCorruptValues(t *testing.T) {
 				// The corrupt limit comes second: the first must not be
 				// charged although it admits.
 				name := c.limit.Algorithm.String() + v.name
-				lim := newLimiter(t, s, name, floodgate.PerHour(100), c.limit)
+				lim := floodgatetest.NewLimiter(t, s, name, floodgate.PerHour(100), c.limit)
 				first, bad := limKey("values:", lim, "k", 0), limKey("values:", lim, "k", 1)
 				if err := v.set(bad); err != nil {
 					t.Fatal(err)
@@ -186,7 +187,7 @@ func TestCorruptLogMember(t *testing.T) {
 	client := standalone(t)
 	ctx := context.Background()
 	s := newStore(t, client, Options{Clock: corruptClock, Prefix: "member:"})
-	lim := newLimiter(t, s, "log", floodgate.PerHour(100), floodgate.PerHour(3).WithAlgorithm(floodgate.SlidingLog))
+	lim := floodgatetest.NewLimiter(t, s, "log", floodgate.PerHour(100), floodgate.PerHour(3).WithAlgorithm(floodgate.SlidingLog))
 	first, log := limKey("member:", lim, "k", 0), limKey("member:", lim, "k", 1)
 	nowUs := float64(corruptClock.UnixNano() / 1e3)
 	if err := client.ZAdd(ctx, log,

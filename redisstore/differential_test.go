@@ -192,7 +192,7 @@ func TestCalendarDayAcrossDST(t *testing.T) {
 			mem := memstore.New(memstore.Options{Clock: clock, SweepInterval: -1})
 			red := newStore(t, client, Options{Prefix: "dst-" + c.name + ":", Clock: clock})
 			limit := floodgate.PerDay(3).AlignedTo(berlin)
-			lm, lr := newLimiter(t, mem, "day", limit), newLimiter(t, red, "day", limit)
+			lm, lr := floodgatetest.NewLimiter(t, mem, "day", limit), floodgatetest.NewLimiter(t, red, "day", limit)
 			next := time.Date(c.first.Year(), c.first.Month(), c.first.Day()+1, 0, 0, 0, 0, berlin)
 			steps := []struct {
 				at   time.Time

@@ -101,29 +101,7 @@ func newStore(t testing.TB, client redis.UniversalClient, o Options) *Store {
 	return s
 }
 
-// newLimiter returns a limiter of one policy over s.
-func newLimiter(t testing.TB, s floodgate.Store, name string, limits ...floodgate.Limit) *floodgate.PolicyLimiter {
-	t.Helper()
-	l, err := floodgate.New(s, floodgate.Policy{Name: name, Limits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 // limKey is the Redis key of limit i of lim's limits for key.
 func limKey(prefix string, lim *floodgate.PolicyLimiter, key string, i int) string {
 	return Key(prefix, lim.LimitsFor(key).Compiled(), key, i)
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

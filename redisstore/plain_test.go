@@ -19,7 +19,7 @@ func TestPlainCounting(t *testing.T) {
 	client := standalone(t)
 	scripts := countScripts(client)
 	clock := floodgatetest.NewClock(floodgatetest.Start.Add(10 * time.Second))
-	lim := newLimiter(t, newStore(t, client, Options{Clock: clock}), "plain",
+	lim := floodgatetest.NewLimiter(t, newStore(t, client, Options{Clock: clock}), "plain",
 		floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 3, Period: time.Minute})
 	ctx := chargedenied.With(context.Background())
 	want := func(what string, res floodgate.Result, allowed bool, remaining int64) {
@@ -101,8 +101,8 @@ func TestPlainOnlyWhereMarked(t *testing.T) {
 	client := standalone(t)
 	scripts := countScripts(client)
 	s := newStore(t, client, Options{})
-	gcra := newLimiter(t, s, "gcra", floodgate.PerMinute(3))
-	fixed := newLimiter(t, s, "fixed", floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 3, Period: time.Minute})
+	gcra := floodgatetest.NewLimiter(t, s, "gcra", floodgate.PerMinute(3))
+	fixed := floodgatetest.NewLimiter(t, s, "fixed", floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 3, Period: time.Minute})
 	if _, err := gcra.AllowN(chargedenied.With(context.Background()), "k", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestPlainOnlyWhereMarked(t *testing.T) {
 func TestPlainCorruptState(t *testing.T) {
 	client := standalone(t)
 	clock := floodgatetest.NewClock(floodgatetest.Start)
-	lim := newLimiter(t, newStore(t, client, Options{Clock: clock}), "plain",
+	lim := floodgatetest.NewLimiter(t, newStore(t, client, Options{Clock: clock}), "plain",
 		floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 3, Period: time.Minute})
 	set := lim.LimitsFor("k").Compiled()
 	_, end := set.At(0).Window(clock.UnixNano())

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 )
 
 // TestValidateGCRAInterval: GCRA's interval is Period/Rate rounded up to
@@ -57,7 +58,7 @@ func TestHighRateGCRAOnRedisClock(t *testing.T) {
 	for _, l := range []floodgate.Limit{floodgate.PerSecond(500_001), floodgate.PerSecond(10_000)} {
 		t.Run(l.String(), func(t *testing.T) {
 			cost := max(l.Rate/500, 1)
-			lim := newLimiter(t, s, "rate "+l.String(), l)
+			lim := floodgatetest.NewLimiter(t, s, "rate "+l.String(), l)
 			var admitted atomic.Int64
 			var wg sync.WaitGroup
 			start := time.Now()

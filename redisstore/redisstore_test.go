@@ -145,7 +145,7 @@ func TestTTLIsExpiry(t *testing.T) {
 		floodgate.PerMinute(10).WithAlgorithm(floodgate.SlidingLog),
 	} {
 		t.Run(l.String(), func(t *testing.T) {
-			lim := newLimiter(t, s, "ttl "+l.String(), l)
+			lim := floodgatetest.NewLimiter(t, s, "ttl "+l.String(), l)
 			key := Key(DefaultPrefix, lim.LimitsFor("k").Compiled(), "k", 0)
 			// The key ages between the decision and PTTL, by no more than
 			// the time from before the one to after the other.
@@ -180,7 +180,7 @@ func TestTTLIsExpiry(t *testing.T) {
 func TestNoScriptCallAboveCapacity(t *testing.T) {
 	client := standalone(t)
 	calls := countScripts(client)
-	lim := newLimiter(t, newStore(t, client, Options{}), "cap", floodgate.PerSecond(10), floodgate.PerMinute(5))
+	lim := floodgatetest.NewLimiter(t, newStore(t, client, Options{}), "cap", floodgate.PerSecond(10), floodgate.PerMinute(5))
 	res, err := lim.AllowN(context.Background(), "k", 6)
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +245,7 @@ func scriptFlushUnderLoad(t *testing.T, client redis.UniversalClient) {
 	// decisions made, so every one of them is admitted and charged.
 	clock := clock.Func(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
 	const capacity = 1_000_000
-	lim := newLimiter(t, newStore(t, client, Options{Clock: clock}), "flush", floodgate.PerHour(capacity))
+	lim := floodgatetest.NewLimiter(t, newStore(t, client, Options{Clock: clock}), "flush", floodgate.PerHour(capacity))
 	// Workers flush after every 100th decision, so the cache is flushed
 	// while the others' decisions are queued or in flight, however fast
 	// or slow the machine is.
@@ -308,7 +308,7 @@ func TestSharedAcrossInstances(t *testing.T) {
 	l := floodgate.PerMinute(600).WithBurst(burst) // 10/s refill
 	var lims []floodgate.Limiter
 	for range 3 {
-		lims = append(lims, newLimiter(t, newStore(t, newClient(t, srv.Addr), Options{}), "shared", l))
+		lims = append(lims, floodgatetest.NewLimiter(t, newStore(t, newClient(t, srv.Addr), Options{}), "shared", l))
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -350,7 +350,7 @@ func concurrentDecisionsAreAtomic(t *testing.T, client redis.UniversalClient) {
 		t.Run(l.Algorithm.String(), func(t *testing.T) {
 			// A fixed clock: nothing refills while the test runs.
 			clock := clock.Func(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
-			lim := newLimiter(t, newStore(t, client, Options{Clock: clock, Prefix: "atomic:" + l.Algorithm.String() + ":"}), "atomic", l)
+			lim := floodgatetest.NewLimiter(t, newStore(t, client, Options{Clock: clock, Prefix: "atomic:" + l.Algorithm.String() + ":"}), "atomic", l)
 			var mu sync.Mutex
 			var remaining []int64
 			var wg sync.WaitGroup
@@ -397,8 +397,8 @@ func TestMultiLimitBatchAllOrNothing(t *testing.T) {
 	client := standalone(t)
 	clock := clock.Func(func() int64 { return time.Date(2026, 3, 1, 0, 0, 30, 0, time.UTC).UnixNano() })
 	s := newStore(t, client, Options{Clock: clock})
-	both := newLimiter(t, s, "pair", floodgate.PerHour(100), floodgate.PerMinute(30).WithAlgorithm(floodgate.FixedWindow))
-	first := newLimiter(t, s, "pair", floodgate.PerHour(100))
+	both := floodgatetest.NewLimiter(t, s, "pair", floodgate.PerHour(100), floodgate.PerMinute(30).WithAlgorithm(floodgate.FixedWindow))
+	first := floodgatetest.NewLimiter(t, s, "pair", floodgate.PerHour(100))
 	var wg sync.WaitGroup
 	var admitted atomic.Int64
 	for range 32 {
@@ -448,7 +448,7 @@ func TestRedisDown(t *testing.T) {
 	dials := countDials(client)
 	// newStore's generous Options.Timeout: the dial retries must end the
 	// call, not the Store's deadline.
-	lim := newLimiter(t, newStore(t, client, Options{}), "down", floodgate.PerSecond(10))
+	lim := floodgatetest.NewLimiter(t, newStore(t, client, Options{}), "down", floodgate.PerSecond(10))
 	start := time.Now()
 	_, err := floodgate.Allow(context.Background(), lim, "k")
 	if err == nil {
@@ -489,7 +489,7 @@ func TestStalledRedisHonoursContext(t *testing.T) {
 	client := newClient(t, srv.Addr)
 	calls := countScripts(client)
 	s := newStore(t, client, Options{Flushers: 1})
-	lim := newLimiter(t, s, "stall", floodgate.PerHour(10))
+	lim := floodgatetest.NewLimiter(t, s, "stall", floodgate.PerHour(10))
 	if _, err := floodgate.Allow(context.Background(), lim, "warm"); err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +506,7 @@ func TestStalledRedisHonoursContext(t *testing.T) {
 		_, err := floodgate.Allow(ctx, lim, "k0")
 		first <- err
 	}()
-	eventually(t, hangLimit, "first request sent", func() bool { return calls.calls.Load() > before })
+	testkit.Eventually(t, hangLimit, "first request sent", func() bool { return calls.calls.Load() > before })
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
 	for i := 1; i < len(errs); i++ {
@@ -563,13 +563,13 @@ func TestRestartedRedis(t *testing.T) {
 	srv := testkit.Redis(t)
 	client := newClient(t, srv.Addr)
 	calls := countScripts(client)
-	lim := newLimiter(t, newStore(t, client, Options{}), "restart", floodgate.PerSecond(1000))
+	lim := floodgatetest.NewLimiter(t, newStore(t, client, Options{}), "restart", floodgate.PerSecond(1000))
 	if _, err := floodgate.Allow(context.Background(), lim, "k"); err != nil {
 		t.Fatal(err)
 	}
 	evals := calls.evals.Load()
 	srv.Restart()
-	eventually(t, 5*time.Second, "decisions after restart", func() bool {
+	testkit.Eventually(t, 5*time.Second, "decisions after restart", func() bool {
 		_, err := floodgate.Allow(context.Background(), lim, "k")
 		return err == nil
 	})
@@ -587,7 +587,7 @@ func TestOverloaded(t *testing.T) {
 	client := newClient(t, srv.Addr)
 	calls := countScripts(client)
 	s := newStore(t, client, Options{Flushers: 1, MaxPending: 2})
-	lim := newLimiter(t, s, "over", floodgate.PerSecond(10))
+	lim := floodgatetest.NewLimiter(t, s, "over", floodgate.PerSecond(10))
 	if _, err := floodgate.Allow(context.Background(), lim, "warm"); err != nil { // loads the script
 		t.Fatal(err)
 	}
@@ -600,10 +600,10 @@ func TestOverloaded(t *testing.T) {
 	for i := range errs { // one in flight, two waiting
 		wg.Go(func() { _, errs[i] = floodgate.Allow(ctx, lim, fmt.Sprint(i)) })
 		if i == 0 {
-			eventually(t, hangLimit, "first request sent", func() bool { return calls.calls.Load() > before })
+			testkit.Eventually(t, hangLimit, "first request sent", func() bool { return calls.calls.Load() > before })
 		}
 	}
-	eventually(t, hangLimit, "queue full", func() bool {
+	testkit.Eventually(t, hangLimit, "queue full", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return len(s.pending)-s.head == 2
@@ -640,7 +640,7 @@ func TestClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, s, "close", floodgate.PerSecond(10))
+	lim := floodgatetest.NewLimiter(t, s, "close", floodgate.PerSecond(10))
 	if _, err := floodgate.Allow(context.Background(), lim, "warm"); err != nil { // loads the script
 		t.Fatal(err)
 	}
@@ -655,10 +655,10 @@ func TestClose(t *testing.T) {
 			_, errs[i] = floodgate.Allow(context.Background(), lim, fmt.Sprint(i))
 		}()
 		if i == 0 {
-			eventually(t, hangLimit, "first request sent", func() bool { return calls.calls.Load() > before })
+			testkit.Eventually(t, hangLimit, "first request sent", func() bool { return calls.calls.Load() > before })
 		}
 	}
-	eventually(t, hangLimit, "two requests queued", func() bool {
+	testkit.Eventually(t, hangLimit, "two requests queued", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return len(s.pending)-s.head == 2
@@ -690,7 +690,7 @@ func TestSentinel(t *testing.T) {
 	g := testkit.RedisSentinel(t, 1, 1)
 	client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: g.MasterName, SentinelAddrs: g.SentinelAddrs})
 	defer client.Close()
-	lim := newLimiter(t, newStore(t, client, Options{}), "sentinel", floodgate.PerMinute(2))
+	lim := floodgatetest.NewLimiter(t, newStore(t, client, Options{}), "sentinel", floodgate.PerMinute(2))
 	for i, want := range []bool{true, true, false} {
 		res, err := floodgate.Allow(context.Background(), lim, "k")
 		if err != nil {

@@ -129,7 +129,7 @@ func TestWaitWhileRedisIsBlocked(t *testing.T) {
 }
 
 func waitWhileBlocked(t *testing.T, srv *testkit.RedisServer, client *redis.Client) {
-	lim := newLimiter(t, newStore(t, client, Options{}), "blocked", floodgate.Every(2*time.Second))
+	lim := floodgatetest.NewLimiter(t, newStore(t, client, Options{}), "blocked", floodgate.Every(2*time.Second))
 	ctx := context.Background()
 	if _, err := lim.ReserveN(ctx, "warm", 1); err != nil { // loads the script
 		t.Fatal(err)

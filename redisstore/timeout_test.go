@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/deadline"
 	"github.com/floodgate-go/floodgate/testkit"
 )
@@ -34,7 +35,7 @@ func TestRedisDownDefaultClient(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	defer client.Close()
 	dials := countDials(client)
-	lim := newLimiter(t, newStore(t, client, Options{}), "down", floodgate.PerSecond(10))
+	lim := floodgatetest.NewLimiter(t, newStore(t, client, Options{}), "down", floodgate.PerSecond(10))
 	start := time.Now()
 	_, err := floodgate.Allow(context.Background(), lim, "k")
 	var ne net.Error
@@ -58,7 +59,7 @@ func TestStalledRedisDefaultTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	lim := newLimiter(t, s, "stall", floodgate.PerSecond(10))
+	lim := floodgatetest.NewLimiter(t, s, "stall", floodgate.PerSecond(10))
 	if _, err := floodgate.Allow(context.Background(), lim, "warm"); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestNoRetryAfterTimeout(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	lim := newLimiter(t, newStore(t, client, Options{Timeout: 5 * time.Second}), "retry", floodgate.PerHour(10))
+	lim := floodgatetest.NewLimiter(t, newStore(t, client, Options{Timeout: 5 * time.Second}), "retry", floodgate.PerHour(10))
 	if _, err := lim.AllowN(context.Background(), "warm", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestNoRetryAfterTimeout(t *testing.T) {
 // 50ms: the DEBUG SLEEP sent before has begun.
 func waitAsleep(t *testing.T, addr string) {
 	t.Helper()
-	eventually(t, 2*time.Second, "redis asleep", func() bool {
+	testkit.Eventually(t, 2*time.Second, "redis asleep", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			return false
@@ -173,7 +174,7 @@ func (h dialHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 func TestStalledRedisDeadlineWithoutDone(t *testing.T) {
 	srv := testkit.Redis(t)
 	client := newClient(t, srv.Addr)
-	lim := newLimiter(t, newStore(t, client, Options{Timeout: time.Hour}), "stall", floodgate.PerSecond(10))
+	lim := floodgatetest.NewLimiter(t, newStore(t, client, Options{Timeout: time.Hour}), "stall", floodgate.PerSecond(10))
 	if _, err := lim.AllowN(context.Background(), "warm", 1); err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,8 @@ type PolicyStatus struct {
 	Points      []Point `json:"points"` // decisions per step, oldest first
 
 	// Sources counts decisions since the daemon started by what decided
-	// them (memory, redis, hybrid:local, hybrid:global, …).
+	// them (memory, redis, hybrid:local, hybrid:global, …); "penalty"
+	// counts the refusals of keys in the policy's penalty.
 	Sources map[string]uint64 `json:"sources"`
 
 	TopLimited   []KeyCount `json:"top_limited"`   // denied requests in the window

@@ -18,6 +18,7 @@ const (
 	tagFailOpen
 	tagFailClosed
 	tagLocalFallback
+	tagPenalty
 )
 
 // tagNames are the sources of the tags, as Results spell them.
@@ -25,7 +26,7 @@ var tagNames = [maxTags]string{
 	tagOther: "other", tagMemory: "memory", tagRedis: "redis",
 	tagHybridLocal: "hybrid:local", tagHybridGlobal: "hybrid:global",
 	tagFailOpen: string(floodgate.SourceFailOpen), tagFailClosed: string(floodgate.SourceFailClosed),
-	tagLocalFallback: string(floodgate.SourceLocalFallback),
+	tagLocalFallback: string(floodgate.SourceLocalFallback), tagPenalty: string(floodgate.SourcePenalty),
 }
 
 func tagOf(src floodgate.Source) int {
@@ -44,6 +45,8 @@ func tagOf(src floodgate.Source) int {
 		return tagFailClosed
 	case floodgate.SourceLocalFallback:
 		return tagLocalFallback
+	case floodgate.SourcePenalty:
+		return tagPenalty
 	}
 	return tagOther
 }

@@ -227,3 +227,23 @@ func TestStatusAllocatesOnUse(t *testing.T) {
 		t.Errorf("policy that decided: %+v", u)
 	}
 }
+
+// TestStatusCountsPenalties: the refusals of a key by its penalty, the
+// denial that started it included, are counted under "penalty".
+func TestStatusCountsPenalties(t *testing.T) {
+	s := New(Options{})
+	m := memstore.New(memstore.Options{})
+	t.Cleanup(func() { m.Close() })
+	pl, err := floodgate.New(m, floodgate.Policy{Name: "login", Limits: []floodgate.Limit{floodgate.PerHour(1)}, Penalty: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := s.Limiter(pl)
+	for range 4 {
+		floodgate.Allow(context.Background(), lim, "ip:192.0.2.1")
+	}
+	p := s.Snapshot().Policies[0]
+	if p.Sources["memory"] != 1 || p.Sources[string(floodgate.SourcePenalty)] != 3 || p.Total.Denied != 3 {
+		t.Errorf("sources %v, total %+v; want 1 by memory and 3 denials by the penalty", p.Sources, p.Total)
+	}
+}

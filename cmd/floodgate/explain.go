@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/admin"
 )
 
@@ -202,7 +203,11 @@ func printExplanation(w io.Writer, ex *admin.Explanation) {
 // printState writes a key's state: the lines of floodgate key show.
 func printState(w io.Writer, st *admin.KeyState) {
 	state := "not limited"
-	if st.Limited {
+	switch {
+	case st.Source == string(floodgate.SourcePenalty):
+		state = fmt.Sprintf("PENALISED: every request is denied for %s more, until the policy's penalty ends (floodgate key reset lifts it)",
+			time.Duration(st.RetryAfterSeconds*float64(time.Second)).Round(time.Second))
+	case st.Limited:
 		state = "LIMITED: the next request is denied"
 	}
 	set := "the policy's defaults"

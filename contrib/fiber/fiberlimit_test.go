@@ -2,7 +2,6 @@ package fiberlimit_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -13,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/algo"
 	fiberlimit "github.com/floodgate-go/floodgate/contrib/fiber"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/httplimit/httplimittest"
 	"github.com/floodgate-go/floodgate/memstore"
@@ -183,21 +181,6 @@ func TestAlgorithmAndStore(t *testing.T) {
 	}
 }
 
-// down is a store whose engine is down.
-type down struct{ floodgate.Store }
-
-var errDown = errors.New("engine down")
-
-func (down) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
-	return algo.Verdict{}, errDown
-}
-func (down) Reserve(context.Context, *algo.Set, string, int64, time.Duration) (algo.Verdict, algo.Ticket, error) {
-	return algo.Verdict{}, algo.Ticket{}, errDown
-}
-func (down) Cancel(context.Context, *algo.Set, string, int64, algo.Ticket) error {
-	return errDown
-}
-
 // A limiter that fails is served by default, answered by OnError when it
 // says so, and logged with the key redacted unless DisableValueRedaction.
 func TestErrors(t *testing.T) {
@@ -205,14 +188,14 @@ func TestErrors(t *testing.T) {
 	defer s.Close()
 	for _, redact := range []bool{true, false} {
 		var log bytes.Buffer
-		cfg := fiberlimit.Config{Store: down{s}, Logger: slog.New(slog.NewTextHandler(&log, nil)), DisableValueRedaction: !redact,
+		cfg := fiberlimit.Config{Store: floodgatetest.Down(s), Logger: slog.New(slog.NewTextHandler(&log, nil)), DisableValueRedaction: !redact,
 			KeyGenerator: func(fiber.Ctx) string { return "secret-api-key" }}
 		equal(t, "fail open", statuses(t, app(cfg), 2, "/"), 200, 200)
-		if strings.Contains(log.String(), "secret-api-key") == redact || !strings.Contains(log.String(), "engine down") {
+		if strings.Contains(log.String(), "secret-api-key") == redact || !strings.Contains(log.String(), floodgatetest.ErrDown.Error()) {
 			t.Errorf("redact %v: log %q", redact, log.String())
 		}
 	}
-	a := app(fiberlimit.Config{Store: down{s}, Logger: slog.New(slog.DiscardHandler),
+	a := app(fiberlimit.Config{Store: floodgatetest.Down(s), Logger: slog.New(slog.DiscardHandler),
 		OnError: func(c fiber.Ctx, err error) bool { c.Status(503); return false }})
 	equal(t, "OnError", statuses(t, a, 1, "/"), 503)
 }
@@ -221,7 +204,7 @@ func TestErrors(t *testing.T) {
 func TestFailClosed(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	defer s.Close()
-	fs, err := failover.New(down{s}, failover.Options{Mode: failover.FailClosed})
+	fs, err := failover.New(floodgatetest.Down(s), failover.Options{Mode: failover.FailClosed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +219,7 @@ func TestFailClosed(t *testing.T) {
 func TestFailClosedShaped(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	defer s.Close()
-	fs, err := failover.New(down{s}, failover.Options{Mode: failover.FailClosed})
+	fs, err := failover.New(floodgatetest.Down(s), failover.Options{Mode: failover.FailClosed})
 	if err != nil {
 		t.Fatal(err)
 	}

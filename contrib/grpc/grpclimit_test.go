@@ -2,7 +2,6 @@ package grpclimit_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -11,11 +10,11 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/clientip"
 	"github.com/floodgate-go/floodgate/clock"
 	grpclimit "github.com/floodgate-go/floodgate/contrib/grpc"
 	"github.com/floodgate-go/floodgate/failover"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/httplimit/httplimittest"
 	"github.com/floodgate-go/floodgate/memstore"
@@ -370,24 +369,11 @@ func TestRetryStream(t *testing.T) {
 	}
 }
 
-// downStore is an engine that always fails, as a dead Redis does.
-type downStore struct{ floodgate.Store }
-
-func (downStore) Decide(context.Context, *algo.Set, string, int64) (algo.Verdict, error) {
-	return algo.Verdict{}, errors.New("connection refused")
-}
-func (downStore) Reserve(context.Context, *algo.Set, string, int64, time.Duration) (algo.Verdict, algo.Ticket, error) {
-	return algo.Verdict{}, algo.Ticket{}, errors.New("connection refused")
-}
-func (downStore) Cancel(context.Context, *algo.Set, string, int64, algo.Ticket) error {
-	return errors.New("connection refused")
-}
-
 // OnLimited shapes every refusal: a limit's and a failed-closed
 // limiter's, each with the Result that says which.
 func TestOnLimitedShapesEveryRefusal(t *testing.T) {
 	s := memory(t)
-	fs, err := failover.New(downStore{s}, failover.Options{Mode: failover.FailClosed})
+	fs, err := failover.New(floodgatetest.Down(s), failover.Options{Mode: failover.FailClosed})
 	if err != nil {
 		t.Fatal(err)
 	}
