@@ -8,7 +8,10 @@
 # (tps, each hop's CPU per transaction from getrusage and /proc, the load
 # average), then medians with their ranges and the floodgate / pgbouncer
 # ratios per round. The benchmark itself is BenchmarkPgbench in ../pgproxy;
-# it starts PostgreSQL and both pgbouncers through testkit.
+# it starts PostgreSQL and both pgbouncers through testkit. Then
+# BenchmarkPgbenchIdle, the many-clients row: 500 mostly idle clients
+# (pgbench -R) through pgbouncer in transaction mode and through floodgate
+# in front of it, and each hop's resident memory per client connection.
 #
 #   ./pgbench.sh                               # 4 rounds of 15 s runs (about 25 minutes)
 #   PGBENCH_T=10 PGBENCH_ROUNDS=2 ./pgbench.sh
@@ -17,7 +20,8 @@
 #
 # Environment: PGBENCH_T (seconds per run), PGBENCH_ROUNDS, PGBENCH_MODES
 # ("simple prepared"), PGBENCH_CLIENTS ("8 32"), PGBENCH_JOBS (2),
-# PGBENCH_TARGETS; PROFILE=file writes a CPU profile of the test process
+# PGBENCH_TARGETS; PGBENCH_IDLE_CLIENTS (500) and PGBENCH_IDLE_RATE (500
+# transactions a second, all clients) for the idle row; PROFILE=file writes a CPU profile of the test process
 # (floodgate and the Go relays), with the test binary beside it as
 # file.test for go tool pprof. The output is also kept in
 # results/pgbench.txt. Needs the Debian packages postgresql and pgbouncer.
@@ -27,7 +31,7 @@ mkdir -p results
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 bin="$tmp/pgproxy.test"
-args=(-run '^$' -bench '^BenchmarkPgbench$' -benchtime 1x -timeout 180m)
+args=(-run '^$' -bench '^BenchmarkPgbench(Idle)?$' -benchtime 1x -timeout 180m)
 if [[ -n ${PROFILE:-} ]]; then
 	bin="$PROFILE.test"
 	args+=(-cpuprofile "$PROFILE")

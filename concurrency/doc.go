@@ -29,6 +29,11 @@
 // The queue belongs to one process: with a shared store each instance
 // queues its own requests, and the instances share the slots.
 //
+// TryAcquire never waits: over a Local it takes a free slot of a key with
+// no queue and otherwise answers false, taking nothing and asking no other
+// store, so that an event loop takes a slot where it reads the request and
+// hands the request to a goroutine (Acquire) only when it must wait.
+//
 // # Stores
 //
 // A Store holds the slots. NewLocal keeps them in this process. The

@@ -164,6 +164,34 @@ func (l *Limiter) Acquire(ctx context.Context, key string) (Result, *Permit) {
 	return res, p
 }
 
+// TryAcquire takes a slot of key when one is free now, without waiting
+// and without a call that could block: it asks only a Local store, in
+// this process's memory. It reports false, having taken nothing, when the
+// store is not a Local (ask Acquire, which may go to the network), when
+// requests wait in key's queue (a slot that frees goes to them first, so
+// taking it here would jump the line), and when key's slots are all
+// held. The caller that gets false and may wait calls Acquire, which
+// waits or refuses as the Limiter is configured. The Permit of a true
+// answer is Acquire's.
+func (l *Limiter) TryAcquire(key string) (*Permit, bool) {
+	if l.local == nil {
+		return nil, false
+	}
+	if l.queued(key) {
+		return nil, false
+	}
+	limit := l.Limit()
+	g, err := l.local.acquire(l.name, key, "", true, limit, 0)
+	if err != nil || !g.Acquired {
+		return nil, false
+	}
+	p := &Permit{l: l, key: key, local: g.local, inFlight: g.InFlight}
+	if l.ctl != nil {
+		p.start = time.Now()
+	}
+	return p, true
+}
+
 // Do runs work while it holds a slot of key, and frees the slot when work
 // returns (reporting the Outcome it returns to the Controller) or panics
 // (reporting nothing: Ignore). It returns the decision, the Result work was
@@ -266,20 +294,24 @@ func (l *Limiter) acquire(ctx context.Context, key, token string, ttl time.Durat
 	if ctx.Err() != nil {
 		return Result{Name: l.name, Reason: ReasonCanceled, Limit: l.Limit(), InFlight: -1}, Grant{}
 	}
-	queued := false
-	if l.waiting.Load() > 0 {
-		l.mu.Lock()
-		q := l.queues[key]
-		queued = q != nil && len(q.w) > 0
-		l.mu.Unlock()
-	}
-	if !queued {
+	if !l.queued(key) {
 		res, g, final := l.try(ctx, key, token, ttl)
 		if final || l.maxWaiting == 0 {
 			return res, g
 		}
 	}
 	return l.wait(ctx, key, token, ttl)
+}
+
+// queued reports whether requests wait in key's queue.
+func (l *Limiter) queued(key string) bool {
+	if l.waiting.Load() == 0 {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.queues[key]
+	return q != nil && len(q.w) > 0
 }
 
 // try asks the store once; token "" asks a Local for a counted slot (see

@@ -300,7 +300,7 @@ func (d *Daemon) apply(cfg *config.Config) error {
 		return err
 	}
 	if d.pg != nil {
-		if err := d.pg.SetLimits(postgresLimits(cfg.Postgres, g)); err != nil {
+		if err := d.pg.SetLimits(d.postgresLimits(cfg.Postgres, g)); err != nil {
 			return errAt(cfg, "postgres", err)
 		}
 	}

@@ -5,16 +5,23 @@ import (
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/internal/certfile"
 	"github.com/floodgate-go/floodgate/internal/denylog"
+	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/pgproxy"
 )
 
-// postgresLimits maps the configured levels onto the proxy's scopes.
-func postgresLimits(pg *config.Postgres, g *generation) pgproxy.Limits {
+// postgresLimits maps the configured levels onto the proxy's scopes. They
+// are Local when every level's policy is on the memory engine, so that
+// the proxy's event loops decide queries where they read them.
+func (d *Daemon) postgresLimits(pg *config.Postgres, g *generation) pgproxy.Limits {
 	limiters := g.limiters
+	local := true
 	scope := func(l *config.PostgresLimit, policy string) pgproxy.Scope {
 		if l == nil {
 			return pgproxy.Scope{}
+		}
+		if _, mem := d.engine.storeFor(g.cfg, policy).(*memstore.Store); !mem {
+			local = false
 		}
 		return pgproxy.Scope{Limiter: limiters[policy], MaxWait: l.MaxWait.D()}
 	}
@@ -23,6 +30,7 @@ func postgresLimits(pg *config.Postgres, g *generation) pgproxy.Limits {
 		Global:  scope(rl.Global, config.PolicyPostgresGlobal),
 		PerUser: scope(rl.PerUser, config.PolicyPostgresPerUser),
 		PerIP:   scope(rl.PerIP, config.PolicyPostgresPerIP),
+		Local:   local,
 	}
 	if pg.Connections.PerUser != nil {
 		l.Connections.PerUser = limiters[config.PolicyPostgresConnPerUser]
@@ -42,7 +50,7 @@ func (d *Daemon) newPostgres(g *generation) (*pgproxy.Proxy, string, error) {
 	if err != nil {
 		return nil, "postgres", err
 	}
-	c := pgproxy.Config{Listen: pg.Listen, Upstream: pg.Upstream, Limits: postgresLimits(pg, g), Logger: d.log, Observer: obs,
+	c := pgproxy.Config{Listen: pg.Listen, Upstream: pg.Upstream, Limits: d.postgresLimits(pg, g), Logger: d.log, Observer: obs,
 		ChargeEmptyQuery: pg.ChargeEmptyQuery, Replication: pg.Replication, StartupTimeout: pg.Bounds.HeaderTimeout.D()}
 	if c.ProxyProtocolFrom, err = clientip.ParsePrefixes(pg.ProxyProtocolFrom); err != nil {
 		return nil, "postgres.proxy_protocol_from", err

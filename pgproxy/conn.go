@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/pgproxy/pgwire"
 	"github.com/floodgate-go/floodgate/pgproxy/proxyproto"
 )
@@ -89,13 +88,6 @@ type conn struct {
 	exempt       bool      // no query limits (replication)
 	adm          admission // the decisions under the limits (scope.go)
 	out          []byte    // scratch for replies
-
-	// The connection's concurrent-query slot (slot.go).
-	slotMu     sync.Mutex
-	permit     *concurrency.Permit // the slot held, or nil (slotMu)
-	slotOpen   bool                // a query that holds the slot is not yet forwarded whole (slotMu)
-	slotClosed bool                // the connection ended: a slot acquired now is given back at once (slotMu)
-	holding    atomic.Bool         // permit != nil, read without slotMu by the server-to-client relay
 
 	closeOnce sync.Once
 
@@ -171,7 +163,7 @@ func (c *conn) serve() {
 func (c *conn) finish() {
 	c.p.obs.ClientDisconnected()
 	c.close()
-	c.dropSlot()
+	c.adm.slot.drop()
 	c.p.cancels.remove(c)
 	c.p.untrack(c)
 }
@@ -423,7 +415,6 @@ func (c *conn) relay(startup []byte) (onLoop bool) {
 	}
 	c.up = up
 	c.connMu.Unlock()
-	c.uw = bufio.NewWriterSize(up, bufSize)
 	if _, err := up.Write(startup); err != nil {
 		p.obs.UpstreamError()
 		p.log.Error("pgproxy: cannot write to the upstream server", "upstream", p.cfg.Upstream, "err", err)
@@ -436,6 +427,7 @@ func (c *conn) relay(startup []byte) (onLoop bool) {
 	if p.toLoop(c) {
 		return true
 	}
+	c.uw = bufio.NewWriterSize(up, bufSize)
 
 	// Whichever direction ends first ends the session: a server that went
 	// away must not leave its client waiting on a live-looking connection.

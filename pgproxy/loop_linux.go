@@ -3,6 +3,7 @@
 package pgproxy
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -274,7 +275,7 @@ type loopConn struct {
 	lp       *loop
 	cfd, ufd int32
 
-	cbuf              []byte // the client's bytes: cbuf[cr:cw] unread
+	cbuf              []byte // the client's bytes: cbuf[cr:cw] unread; nil while none are
 	cr, cw            int
 	msgSize           int // the client message streamed through, when larger than cbuf
 	fwdRest, dropRest int // its bytes still to forward or drop
@@ -282,7 +283,7 @@ type loopConn struct {
 	uout []byte // for the server: uout[uw:] unwritten
 	uw   int
 
-	sbuf  []byte // the server's bytes: sbuf[:shave] not yet passed on
+	sbuf  []byte // the server's bytes: sbuf[:shave] not yet passed on; nil while none are
 	shave int
 	sskip int // bytes of a server message in transit still to come
 
@@ -311,7 +312,7 @@ func (p *Proxy) toLoop(c *conn) bool {
 	if c.client != c.raw {
 		return false // TLS
 	}
-	ct, ok1 := c.raw.(*net.TCPConn)
+	ct, ok1 := tcpConn(c.raw)
 	ut, ok2 := c.up.(*net.TCPConn)
 	if !ok1 || !ok2 || c.cr.Buffered() > bufSize {
 		return false
@@ -329,10 +330,12 @@ func (p *Proxy) toLoop(c *conn) bool {
 		unix.Close(cfd)
 		return false
 	}
-	lc := &loopConn{c: c, lp: lp, cfd: int32(cfd), ufd: int32(ufd),
-		cbuf: make([]byte, bufSize), sbuf: make([]byte, serverBufSize), gone: make(chan struct{})}
-	b, _ := c.cr.Peek(c.cr.Buffered())
-	lc.cw = copy(lc.cbuf, b)
+	lc := &loopConn{c: c, lp: lp, cfd: int32(cfd), ufd: int32(ufd), gone: make(chan struct{})}
+	if n := c.cr.Buffered(); n > 0 {
+		b, _ := c.cr.Peek(n)
+		lc.takeClientBuf()
+		lc.cw = copy(lc.cbuf, b)
+	}
 	c.connMu.Lock()
 	if c.ctx.Err() != nil {
 		c.connMu.Unlock()
@@ -341,11 +344,34 @@ func (p *Proxy) toLoop(c *conn) bool {
 		return false
 	}
 	c.lc = lc
-	c.raw.Close() // the loop holds duplicates of both sockets
+	c.cr = nil // the startup's reader: the loop reads from here on
+	ct.Close() // the loop holds duplicates of both sockets; c.raw, when it wraps ct, is closed with the connection
 	c.up.Close()
 	lp.send(loopMsg{lc: lc, ev: loopAdd}) // before any loopClose close sends
 	c.connMu.Unlock()
+	p.loopStats.conns.Add(1)
 	return true
+}
+
+// tcpConn is the TCP connection of nc: nc itself, or the one it wraps when
+// it has a NetConn method (as a listener that counts its connections
+// returns; see Serve). The loop relays the TCP connection's socket and
+// closes nc, the wrapper, only when the connection ends. A TLS connection
+// is never unwrapped: its bytes are not the client's.
+func tcpConn(nc net.Conn) (*net.TCPConn, bool) {
+	for range 4 {
+		switch c := nc.(type) {
+		case *net.TCPConn:
+			return c, true
+		case *tls.Conn:
+			return nil, false
+		case interface{ NetConn() net.Conn }:
+			nc = c.NetConn()
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
 }
 
 // dupFD duplicates a connection's socket, non-blocking like the original.
@@ -371,10 +397,66 @@ func dupFD(tc *net.TCPConn) (int, error) {
 	return nfd, nil
 }
 
+// The loop's buffers are taken from pools while a connection has bytes in
+// flight and given back when they are passed on, so that an idle
+// connection holds none: a client buffer (bufSize) for what the client
+// sent and for the server's output, a server buffer (serverBufSize) for
+// what the server sent and for the client's output.
+var (
+	clientBufs = sync.Pool{New: func() any { return new([bufSize]byte) }}
+	serverBufs = sync.Pool{New: func() any { return new([serverBufSize]byte) }}
+)
+
+func (lc *loopConn) takeClientBuf() { lc.cbuf = clientBufs.Get().(*[bufSize]byte)[:] }
+
+// dropClientBuf gives the client buffer back, empty; not while a parked
+// decision reads it.
+func (lc *loopConn) dropClientBuf() {
+	if lc.cbuf != nil && !lc.parked {
+		clientBufs.Put((*[bufSize]byte)(lc.cbuf))
+		lc.cbuf = nil
+	}
+}
+
+func (lc *loopConn) dropServerBuf() {
+	if lc.sbuf != nil {
+		serverBufs.Put((*[serverBufSize]byte)(lc.sbuf))
+		lc.sbuf = nil
+	}
+}
+
+// clientOut and serverOut return out, or an empty buffer from the pool
+// when out has none, to append the server's or the client's output to.
+func clientOut(out []byte) []byte {
+	if out == nil {
+		return clientBufs.Get().(*[bufSize]byte)[:0]
+	}
+	return out
+}
+
+func serverOut(out []byte) []byte {
+	if out == nil {
+		return serverBufs.Get().(*[serverBufSize]byte)[:0]
+	}
+	return out
+}
+
+// release gives an output that has been written back to its pool (one
+// that outgrew its buffer goes to the collector) and returns nil.
+func release(out []byte) []byte {
+	switch cap(out) {
+	case bufSize:
+		clientBufs.Put((*[bufSize]byte)(out[:bufSize]))
+	case serverBufSize:
+		serverBufs.Put((*[serverBufSize]byte)(out[:serverBufSize]))
+	}
+	return nil
+}
+
 func (lc *loopConn) post(ev loopEvent) { lc.lp.send(loopMsg{lc: lc, ev: ev}) }
 
 // queueClient appends b to the client's output; the caller holds wmu.
-func (lc *loopConn) queueClient(b []byte) { lc.cout = append(lc.cout, b...) }
+func (lc *loopConn) queueClient(b []byte) { lc.cout = append(serverOut(lc.cout), b...) }
 
 func (lc *loopConn) add() {
 	lc.lp.conns[lc.cfd] = lc
@@ -407,8 +489,14 @@ func (lc *loopConn) handle(client bool, ev uint32) {
 }
 
 func (lc *loopConn) readClient() {
+	if lc.cbuf == nil {
+		lc.takeClientBuf()
+	}
 	n, err := unix.Read(int(lc.cfd), lc.cbuf[lc.cw:])
 	if err == unix.EAGAIN || err == unix.EINTR {
+		if lc.cr == lc.cw {
+			lc.dropClientBuf()
+		}
 		return
 	}
 	if err != nil {
@@ -452,7 +540,7 @@ func (lc *loopConn) processClient() {
 				break
 			}
 			if lc.fwdRest > 0 {
-				lc.uout = append(lc.uout, lc.cbuf[lc.cr:lc.cr+k]...)
+				lc.uout = append(clientOut(lc.uout), lc.cbuf[lc.cr:lc.cr+k]...)
 				lc.fwdRest -= k
 				fwd += k
 				c.upMid = lc.fwdRest > 0
@@ -471,7 +559,7 @@ func (lc *loopConn) processClient() {
 			lc.end(err, nil)
 			break
 		}
-		if size <= len(lc.cbuf) && avail < size {
+		if size <= bufSize && avail < size {
 			break // decided whole
 		}
 		v, err := c.route(typ, size, lc.cbuf[lc.cr:lc.cw], true)
@@ -496,6 +584,7 @@ func (lc *loopConn) processClient() {
 func (lc *loopConn) compact() {
 	if lc.cr == lc.cw {
 		lc.cr, lc.cw = 0, 0
+		lc.dropClientBuf()
 	} else if lc.cr > 0 {
 		lc.cw = copy(lc.cbuf, lc.cbuf[lc.cr:lc.cw])
 		lc.cr = 0
@@ -508,7 +597,7 @@ func (lc *loopConn) apply(v verdict, size int) int {
 	k := min(size, lc.cw-lc.cr)
 	n := 0
 	if v&verdictForward != 0 {
-		lc.uout = append(lc.uout, lc.cbuf[lc.cr:lc.cr+k]...)
+		lc.uout = append(clientOut(lc.uout), lc.cbuf[lc.cr:lc.cr+k]...)
 		lc.fwdRest = size - k
 		lc.c.upMid = lc.fwdRest > 0
 		n = k
@@ -529,6 +618,7 @@ func (lc *loopConn) apply(v verdict, size int) int {
 func (lc *loopConn) park(typ byte, size int) {
 	lc.compact()
 	lc.parked, lc.ptyp, lc.psize = true, typ, size
+	lc.c.p.loopStats.parked.Add(1)
 	b := lc.cbuf[lc.cr:lc.cw]
 	c := lc.c
 	go func() {
@@ -558,8 +648,14 @@ func (lc *loopConn) decided(v verdict, err error) {
 
 func (lc *loopConn) readServer() {
 	c := lc.c
+	if lc.sbuf == nil {
+		lc.sbuf = serverBufs.Get().(*[serverBufSize]byte)[:]
+	}
 	n, err := unix.Read(int(lc.ufd), lc.sbuf[lc.shave:])
 	if err == unix.EAGAIN || err == unix.EINTR {
+		if lc.shave == 0 {
+			lc.dropServerBuf()
+		}
 		return
 	}
 	if n <= 0 {
@@ -581,6 +677,10 @@ func (lc *loopConn) readServer() {
 	}
 	if perr != nil {
 		lc.end(nil, perr)
+		return
+	}
+	if lc.shave == 0 {
+		lc.dropServerBuf()
 	}
 }
 
@@ -652,7 +752,7 @@ func (lc *loopConn) pump() {
 			lc.uw += n
 		}
 		if lc.uw == len(lc.uout) {
-			lc.uout, lc.uw = lc.uout[:0], 0
+			lc.uout, lc.uw = release(lc.uout), 0
 		} else if err != nil && err != unix.EAGAIN && err != unix.EINTR {
 			lc.end(nil, err)
 			return
@@ -665,7 +765,7 @@ func (lc *loopConn) pump() {
 			lc.cwo += n
 		}
 		if lc.cwo == len(lc.cout) {
-			lc.cout, lc.cwo = lc.cout[:0], 0
+			lc.cout, lc.cwo = release(lc.cout), 0
 		} else if err != nil && err != unix.EAGAIN && err != unix.EINTR {
 			c.wmu.Unlock()
 			lc.end(err, nil)
@@ -746,6 +846,9 @@ func (lc *loopConn) closeNow() {
 	delete(lc.lp.conns, lc.ufd)
 	unix.Close(int(lc.cfd))
 	unix.Close(int(lc.ufd))
+	if _, bare := c.raw.(*net.TCPConn); !bare {
+		c.raw.Close() // a wrapper's own end (a listener's count of its connections)
+	}
 	if !lc.goneDone {
 		lc.goneDone = true
 		close(lc.gone)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/testkit"
 )
@@ -285,4 +286,100 @@ func TestLoopAllocs(t *testing.T) {
 	if allocs > cycles/10 {
 		t.Errorf("%.0f allocations relaying %d cycles each way, want none per message", allocs, cycles)
 	}
+}
+
+// TestLoopTakesSlotsInline: with Local limits and a concurrent-query limit
+// over a Local store, a session's queries take their slot and are decided
+// where the loop reads them: nothing parks (every query parked to take its
+// slot before TryAcquire). The same session with limits not Local parks
+// each query, which LoopStats counts.
+func TestLoopTakesSlotsInline(t *testing.T) {
+	pg := testkit.Postgres(t)
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { store.Close() })
+	lim, err := floodgate.New(store, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{floodgate.PerSecond(1_000_000).WithBurst(1_000_000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conc, err := concurrency.New(concurrency.NewLocal(), concurrency.Options{Limit: 4, MaxWaiting: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const queries = 20
+	for _, local := range []bool{true, false} {
+		p, addr := startLoopProxy(t, Config{Upstream: pg.Addr,
+			Limits: Limits{Global: Scope{Limiter: lim}, PerUser: Scope{Limiter: lim}, ConcurrentQueries: conc, Local: local}})
+		s := openSession(t, addr)
+		for range queries {
+			s.query("SELECT 1")
+			if code := s.answer(); code != "" {
+				t.Fatal(code)
+			}
+		}
+		st := p.LoopStats()
+		got := st.Parked
+		if st.Connections != 1 {
+			t.Fatalf("%d connections on the loop, want 1", st.Connections)
+		}
+		if local && got != 0 {
+			t.Errorf("Local limits, a free slot: %d of %d queries parked, want 0", got, queries)
+		}
+		if !local && got != queries {
+			t.Errorf("limits not Local: %d of %d queries parked", got, queries)
+		}
+		if n := conc.Waiting(); n != 0 {
+			t.Errorf("%d waiting for a slot", n)
+		}
+	}
+}
+
+// TestLoopIdleMemory: a session idle on the event loop, between queries,
+// holds no relay buffer: the loop's buffers are taken while bytes are in
+// flight and given back when they are passed on. It held 48 KiB of loop
+// buffers and the 32 KiB of the startup's reader and writer.
+func TestLoopIdleMemory(t *testing.T) {
+	pg := testkit.Postgres(t)
+	store := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { store.Close() })
+	lim, err := floodgate.New(store, floodgate.Policy{Name: "g", Limits: []floodgate.Limit{floodgate.PerSecond(1_000_000).WithBurst(1_000_000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, addr := startLoopProxy(t, Config{Upstream: pg.Addr, Limits: Limits{Global: Scope{Limiter: lim}, PerUser: Scope{Limiter: lim}, Local: true}})
+	open := func() net.Conn {
+		s := openSession(t, addr)
+		s.query("SELECT 1")
+		if code := s.answer(); code != "" {
+			t.Fatal(code)
+		}
+		return s.nc // the session's reader is dropped: only the socket is kept
+	}
+	open() // the loop, the keys, the pools
+	const n = 40
+	conns := make([]net.Conn, 0, n)
+	before := liveHeap()
+	for range n {
+		conns = append(conns, open())
+	}
+	if got := loopConns(p); got != n+1 {
+		t.Fatalf("%d connections on the loop, want %d", got, n+1)
+	}
+	after := liveHeap()
+	per := (int64(after) - int64(before)) / n
+	t.Logf("%d bytes of heap per idle connection (client socket included)", per)
+	// The connection's state (conn, loopConn, admission, two sockets on
+	// each side of this process) is a few KiB; one relay buffer is 16.
+	if per > 12<<10 {
+		t.Errorf("%d bytes per idle connection, want at most 12 KiB", per)
+	}
+	runtime.KeepAlive(conns)
+}
+
+func liveHeap() uint64 {
+	var m runtime.MemStats
+	for range 3 {
+		runtime.GC()
+	}
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

@@ -359,3 +359,121 @@ func startRelay(b *testing.B, upstream string) string {
 	})
 	return ln.Addr().String()
 }
+
+// BenchmarkPgbenchIdle is the many-clients row: pgbench -S with
+// PGBENCH_IDLE_CLIENTS clients (500) that together run PGBENCH_IDLE_RATE
+// transactions a second (500: one a second each, so that the clients are
+// mostly idle), through pgbouncer in transaction mode, and through
+// floodgate in front of it (the same limits as BenchmarkPgbench's, Local;
+// the pooler keeps PostgreSQL at its pool of server connections). Half way
+// through each run it reads the resident memory (VmRSS) of the hop's
+// process and, for floodgate's (this one), the Go heap and stacks in use
+// after a collection, and prints their growth since before the run per
+// client connection. pgbouncer is measured in its own run, first (it keeps
+// what it grew to); floodgate's in the second, where pgbouncer is behind
+// it.
+func BenchmarkPgbenchIdle(b *testing.B) {
+	clients := envInt(b, "PGBENCH_IDLE_CLIENTS", 500)
+	rate := envInt(b, "PGBENCH_IDLE_RATE", 500)
+	dur := envInt(b, "PGBENCH_T", 10)
+	pg := testkit.Postgres(b)
+	pgbench := pg.Bin("pgbench")
+	if out, err := exec.Command(pgbench, "-i", "-q", "-s", "1", pg.DSN(testkit.PostgresSuperuser, "postgres")).CombinedOutput(); err != nil {
+		b.Fatalf("pgbench -i: %v\n%s", err, out)
+	}
+	bouncerTx := testkit.PgBouncer(b, pg, "transaction")
+	store := memstore.New(memstore.Options{})
+	b.Cleanup(func() { store.Close() })
+	var limits pgproxy.Limits
+	for i, s := range []*pgproxy.Scope{&limits.Global, &limits.PerUser, &limits.PerIP} {
+		lim, err := floodgate.New(store, floodgate.Policy{Name: fmt.Sprintf("idle-%d", i), Limits: []floodgate.Limit{floodgate.PerSecond(100_000_000)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Limiter = lim
+	}
+	limits.Local = true
+	p, err := pgproxy.New(pgproxy.Config{Upstream: bouncerTx.Addr, Limits: limits})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go p.Serve(ln)
+	b.Cleanup(func() { p.Close() })
+	self := os.Getpid()
+	targets := []struct {
+		name, addr string
+		hops       []int
+	}{
+		{"pgbouncer-tx", bouncerTx.Addr, []int{bouncerTx.Pid()}},
+		{"floodgate+pgbouncer-tx", ln.Addr().String(), []int{self}},
+	}
+	goMem := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse + m.StackInuse
+	}
+	fmt.Printf("# %d CPUs, load %s at the start; pgbench -S -c %d -j 2 -R %d -T %d\n", runtime.NumCPU(), loadAvg(), clients, rate, dur)
+	b.ResetTimer()
+	for _, tg := range targets {
+		host, port, _ := net.SplitHostPort(tg.addr)
+		rss0 := make([]int64, len(tg.hops))
+		for i, pid := range tg.hops {
+			rss0[i] = vmRSS(b, pid)
+		}
+		go0 := goMem()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(dur+120)*time.Second)
+		cmd := exec.CommandContext(ctx, pgbench, "-n", "-S", "-c", strconv.Itoa(clients), "-j", "2", "-R", strconv.Itoa(rate),
+			"-T", strconv.Itoa(dur), "-h", host, "-p", port, "-U", testkit.PostgresSuperuser, "postgres")
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		load := loadAvg()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(time.Duration(dur) * time.Second / 2) // the clients are connected and running
+		var per []string
+		for i, pid := range tg.hops {
+			per = append(per, fmt.Sprintf("%s %.1f KiB", hopName(pid, self), float64(vmRSS(b, pid)-rss0[i])/float64(clients)/1024))
+		}
+		goPer := (float64(goMem()) - float64(go0)) / float64(clients) / 1024
+		err := cmd.Wait()
+		cancel()
+		if err != nil || !strings.Contains(out.String(), "number of failed transactions: 0") {
+			b.Fatalf("pgbench through %s: %v\n%s", tg.name, err, out.String())
+		}
+		tx := parseTransactions(b, []byte(out.String()))
+		line := fmt.Sprintf("-c %d %-23s %6.0f tx  resident per client: %s", clients, tg.name, tx, strings.Join(per, ", "))
+		if slices.Contains(tg.hops, self) {
+			line += fmt.Sprintf(" (Go heap and stacks %.1f KiB)", goPer)
+		}
+		fmt.Printf("%s  load %s\n", line, load)
+	}
+}
+
+func hopName(pid, self int) string {
+	if pid == self {
+		return "floodgate"
+	}
+	return "pgbouncer"
+}
+
+// vmRSS is the resident memory of process pid in bytes.
+func vmRSS(b *testing.B, pid int) int64 {
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	b.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}

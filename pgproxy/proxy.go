@@ -214,6 +214,7 @@ type Proxy struct {
 	obs       Observer
 	rejectLog [numScopes]sampler
 	loops     loops // the event loops (loop_linux.go)
+	loopStats struct{ conns, parked atomic.Uint64 }
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -340,6 +341,26 @@ func (p *Proxy) SetLimits(l Limits) error {
 	return nil
 }
 
+// LoopStats are counts of what a Proxy's event loops did since it
+// started, for status pages and tests.
+type LoopStats struct {
+	// Connections is the number of connections relayed by an event loop
+	// after their startup (plain TCP on Linux; the others are relayed by
+	// goroutines).
+	Connections uint64
+	// Parked is the number of decisions a loop could not take where it
+	// read the query and handed to a goroutine: a limiter not
+	// Limits.Local, a wait in line or for a concurrent-query slot, answers
+	// the server still owed. With Local limits and nothing to wait for it
+	// stays 0.
+	Parked uint64
+}
+
+// LoopStats returns what the event loops did.
+func (p *Proxy) LoopStats() LoopStats {
+	return LoopStats{Connections: p.loopStats.conns.Load(), Parked: p.loopStats.parked.Load()}
+}
+
 // Limits returns the limits in force.
 func (p *Proxy) Limits() Limits { return *p.limits.Load() }
 
@@ -357,6 +378,13 @@ func (p *Proxy) ListenAndServe() error {
 
 // Serve accepts connections on ln until Close or Shutdown, and closes ln.
 // It returns ErrProxyClosed after those, or the listener's error.
+//
+// On Linux a plain-TCP connection is relayed by an event loop after its
+// startup. A listener that wraps its connections (to count them, say)
+// keeps that when its wrapper has a method NetConn() net.Conn returning
+// the *net.TCPConn (or another such wrapper), and passes bytes unchanged:
+// the loop relays the TCP socket and closes the wrapper when the
+// connection ends. Other wrappers are relayed by goroutines.
 func (p *Proxy) Serve(ln net.Listener) error {
 	p.mu.Lock()
 	if p.closed {

@@ -118,7 +118,7 @@ func scanServer(c *conn, buf []byte, skip *int) (pos int, readys, asks int64, st
 // for a message boundary, and publishes the ReadyForQuery messages and
 // authentication requests b holds.
 func (c *conn) toClient(b []byte, mid bool, readys, asks int64, st byte) error {
-	if readys > 0 && c.holding.Load() {
+	if readys > 0 && c.adm.slot.holding.Load() {
 		// The slot comes back before the ReadyForQuery that ends
 		// its query reaches the client (slot.go): counting the
 		// ones about to be written, the server may owe nothing.
@@ -150,7 +150,7 @@ func (c *conn) toClient(b []byte, mid bool, readys, asks int64, st byte) error {
 	}
 	c.wmu.Unlock()
 	c.p.obs.Relayed(ServerToClient, len(b))
-	if readys > 0 && c.holding.Load() {
+	if readys > 0 && c.adm.slot.holding.Load() {
 		// Again, now that received counts them: a query refused
 		// meanwhile (slotDone) may have seen the old count.
 		c.releaseIfDone()
@@ -298,8 +298,9 @@ const (
 )
 
 // errPark is route's answer, when it may not block, to a decision that
-// may: it has changed nothing, and the caller asks again off the event
-// loop, where route may block.
+// may: it has charged nothing (a concurrent-query slot it took stays the
+// connection's, as route run again would take it), and the caller asks
+// again off the event loop, where route may block.
 var errPark = errors.New("the decision must wait")
 
 // route decides the client's next message, of type typ and size bytes
@@ -307,7 +308,7 @@ var errPark = errors.New("the decision must wait")
 // its start: the whole message when it fits the buffer. It charges
 // queries, waits in line, answers refusals, and says whether the message
 // goes to the server. With inline set it never blocks: where it would, it
-// returns errPark having changed nothing. Both relays call it for every
+// returns errPark having charged nothing. Both relays call it for every
 // client message, so the rules of what is charged live here alone.
 func (c *conn) route(typ byte, size int, b []byte, inline bool) (verdict, error) {
 	m := c.p.obs

@@ -39,11 +39,11 @@ func (s scopeID) label() string {
 }
 
 // An admission is a connection's side of the limits: who the client is
-// (its user and per-IP key), the limiters of the decision at hand, and the
-// buffers AllowAll is called with. It decides, counts and words a
-// refusal; the conn does the I/O around it (waiting for the server's
-// answers, waiting in line, replying). Its zero value, with user and
-// ipKey set, is ready.
+// (its user and per-IP key), the limiters of the decision at hand, the
+// buffers AllowAll is called with, and the concurrent-query slot it holds
+// (slot.go). It decides, counts and words a refusal; the conn does the I/O
+// around it (waiting for the server's answers, waiting in line, replying).
+// Its zero value, with user and ipKey set, is ready.
 type admission struct {
 	obs        Observer
 	user       string                       // the startup parameter user
@@ -51,6 +51,7 @@ type admission struct {
 	lims       [numScopes]floodgate.Limiter // by scope, set before each decision; nil skips the scope
 	checkBuf   [numScopes]floodgate.Check
 	checkScope [numScopes]scopeID // the scope of each check passed to AllowAll
+	slot       slot               // the connection's concurrent-query slot (slot.go)
 }
 
 // forQueries sets the limiters of a query's decision from l and reports

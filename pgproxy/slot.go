@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/floodgate-go/floodgate/concurrency"
@@ -16,8 +17,8 @@ import (
 // when a query starts while it holds none, given back when the server has
 // answered everything sent (received == expected), the last ReadyForQuery
 // reports no transaction block (status 'I'), and no query holding it is
-// still on its way (slotOpen: from takeSlot until expect counts its
-// ReadyForQuery). slotMu orders the two relays' views of that.
+// still on its way (slot.open: from takeSlot until expect counts its
+// ReadyForQuery). The slot type orders the two relays' views of that.
 //
 // A transaction holds its slot from the statement that opens it to the
 // ReadyForQuery that reports it ended, idle moments included, so a
@@ -31,30 +32,115 @@ import (
 // query on reading that answer, on any connection of the same user, finds
 // the slot free.
 
+// A slot is a connection's concurrent-query slot: the Permit it holds, if
+// any, and when it may be given back. Its methods order the two relays'
+// views of it; the conn decides when to take one (takeSlot) and tells it
+// what the server owes.
+type slot struct {
+	mu      sync.Mutex
+	permit  *concurrency.Permit // the slot held, or nil (mu)
+	open    bool                // a query that holds the slot is not yet forwarded whole (mu)
+	closed  bool                // the connection ended: a slot acquired now is given back at once (mu)
+	holding atomic.Bool         // permit != nil, read without mu by the server-to-client relay
+}
+
+// reuse reports whether a slot is held, and if so opens it for the query
+// at hand.
+func (s *slot) reuse() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.permit != nil {
+		s.open = true
+	}
+	return s.permit != nil
+}
+
+// hold makes p, a slot just taken, the connection's, unless the connection
+// has ended meanwhile (then p is given back and hold reports false).
+func (s *slot) hold(p *concurrency.Permit) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		p.Release()
+		return false
+	}
+	s.permit, s.open = p, true
+	s.holding.Store(true)
+	return true
+}
+
+// expect counts a ReadyForQuery the server now owes in expected; the query
+// that held the slot open is then on its way.
+func (s *slot) expect(expected *atomic.Int64) {
+	if !s.holding.Load() {
+		expected.Add(1)
+		return
+	}
+	s.mu.Lock()
+	expected.Add(1)
+	s.open = false
+	s.mu.Unlock()
+}
+
+// done closes the slot of a query that was not forwarded after all.
+func (s *slot) done() {
+	s.mu.Lock()
+	s.open = false
+	s.mu.Unlock()
+}
+
+// releaseAt gives the slot back when received ReadyForQuery messages are
+// all the server owes (expected) and status, the last one's, is idle.
+func (s *slot) releaseAt(received int64, status byte, expected *atomic.Int64) {
+	s.mu.Lock()
+	if s.permit != nil && !s.open && status == 'I' && received == expected.Load() {
+		s.permit.Release()
+		s.permit = nil
+		s.holding.Store(false)
+	}
+	s.mu.Unlock()
+}
+
+// drop gives the slot back when the connection ends; a slot acquired
+// after it is given back at once (hold).
+func (s *slot) drop() {
+	s.mu.Lock()
+	s.closed = true
+	if s.permit != nil {
+		s.permit.Release()
+		s.permit = nil
+		s.holding.Store(false)
+	}
+	s.mu.Unlock()
+}
+
 // takeSlot makes sure the connection holds a slot before a query is
 // forwarded, waiting for one in the Limiter's queue. When it refuses, it
 // has answered the client like admitQuery does. A non-nil error ends the
-// connection. With inline set, it returns errPark instead of acquiring a
-// slot, having changed nothing.
+// connection. With inline set, it takes a free slot (TryAcquire) and
+// returns errPark, having changed nothing, where it would wait or ask a
+// store that is not in this process.
 func (c *conn) takeSlot(extended, inline bool) (bool, error) {
 	lim := c.p.limits.Load().ConcurrentQueries
-	if lim == nil && !c.holding.Load() {
+	if lim == nil && !c.adm.slot.holding.Load() {
 		return true, nil
 	}
-	c.slotMu.Lock()
-	if c.permit != nil {
-		c.slotOpen = true
-		c.slotMu.Unlock()
+	if c.adm.slot.reuse() {
 		return true, nil
 	}
-	c.slotMu.Unlock()
 	if lim == nil || c.inTransaction() {
 		// A transaction that began while no limit was set (a reload added
 		// it) runs to its end without a slot rather than be cut in half.
 		return true, nil
 	}
 	if inline {
-		return false, errPark
+		// A free slot of a Local store is taken where the query is read;
+		// a wait, or a store elsewhere, is a goroutine's.
+		p, ok := lim.TryAcquire(c.params.User)
+		if !ok {
+			return false, errPark
+		}
+		return c.holdSlot(p)
 	}
 	select { // a CancelRequest meant for an earlier query must not end this one
 	case <-c.cancelWait:
@@ -68,16 +154,7 @@ func (c *conn) takeSlot(extended, inline bool) (bool, error) {
 		return false, err
 	}
 	if res.Allowed {
-		c.slotMu.Lock()
-		if c.slotClosed {
-			c.slotMu.Unlock()
-			p.Release()
-			return false, c.ctx.Err()
-		}
-		c.permit, c.slotOpen = p, true
-		c.holding.Store(true)
-		c.slotMu.Unlock()
-		return true, nil
+		return c.holdSlot(p)
 	}
 	// The refusal must not overtake the answers to uncharged queries
 	// pipelined before it.
@@ -98,6 +175,15 @@ func (c *conn) takeSlot(extended, inline bool) (bool, error) {
 	c.p.rejectLog[scopeUser].log(c.p, slog.LevelInfo, "pgproxy: too many concurrent queries",
 		"user", c.params.User, "client", c.ipLog, "reason", res.Reason.String(), "in_flight", res.InFlight)
 	return false, c.replyDenied(slotRejection(c.params.User, res), extended)
+}
+
+// holdSlot makes p, a slot just taken, the connection's, unless the
+// connection has ended meanwhile.
+func (c *conn) holdSlot(p *concurrency.Permit) (bool, error) {
+	if !c.adm.slot.hold(p) {
+		return false, c.ctx.Err()
+	}
+	return true, nil
 }
 
 // errCanceled marks a slot wait ended by the client's CancelRequest.
@@ -177,26 +263,15 @@ func slotRejection(user string, res concurrency.Result) pgwire.ErrorResponse {
 
 // expect counts a ReadyForQuery the server now owes; the query that held
 // the slot open is then on its way.
-func (c *conn) expect() {
-	if !c.holding.Load() {
-		c.expected.Add(1)
-		return
-	}
-	c.slotMu.Lock()
-	c.expected.Add(1)
-	c.slotOpen = false
-	c.slotMu.Unlock()
-}
+func (c *conn) expect() { c.adm.slot.expect(&c.expected) }
 
 // slotDone closes the slot of a query that was not forwarded after all,
 // giving it back when nothing else is owed.
 func (c *conn) slotDone() {
-	if !c.holding.Load() {
+	if !c.adm.slot.holding.Load() {
 		return
 	}
-	c.slotMu.Lock()
-	c.slotOpen = false
-	c.slotMu.Unlock()
+	c.adm.slot.done()
 	c.releaseIfDone()
 }
 
@@ -219,23 +294,5 @@ func (c *conn) releaseIfDone() {
 // about to write counted, so that the slot is free before the client can
 // read them.
 func (c *conn) releaseAt(received int64, status byte) {
-	c.slotMu.Lock()
-	if c.permit != nil && !c.slotOpen && status == 'I' && received == c.expected.Load() {
-		c.permit.Release()
-		c.permit = nil
-		c.holding.Store(false)
-	}
-	c.slotMu.Unlock()
-}
-
-// dropSlot gives the slot back when the connection ends.
-func (c *conn) dropSlot() {
-	c.slotMu.Lock()
-	c.slotClosed = true
-	if c.permit != nil {
-		c.permit.Release()
-		c.permit = nil
-		c.holding.Store(false)
-	}
-	c.slotMu.Unlock()
+	c.adm.slot.releaseAt(received, status, &c.expected)
 }

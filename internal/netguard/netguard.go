@@ -166,6 +166,11 @@ type conn struct {
 	once sync.Once
 }
 
+// NetConn returns the connection it wraps, whose bytes it passes
+// unchanged: a server may relay that connection's socket itself (pgproxy's
+// event loops do), closing the wrapper when it is done.
+func (c *conn) NetConn() net.Conn { return c.Conn }
+
 func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.g.release(c.key) })
