@@ -14,13 +14,13 @@ import (
 // are Local when every level's policy is on the memory engine, so that
 // the proxy's event loops decide queries where they read them.
 func (d *Daemon) postgresLimits(pg *config.Postgres, g *generation) pgproxy.Limits {
-	limiters := g.limiters
+	limiters, leases := g.limiters, g.cfg.Leases()
 	local := true
 	scope := func(l *config.PostgresLimit, policy string) pgproxy.Scope {
 		if l == nil {
 			return pgproxy.Scope{}
 		}
-		if _, mem := d.engine.storeFor(g.cfg, policy).(*memstore.Store); !mem {
+		if _, mem := d.engine.storeFor(leases, policy).(*memstore.Store); !mem {
 			local = false
 		}
 		return pgproxy.Scope{Limiter: limiters[policy], MaxWait: l.MaxWait.D()}
