@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/tokencost"
 )
 
 // DeciderConfig configures a Decider: how its verdicts are written. The
@@ -135,6 +137,8 @@ type checks struct {
 	slot     [MaxRules]uint8
 	count    [MaxRules]Count
 	respCost [MaxRules]func(int, http.Header) int64
+	tally    [MaxRules]*tokencost.Tally
+	tokens   [MaxRules]tokencost.Count
 	n        int
 }
 
@@ -209,9 +213,87 @@ func (v *Answer) add(slot int, lim floodgate.Limiter, key string, cost int64, pe
 	// A cost of 0 passes without charging: a plain look (floodgate's Check
 	// would charge 1 for it).
 	c.Limiter, c.Key, c.Cost, c.Peek = lim, key, cost, peek || cost == 0
-	v.cs.slot[n], v.cs.count[n], v.cs.respCost[n] = uint8(slot), count, rc
+	v.cs.slot[n], v.cs.count[n], v.cs.respCost[n], v.cs.tally[n] = uint8(slot), count, rc, nil
 	v.cs.n++
 	v.counting = v.counting || count != CountAll || rc != nil
+}
+
+// addTokens makes the check added last a token rule's: settled with t's
+// cost of c.
+func (v *Answer) addTokens(t *tokencost.Tally, c tokencost.Count) {
+	n := v.cs.n - 1
+	v.cs.tally[n], v.cs.tokens[n] = t, c
+	v.counting = true
+}
+
+// tallies are the token tallies of one request, one per tokencost.Source.
+type tallies struct {
+	src [MaxRules]*tokencost.Source
+	t   [MaxRules]*tokencost.Tally
+	n   int
+}
+
+// of returns the tally of r under s, begun (reading r's body) the first
+// time it is asked for.
+func (ts *tallies) of(s *tokencost.Source, r *http.Request) *tokencost.Tally {
+	for i := range ts.n {
+		if ts.src[i] == s {
+			return ts.t[i]
+		}
+	}
+	t := s.Begin(r)
+	if ts.n < MaxRules {
+		ts.src[ts.n], ts.t[ts.n] = s, t
+		ts.n++
+	}
+	return t
+}
+
+// tokenTap hands a response body to the distinct tallies of a request.
+type tokenTap struct {
+	t [MaxRules]*tokencost.Tally
+	n int
+}
+
+func (tt *tokenTap) observe(h http.Header, p []byte) {
+	for _, t := range tt.t[:tt.n] {
+		t.Observe(h, p)
+	}
+}
+
+// tap returns what the handler's writer gives the response body to: nil
+// without token rules.
+func (v *Answer) tap() func(http.Header, []byte) {
+	var tt *tokenTap
+	for i := range v.cs.n {
+		t := v.cs.tally[i]
+		if t == nil {
+			continue
+		}
+		if tt == nil {
+			tt = new(tokenTap)
+		}
+		if !slices.Contains(tt.t[:tt.n], t) {
+			tt.t[tt.n] = t
+			tt.n++
+		}
+	}
+	if tt == nil {
+		return nil
+	}
+	return tt.observe
+}
+
+// Observe passes p, the next piece of the body of the response to a
+// request v serves, to its token rules (Rule.Tokens), with the response's
+// header h: for front ends that write the body themselves. The Handler
+// does it for its handler.
+func (v *Answer) Observe(h http.Header, p []byte) {
+	for i := range v.cs.n {
+		if t := v.cs.tally[i]; t != nil && !slices.Contains(v.cs.tally[:i], t) {
+			t.Observe(h, p)
+		}
+	}
 }
 
 // refuseCost makes v answer 500 for a negative cost: the server's own code
@@ -501,6 +583,8 @@ func (v *Answer) settle(status int, h http.Header) {
 			if c.Units() > 0 {
 				err = c.Limiter.RefundN(ctx, c.Key, c.Units())
 			}
+		case cs.tally[i] != nil:
+			err = chargeActual(ctx, c, cs.tally[i].Cost(cs.tokens[i]))
 		case cs.respCost[i] != nil:
 			err = chargeActual(ctx, c, cs.respCost[i](status, h))
 		}
