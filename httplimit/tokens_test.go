@@ -23,7 +23,7 @@ type tokenEnv struct {
 	srv     *httptest.Server
 }
 
-func newTokenEnv(t *testing.T, cfg tokencost.Config, next http.Handler) *tokenEnv {
+func newTokenEnv(t *testing.T, cfg tokencost.Settings, next http.Handler) *tokenEnv {
 	t.Helper()
 	e := newEnv(t)
 	src, err := tokencost.New(cfg)
@@ -103,7 +103,7 @@ func TestTokens(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			te := newTokenEnv(t, tokencost.Config{MaxResponse: 200_000}, llmtest.Handler{})
+			te := newTokenEnv(t, tokencost.Settings{MaxResponse: 200_000}, llmtest.Handler{})
 			resp := te.post(t, c.path, c.body, c.hdr...)
 			got, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -129,7 +129,7 @@ func TestTokens(t *testing.T) {
 // the key in debt: the next request is refused until the budget has
 // refilled for all of it.
 func TestTokensDebt(t *testing.T) {
-	te := newTokenEnv(t, tokencost.Config{}, llmtest.Handler{})
+	te := newTokenEnv(t, tokencost.Settings{}, llmtest.Handler{})
 	resp := te.post(t, "/v1/messages", `{"model":"m","max_tokens":100,"stream":true}`, "Usage-Output", "5000")
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
@@ -148,7 +148,7 @@ func TestTokensDebt(t *testing.T) {
 // TestTokensWeights: the model named in the request picks its weights, for
 // the estimate and for the settlement.
 func TestTokensWeights(t *testing.T) {
-	te := newTokenEnv(t, tokencost.Config{Weights: map[string]tokencost.Weight{
+	te := newTokenEnv(t, tokencost.Settings{Weights: map[string]tokencost.Weight{
 		"large": {Input: 2, Output: 3},
 	}}, llmtest.Handler{})
 	resp := te.post(t, "/v1/chat/completions", `{"model":"large","max_tokens":100}`, "Usage-Input", "40", "Usage-Output", "50")
@@ -169,7 +169,7 @@ func TestTokensStreamUnbuffered(t *testing.T) {
 		<-release // the client must have the first event by now
 		io.WriteString(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}\n\ndata: [DONE]\n\n")
 	})
-	te := newTokenEnv(t, tokencost.Config{}, upstream)
+	te := newTokenEnv(t, tokencost.Settings{}, upstream)
 	resp := te.post(t, "/v1/chat/completions", `{"max_tokens":100,"stream":true}`)
 	defer resp.Body.Close()
 	br := bufio.NewReader(resp.Body)

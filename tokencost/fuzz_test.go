@@ -57,11 +57,11 @@ func FuzzScan(f *testing.F) {
 	} {
 		f.Add([]byte(s), uint16(3))
 	}
-	s, err := New(Config{})
+	s, err := New(Settings{})
 	if err != nil {
 		f.Fatal(err)
 	}
-	one, err := New(Config{Input: []string{"usage.prompt_tokens"}})
+	one, err := New(Settings{Input: []string{"usage.prompt_tokens"}})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -53,11 +53,15 @@ func ParseCount(s string) (Count, error) {
 // A Weight is what one token of a model costs in units of a limit: a
 // model that costs four times as much per output token has Output 4.
 type Weight struct {
-	Input  float64 `yaml:"input"`
-	Output float64 `yaml:"output"`
+	// Input is the units of one input token. 0 (or absent) means 1, so
+	// that a table that names only an output weight leaves input tokens
+	// charged.
+	Input float64 `yaml:"input,omitempty"`
+	// Output is the units of one output token. 0 (or absent) means 1.
+	Output float64 `yaml:"output,omitempty"`
 }
 
-// Defaults of Config's zero fields.
+// Defaults of Settings' zero fields.
 const (
 	// DefaultEstimate is the output tokens a request is charged up front
 	// when its body names no bound (max_tokens, max_output_tokens,
@@ -77,7 +81,7 @@ const (
 	BytesPerToken = 4
 )
 
-// The paths read when Config names none: OpenAI's Chat Completions and
+// The paths read when Settings name none: OpenAI's Chat Completions and
 // Responses APIs and Anthropic's Messages API, as JSON bodies and as the
 // events of their streams (OpenAI's final chunk with
 // stream_options.include_usage, the Responses API's response.completed,
@@ -89,47 +93,61 @@ var (
 	DefaultBound  = []string{"max_tokens", "max_output_tokens", "max_completion_tokens"}
 )
 
-// Config configures a Source. The zero value reads the OpenAI and Anthropic
-// shapes with every model weighing 1.
-type Config struct {
-	// Input, Output and Total are the JSON paths (keys joined by dots,
-	// through objects only) of the response's token counts. Nil means
-	// DefaultInput, DefaultOutput, DefaultTotal. A path found in several
-	// places of a stream takes the last value reported.
-	Input, Output, Total []string
+// Settings configure a Source. The zero value reads OpenAI's and
+// Anthropic's shapes, every model weighing 1.
+type Settings struct {
+	// Input are the JSON paths (keys joined by dots, through objects only)
+	// of the input token count in the response body or in an event of its
+	// stream; the last value reported stands. Absent: usage.prompt_tokens,
+	// usage.input_tokens, message.usage.input_tokens,
+	// response.usage.input_tokens.
+	Input []string `yaml:"input,omitempty"`
 
-	// Model is the path of the model's name in the request body. "" means
-	// "model".
-	Model string
+	// Output are the paths of the output token count. Absent:
+	// usage.completion_tokens, usage.output_tokens,
+	// response.usage.output_tokens.
+	Output []string `yaml:"output,omitempty"`
+
+	// Total are the paths of a total, charged (at the larger weight) only
+	// when neither count is reported. Absent: usage.total_tokens,
+	// response.usage.total_tokens.
+	Total []string `yaml:"total,omitempty"`
+
+	// Model is the path of the model's name in the request body, which
+	// picks its weights. Default "model".
+	Model string `yaml:"model,omitempty"`
 
 	// Bound are the paths of the request's bound on output tokens; the
-	// first found is the output estimate. Nil means DefaultBound.
-	Bound []string
+	// first found is the output estimate. Absent: max_tokens,
+	// max_output_tokens, max_completion_tokens.
+	Bound []string `yaml:"bound,omitempty"`
 
 	// Estimate is the output tokens charged up front when the request
-	// names no bound. 0 means DefaultEstimate.
-	Estimate int64
+	// names no bound. Default 1024.
+	Estimate int64 `yaml:"estimate,omitempty"`
 
-	// InputEstimate is the input tokens charged up front. 0 means the
-	// request body's size divided by BytesPerToken (at least 1).
-	InputEstimate int64
+	// InputEstimate is the input tokens charged up front. Default: the
+	// request body's bytes divided by 4 (at least 1).
+	InputEstimate int64 `yaml:"input_estimate,omitempty"`
 
-	// Weights are the weights per model name; the entry "*" weighs every
-	// model not listed. A model in neither weighs 1 and 1.
-	Weights map[string]Weight
+	// Weights are the units one token of a model costs, by the model's
+	// name in the request; the entry "*" weighs every model not listed. A
+	// model in neither weighs 1 and 1.
+	Weights map[string]Weight `yaml:"weights,omitempty"`
 
-	// MaxRequest bounds the bytes of the request body read; a body
-	// longer than this is read only so far (a bound after it is not seen).
-	// 0 means DefaultMaxRequest.
-	MaxRequest int64
+	// MaxRequest is the most bytes of the request body read for its model
+	// and bound (they are passed on whole); a bound further in is not
+	// seen. Default 1048576.
+	MaxRequest int64 `yaml:"max_request,omitempty"`
 
-	// MaxResponse bounds the bytes of a response body scanned. 0 means
-	// DefaultMaxResponse.
-	MaxResponse int64
+	// MaxResponse is the most bytes of a response body scanned for its
+	// usage; the rest passes unread, and a count not reported before it
+	// keeps its estimate. Default 67108864.
+	MaxResponse int64 `yaml:"max_response,omitempty"`
 
-	// MaxUsage is the largest count a response may report. 0 means
-	// DefaultMaxUsage.
-	MaxUsage int64
+	// MaxUsage is the largest count a response may report; a larger one
+	// is not believed (the estimate stands). Default 10000000.
+	MaxUsage int64 `yaml:"max_usage,omitempty"`
 }
 
 // The slots of a scanner's values.
@@ -161,7 +179,7 @@ type Source struct {
 var ErrInvalidConfig = errors.New("tokencost: invalid config")
 
 // New validates cfg and returns its Source.
-func New(cfg Config) (*Source, error) {
+func New(cfg Settings) (*Source, error) {
 	s := &Source{
 		estimate:   cmpOr(cfg.Estimate, DefaultEstimate),
 		inEstimate: cfg.InputEstimate,
@@ -206,15 +224,22 @@ func New(cfg Config) (*Source, error) {
 		add(&s.req, []string{b}, nil, slotBound+i, "bound")
 	}
 	s.reqSlots = slotBound + len(bound)
+	s.weights = make(map[string]Weight, len(cfg.Weights))
 	for m, w := range cfg.Weights {
 		if !(w.Input >= 0 && w.Output >= 0) || math.IsInf(w.Input, 0) || math.IsInf(w.Output, 0) {
 			bad("weight of model %q: weights are finite numbers of 0 or more", m)
 		}
+		if w.Input == 0 {
+			w.Input = 1
+		}
+		if w.Output == 0 {
+			w.Output = 1
+		}
+		s.weights[m] = w
 	}
-	if w, ok := cfg.Weights["*"]; ok {
+	if w, ok := s.weights["*"]; ok {
 		s.star = w
 	}
-	s.weights = cfg.Weights
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -269,7 +294,7 @@ const (
 // read is put back in front of the rest (or, when r has GetBody, the body
 // is read from a copy). A body that is not JSON, or too long to reach its
 // fields, leaves them unknown: the model weighs as "*", the output
-// estimate is Config.Estimate.
+// estimate is Settings.Estimate.
 func (s *Source) Begin(r *http.Request) *Tally {
 	t := &Tally{src: s, estOut: s.estimate}
 	var sc jsonScan
@@ -427,7 +452,7 @@ func (t *Tally) Usage() (input, output, total int64) {
 }
 
 // Estimate returns the units charged up front for c: the input estimate,
-// the output bound (or Config.Estimate), or both, at the model's weights.
+// the output bound (or Settings.Estimate), or both, at the model's weights.
 func (t *Tally) Estimate(c Count) int64 {
 	in, out := units(t.estIn, t.w.Input), units(t.estOut, t.w.Output)
 	switch c {

@@ -46,7 +46,7 @@ func run(t *testing.T, s *Source, urlPath, body string, hdr map[string]string, p
 	return tl, string(all)
 }
 
-func mustNew(t *testing.T, cfg Config) *Source {
+func mustNew(t *testing.T, cfg Settings) *Source {
 	t.Helper()
 	s, err := New(cfg)
 	if err != nil {
@@ -60,7 +60,7 @@ func mustNew(t *testing.T, cfg Config) *Source {
 // believed, the estimate (max_tokens for output, the body's bytes / 4 for
 // input) where they are not.
 func TestUsage(t *testing.T) {
-	s := mustNew(t, Config{MaxResponse: 1 << 20})
+	s := mustNew(t, Settings{MaxResponse: 1 << 20})
 	const openai, anthropic = "/v1/chat/completions", "/v1/messages"
 	plain := `{"model":"m","max_tokens":500,"messages":[{"role":"user","content":"hi"}]}`
 	stream := `{"model":"m","max_tokens":500,"stream":true,"stream_options":{"include_usage":true}}`
@@ -112,7 +112,7 @@ func TestUsage(t *testing.T) {
 // TestEstimate: the output bound from each field, the configured estimate
 // without one, weights by model.
 func TestEstimate(t *testing.T) {
-	s := mustNew(t, Config{Estimate: 77, InputEstimate: 5, Weights: map[string]Weight{
+	s := mustNew(t, Settings{Estimate: 77, InputEstimate: 5, Weights: map[string]Weight{
 		"big": {Input: 2, Output: 8},
 		"*":   {Input: 1, Output: 1.5},
 	}})
@@ -146,7 +146,7 @@ func TestEstimate(t *testing.T) {
 // TestRequestBodyBound: a body longer than MaxRequest is read only so far,
 // and passed on whole.
 func TestRequestBodyBound(t *testing.T) {
-	s := mustNew(t, Config{MaxRequest: 64})
+	s := mustNew(t, Settings{MaxRequest: 64})
 	body := `{"messages":"` + strings.Repeat("y", 1000) + `","max_tokens":9}`
 	req := httptest.NewRequest("POST", "/", strings.NewReader(body))
 	tl := s.Begin(req)
@@ -159,7 +159,7 @@ func TestRequestBodyBound(t *testing.T) {
 }
 
 func TestTotalOnly(t *testing.T) {
-	s := mustNew(t, Config{Input: []string{}, Output: []string{}, Total: []string{"meta.tokens"}, Weights: map[string]Weight{"*": {Input: 1, Output: 3}}})
+	s := mustNew(t, Settings{Input: []string{}, Output: []string{}, Total: []string{"meta.tokens"}, Weights: map[string]Weight{"*": {Input: 1, Output: 3}}})
 	tl := s.Begin(httptest.NewRequest("POST", "/", strings.NewReader(`{"max_tokens":10}`)))
 	tl.Observe(http.Header{"Content-Type": {"application/json"}}, []byte(`{"meta":{"tokens":100}}`))
 	if got := tl.Cost(Total); got != 300 {
@@ -167,8 +167,8 @@ func TestTotalOnly(t *testing.T) {
 	}
 }
 
-func TestConfigErrors(t *testing.T) {
-	for _, cfg := range []Config{
+func TestSettingsErrors(t *testing.T) {
+	for _, cfg := range []Settings{
 		{Estimate: -1},
 		{Input: []string{"usage..x"}},
 		{Output: []string{""}},
