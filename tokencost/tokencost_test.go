@@ -180,3 +180,24 @@ func TestSettingsErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestObserveAllocates: scanning a body holds nothing of it: a piece of a
+// huge string or of a stream costs no allocation, so memory stays the
+// Tally's own whatever the body's size.
+func TestObserveAllocates(t *testing.T) {
+	s := mustNew(t, Settings{})
+	piece := []byte(strings.Repeat("x", 32<<10))
+	for _, c := range []struct {
+		h    http.Header
+		head string
+	}{
+		{http.Header{"Content-Type": {"application/json"}}, `{"choices":[{"message":{"content":"`},
+		{http.Header{"Content-Type": {"text/event-stream"}}, `data: {"choices":[{"delta":{"content":"`},
+	} {
+		tl := s.Begin(nil)
+		tl.Observe(c.h, []byte(c.head))
+		if n := testing.AllocsPerRun(100, func() { tl.Observe(c.h, piece) }); n != 0 {
+			t.Errorf("%s: %v allocations per 32 KiB piece", c.h.Get("Content-Type"), n)
+		}
+	}
+}
