@@ -2,7 +2,8 @@
 #
 #   make test    installs what the suite needs (Debian packages redis-server,
 #                postgresql, prometheus for promtool, systemd for
-#                systemd-analyze; staticcheck), then runs
+#                systemd-analyze, zsh and fish for the completion scripts,
+#                jq for release-check; staticcheck), then runs
 #                gofmt, go vet, staticcheck and every test under -race against
 #                real servers the tests start.
 #   make quick   the inner loop: go test -short (no race detector, the long
@@ -13,11 +14,22 @@
 #   make install-test
 #                every module installed as a user installs it, from a throwaway
 #                release tag in a clone, floodgate's modules from its tags only (part of make test).
+#   make archives
+#                the release archives of cmd/floodgate for linux and darwin on
+#                amd64 and arm64, with SHA256SUMS and an SPDX SBOM each, in
+#                build/release (scripts/archives.sh; docs/operating.md,
+#                "Release archives").
+#   make release-check
+#                one archive for this machine built twice (the same checksums),
+#                verified, unpacked and run, its SBOM checked (part of make test).
 #   make image   the container image, without a container daemon, as an OCI image
 #                layout in build/image and an OCI archive build/floodgate-image.tar
 #                (docs/operating.md, "Container image").
 #   make helm-check
 #                the Helm chart rendered and checked (part of make test; docs/kubernetes.md).
+#   make otel-check
+#                floodgate serve exporting to the OpenTelemetry Collector's OTLP
+#                receiver in process (part of make test; docs/telemetry.md).
 
 GO          ?= go
 GOBIN       := $(shell $(GO) env GOPATH)/bin
@@ -31,17 +43,19 @@ FUZZTIME    ?= 60s
 # them against this tree (and install-test as a user's build sees them, from
 # tags). bench, the release tool (scripts/modtool) and the image builder
 # (scripts/image, which keeps go-containerregistry out of floodgate's
-# go.mod) and the Helm chart's test (scripts/helm, Helm's and Kubernetes'
-# modules) build on their own go.mod.
+# go.mod), the Helm chart's test (scripts/helm, Helm's and Kubernetes'
+# modules) and the OpenTelemetry export's test (scripts/otel, the
+# Collector's modules) build on their own go.mod.
 CONTRIB     := $(patsubst %/go.mod,%,$(wildcard contrib/*/go.mod examples/*/go.mod))
 TOOL        := scripts/modtool
 IMAGE       := scripts/image
 HELM        := scripts/helm
+OTEL        := scripts/otel
 NOWORK      := GOWORK=off
 
-.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile install-test image-check image helm-check bench demo course fuzz
+.PHONY: test quick deps servers tools fmt-check mod-check vet lint unit bench-compile install-test image-check image helm-check otel-check archives release-check bench demo course fuzz
 
-test: deps fmt-check mod-check vet lint unit bench-compile install-test image-check helm-check
+test: deps fmt-check mod-check vet lint unit bench-compile install-test image-check helm-check otel-check release-check
 
 deps: servers tools
 
@@ -57,6 +71,9 @@ servers:
 	command -v pgbouncer >/dev/null 2>&1 || need="$$need pgbouncer"; \
 	command -v chromium >/dev/null 2>&1 || need="$$need chromium"; \
 	command -v systemd-analyze >/dev/null 2>&1 || need="$$need systemd"; \
+	command -v zsh >/dev/null 2>&1 || need="$$need zsh"; \
+	command -v fish >/dev/null 2>&1 || need="$$need fish"; \
+	command -v jq >/dev/null 2>&1 || need="$$need jq"; \
 	if [ -n "$$need" ]; then \
 		echo "installing Debian packages:$$need"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
@@ -78,7 +95,7 @@ mod-check:
 	@if grep -nE 'gofiber|gin-gonic|labstack/echo|go-chi/chi|valyala/fasthttp' go.mod; then \
 		echo "go.mod names a web framework; it belongs in a contrib module"; exit 1; fi
 	@# The main module, bench and the tools resolve on their own.
-	@for m in . bench $(TOOL) $(IMAGE) $(HELM); do \
+	@for m in . bench $(TOOL) $(IMAGE) $(HELM) $(OTEL); do \
 		(cd $$m && $(NOWORK) $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go.mod is not tidy; run: (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; \
 	done
 	@# Published modules and examples: no replace, no pseudo-version, no
@@ -96,6 +113,7 @@ vet:
 	cd $(TOOL) && $(NOWORK) $(GO) vet ./...
 	cd $(IMAGE) && $(NOWORK) $(GO) vet ./...
 	cd $(HELM) && $(NOWORK) $(GO) vet ./...
+	cd $(OTEL) && $(NOWORK) $(GO) vet ./...
 	for m in $(CONTRIB); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 lint: $(STATICCHECK)
@@ -104,6 +122,7 @@ lint: $(STATICCHECK)
 	cd $(TOOL) && $(NOWORK) $(STATICCHECK) ./...
 	cd $(IMAGE) && $(NOWORK) $(STATICCHECK) ./...
 	cd $(HELM) && $(NOWORK) $(STATICCHECK) ./...
+	cd $(OTEL) && $(NOWORK) $(STATICCHECK) ./...
 	for m in $(CONTRIB); do (cd $$m && $(STATICCHECK) ./...) || exit 1; done
 
 unit:
@@ -128,6 +147,22 @@ image-check:
 # floodgate.yaml checked by floodgate validate (docs/kubernetes.md).
 helm-check:
 	cd $(HELM) && $(NOWORK) $(GO) test -race -timeout 10m ./...
+
+# floodgate serve with a telemetry section, exporting over OTLP/gRPC and
+# OTLP/HTTP to the OpenTelemetry Collector's OTLP receiver running in the
+# test: metric names, units and values, spans, their attributes and
+# parents, and the trace context the proxy's upstream receives
+# (docs/telemetry.md).
+otel-check:
+	cd $(OTEL) && $(NOWORK) $(GO) test -race -timeout 10m ./...
+
+archives:
+	scripts/archives.sh
+
+# scripts/release-check.sh: reproducible, checksummed, runs, its SBOM is the
+# binary's modules.
+release-check:
+	scripts/release-check.sh
 
 image:
 	cd $(IMAGE) && $(NOWORK) $(GO) run . -root ../.. -out ../../build/image -archive ../../build/floodgate-image.tar

@@ -25,11 +25,11 @@ func ExampleNew() {
 		panic(err)
 	}
 	for i := 0; i < 3; i++ {
-		res, _ := lim.Allow(ctx, "user:42")
+		res, _ := floodgate.Allow(ctx, lim, "user:42")
 		fmt.Printf("allowed=%v remaining=%d retry=%s limit=%s\n", res.Allowed, res.Remaining, res.RetryAfter, res.Limit)
 	}
 	clock.Advance(500 * time.Millisecond)
-	res, _ := lim.Allow(ctx, "user:42")
+	res, _ := floodgate.Allow(ctx, lim, "user:42")
 	fmt.Printf("after 500ms: allowed=%v\n", res.Allowed)
 	// Output:
 	// allowed=true remaining=1 retry=0s limit=2/s
@@ -61,7 +61,7 @@ func ExamplePolicy_overridesAndTiers() {
 		panic(err)
 	}
 	for _, key := range []string{"free:1", "pro:7", "batch_worker"} {
-		res, _ := lim.Allow(ctx, key)
+		res, _ := floodgate.Allow(ctx, lim, key)
 		fmt.Printf("%s: %s, %d remaining\n", key, res.Limit, res.Remaining)
 	}
 	// Output:
@@ -167,7 +167,7 @@ func ExamplePolicyLimiter_ReserveN() {
 
 // Wait blocks until the units pass: a client of a rate-limited API spaces
 // its calls instead of being refused.
-func ExamplePolicyLimiter_Wait() {
+func ExampleWait() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	store := memstore.New(memstore.Options{})
@@ -177,7 +177,7 @@ func ExamplePolicyLimiter_Wait() {
 		panic(err)
 	}
 	for i := range 3 {
-		if _, err := lim.Wait(ctx, "api.example.com"); err != nil {
+		if _, err := floodgate.Wait(ctx, lim, "api.example.com"); err != nil {
 			fmt.Println(err)
 			return
 		}

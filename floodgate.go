@@ -13,7 +13,7 @@
 //		Name:   "api",
 //		Limits: []floodgate.Limit{floodgate.PerSecond(10), floodgate.PerHour(1000)},
 //	})
-//	res, err := lim.Allow(ctx, "user:42")
+//	res, err := floodgate.Allow(ctx, lim, "user:42")
 //
 // The semantics every engine keeps:
 //
@@ -44,16 +44,21 @@ import (
 	"github.com/floodgate-go/floodgate/internal/isnil"
 )
 
-// A Limiter decides for keys under one policy. Implementations are safe for
-// concurrent use. A wrapper (metrics, logging) that embeds the Limiter it
-// wraps keeps every method, so front ends lose nothing through it.
+// A Limiter decides for keys under one policy. Its methods are the
+// primitives every engine and wrapper keeps; everything else is built on
+// them: Allow, PeekN, Check, AllowAll and WaitAll on AllowN (and RefundN),
+// Wait and WaitN on ReserveN. So a wrapper (metrics,
+// logging, a deny list) that embeds the Limiter it wraps and overrides one
+// method is honoured by every caller of that method's helpers.
+// Implementations are safe for concurrent use.
+//
+// A wrapper exposes the Limiter it wraps with a method Unwrap() Limiter,
+// so that As finds a capability (Describer) anywhere in a chain of
+// wrappers.
 type Limiter interface {
 	// Name is the name of the policy the limiter decides for. Two limiters
 	// of one name on one store share their state.
 	Name() string
-
-	// Allow is AllowN with a cost of 1.
-	Allow(ctx context.Context, key string) (Result, error)
 
 	// AllowN reports whether cost units for key may pass now and, if so,
 	// charges them. A cost of 0 peeks without charging. The error is non-nil
@@ -78,15 +83,40 @@ type Limiter interface {
 	// before ctx's deadline. Otherwise nothing is charged and the
 	// Reservation is not OK. Cancel gives the units back.
 	ReserveN(ctx context.Context, key string, cost int64) (*Reservation, error)
+}
 
-	// Wait is WaitN with a cost of 1.
-	Wait(ctx context.Context, key string) (Result, error)
+// A Describer tells the limits a Limiter applies, for pages and tools that
+// show them (the status page, the daemon's reload). New's PolicyLimiter is
+// one; find one behind wrappers with As[Describer].
+type Describer interface {
+	// LimitsFor returns the limit set that applies to key: its override,
+	// its tier or the policy's defaults. It is never nil.
+	LimitsFor(key string) *LimitSet
 
-	// WaitN blocks until cost units for key pass, and charges them. If they
-	// cannot pass before ctx's deadline it returns at once with an error
-	// wrapping ErrWaitDeadline, having charged nothing; if ctx ends while
-	// it waits, the units are given back and ctx's error returned.
-	WaitN(ctx context.Context, key string, cost int64) (Result, error)
+	// Overrides returns the keys that have limits of their own, sorted;
+	// LimitsFor tells each one's limits.
+	Overrides() []string
+}
+
+// As returns the first limiter in l's chain of wrappers that is a T, and
+// true; the zero T and false when none is. The chain is l, then, while the
+// limiter at hand has a method Unwrap() Limiter, what that returns, up to a
+// limiter without one or a nil; as errors.As walks wrapped errors. T is
+// usually an interface such as Describer, or a concrete type such as
+// *PolicyLimiter.
+func As[T any](l Limiter) (T, bool) {
+	for l != nil {
+		if t, ok := l.(T); ok {
+			return t, true
+		}
+		u, ok := l.(interface{ Unwrap() Limiter })
+		if !ok {
+			break
+		}
+		l = u.Unwrap()
+	}
+	var zero T
+	return zero, false
 }
 
 // A Store keeps the state of limits and decides on it. Engines (memstore,
@@ -132,7 +162,10 @@ type PolicyLimiter struct {
 	p     *compiled
 }
 
-var _ Limiter = (*PolicyLimiter)(nil)
+var (
+	_ Limiter   = (*PolicyLimiter)(nil)
+	_ Describer = (*PolicyLimiter)(nil)
+)
 
 // New validates p and returns a Limiter that keeps its state in store. A
 // limit the store cannot keep (Store.ValidateLimit) is an error here, never
@@ -151,12 +184,12 @@ func New(store Store, p Policy) (*PolicyLimiter, error) {
 // Name returns the policy's name.
 func (l *PolicyLimiter) Name() string { return l.p.name }
 
-// LimitsFor returns the limit set that applies to key: its override, its
-// tier or the policy's defaults.
+// LimitsFor implements Describer: the limit set that applies to key, its
+// override, its tier or the policy's defaults.
 func (l *PolicyLimiter) LimitsFor(key string) *LimitSet { return l.p.setFor(key) }
 
-// Overrides returns the keys the policy overrides (Policy.Overrides),
-// sorted; LimitsFor tells each one's limits.
+// Overrides implements Describer: the keys the policy overrides
+// (Policy.Overrides), sorted.
 func (l *PolicyLimiter) Overrides() []string {
 	out := make([]string, 0, len(l.p.overrides))
 	for k := range l.p.overrides {
@@ -164,11 +197,6 @@ func (l *PolicyLimiter) Overrides() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// Allow is AllowN with a cost of 1.
-func (l *PolicyLimiter) Allow(ctx context.Context, key string) (Result, error) {
-	return l.AllowN(ctx, key, 1)
 }
 
 // AllowN implements Limiter.
@@ -211,4 +239,9 @@ func (l *PolicyLimiter) Reset(ctx context.Context, key string) error {
 		return fmt.Errorf("floodgate: policy %s: reset: %w", l.p.name, err)
 	}
 	return nil
+}
+
+// Allow is l.AllowN(ctx, key, 1): the decision on one request.
+func Allow(ctx context.Context, l Limiter, key string) (Result, error) {
+	return l.AllowN(ctx, key, 1)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/floodgatetest"
+	"github.com/floodgate-go/floodgate/internal/textform"
 	"github.com/floodgate-go/floodgate/memstore"
 )
 
@@ -39,14 +40,23 @@ func TestLimitValidate(t *testing.T) {
 	}
 }
 
-func TestParseAlgorithm(t *testing.T) {
-	for _, a := range []floodgate.Algorithm{floodgate.GCRA, floodgate.TokenBucket, floodgate.FixedWindow, floodgate.SlidingWindow, floodgate.SlidingLog} {
-		got, err := floodgate.ParseAlgorithm(strings.ToUpper(strings.ReplaceAll(a.String(), "_", "-")))
-		if err != nil || got != a {
-			t.Errorf("ParseAlgorithm(%q) = %v, %v", a, got, err)
+// Every Algorithm's String is the configuration name textform parses back
+// to it, whatever the case and dashes.
+func TestAlgorithmNames(t *testing.T) {
+	all := []floodgate.Algorithm{floodgate.GCRA, floodgate.TokenBucket, floodgate.FixedWindow, floodgate.SlidingWindow, floodgate.SlidingLog}
+	if len(all) != len(textform.Algorithms) {
+		t.Fatalf("%d algorithms, %d names", len(all), len(textform.Algorithms))
+	}
+	for _, a := range all {
+		got, ok := textform.Algorithm(strings.ToUpper(strings.ReplaceAll(a.String(), "_", "-")))
+		if !ok || floodgate.Algorithm(got) != a {
+			t.Errorf("textform.Algorithm(%q) = %v, %v", a, got, ok)
 		}
 	}
-	if _, err := floodgate.ParseAlgorithm("leaky"); !errors.Is(err, floodgate.ErrInvalidLimit) {
+	if _, ok := textform.Algorithm("leaky"); ok {
+		t.Error("unknown algorithm parsed")
+	}
+	if err := (floodgate.Limit{Rate: 1, Period: time.Second, Algorithm: floodgate.SlidingLog + 1}).Validate(); !errors.Is(err, floodgate.ErrInvalidLimit) {
 		t.Errorf("unknown algorithm: error %v", err)
 	}
 }
@@ -150,7 +160,7 @@ func TestClockSteppingBack(t *testing.T) {
 		lim.AllowN(ctx, "k", 5)
 		for _, back := range []time.Duration{-time.Millisecond, -time.Second, -5 * time.Second, -time.Hour} {
 			clock.Set(floodgatetest.Start.Add(10 * time.Second).Add(back))
-			res, err := lim.Allow(ctx, "k")
+			res, err := floodgate.Allow(ctx, lim, "k")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -271,31 +281,13 @@ func TestEngineErrorsCarryContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := lim.Allow(context.Background(), "k")
+	res, err := floodgate.Allow(context.Background(), lim, "k")
 	if !errors.Is(err, errDown) || !strings.Contains(err.Error(), "policy api") || res.Allowed {
 		t.Fatalf("got %+v, %v; want a denied zero result and an error naming the policy", res, err)
 	}
 	if _, err := floodgate.New(nil, floodgate.Policy{Name: "x", Limits: []floodgate.Limit{floodgate.PerSecond(1)}}); !errors.Is(err, floodgate.ErrInvalidPolicy) {
 		t.Errorf("New with a nil store: %v", err)
 	}
-}
-
-func TestCoarseClockLagsNeverLeads(t *testing.T) {
-	c := floodgate.NewCoarseClock(100 * time.Microsecond)
-	defer c.Stop()
-	prev := int64(math.MinInt64)
-	for i := 0; i < 100_000; i++ {
-		got := c.UnixNano()
-		if real := floodgate.SystemClock.UnixNano(); got > real {
-			t.Fatalf("coarse clock %d leads the system clock %d", got, real)
-		}
-		if got < prev {
-			t.Fatalf("coarse clock went back from %d to %d", prev, got)
-		}
-		prev = got
-	}
-	c.Stop()
-	c.Stop() // idempotent
 }
 
 type fixedLimiter struct {
@@ -370,7 +362,7 @@ func TestRefundErrorsRedactKeys(t *testing.T) {
 	}
 	secret := "sk_live_" + strings.Repeat("x", 1<<20)
 	first, second := refundFails{mk("first", 10)}, mk("second", 1)
-	second.Allow(context.Background(), "k")
+	floodgate.Allow(context.Background(), second, "k")
 	_, drove, err := floodgate.AllowAll(context.Background(),
 		floodgate.Check{Limiter: first, Key: secret, Cost: 1},
 		floodgate.Check{Limiter: second, Key: "k", Cost: 1})

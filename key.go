@@ -9,14 +9,14 @@ import (
 )
 
 // MaxKeyLen is the longest key kept as it is. Longer keys are replaced by
-// DigestPrefix and the hex digest of the key.
+// "sha256:" and the hex SHA-256 digest of the key.
 const MaxKeyLen = 192
 
-// DigestPrefix starts every digested key.
-const DigestPrefix = "sha256:"
+// digestPrefix starts every digested key.
+const digestPrefix = "sha256:"
 
 // NormalizeKey returns key, or its digest when key is longer than MaxKeyLen
-// or itself starts with DigestPrefix.
+// or itself starts with "sha256:", the prefix of a digest.
 //
 // Long keys are hashed rather than truncated: two keys that share a long
 // prefix (a URL, a JWT) stay distinct, so neither can be starved by the other
@@ -25,11 +25,11 @@ const DigestPrefix = "sha256:"
 // A short key that looks like a digest is digested too, so no client can
 // write the digest of another client's long key and share its bucket.
 func NormalizeKey(key string) string {
-	if len(key) <= MaxKeyLen && !strings.HasPrefix(key, DigestPrefix) {
+	if len(key) <= MaxKeyLen && !strings.HasPrefix(key, digestPrefix) {
 		return key
 	}
 	sum := sha256.Sum256([]byte(key))
-	return DigestPrefix + hex.EncodeToString(sum[:])
+	return digestPrefix + hex.EncodeToString(sum[:])
 }
 
 // redactSeed keys RedactKey per process: a redacted key identifies a client

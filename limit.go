@@ -2,11 +2,11 @@ package floodgate
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/internal/textform"
 )
 
 // An Algorithm decides how a Limit spreads its rate over time.
@@ -39,36 +39,12 @@ const (
 	SlidingLog
 )
 
-var algorithmNames = [...]string{
-	GCRA:          "gcra",
-	TokenBucket:   "token_bucket",
-	FixedWindow:   "fixed_window",
-	SlidingWindow: "sliding_window",
-	SlidingLog:    "sliding_log",
-}
-
 // String returns the algorithm's configuration name, e.g. "sliding_window".
 func (a Algorithm) String() string {
-	if int(a) < len(algorithmNames) {
-		return algorithmNames[a]
+	if int(a) < len(textform.Algorithms) {
+		return textform.Algorithms[a]
 	}
 	return fmt.Sprintf("algorithm(%d)", uint8(a))
-}
-
-// AlgorithmNames returns the configuration names of the algorithms, in
-// order: what ParseAlgorithm accepts.
-func AlgorithmNames() []string { return append([]string(nil), algorithmNames[:]...) }
-
-// ParseAlgorithm maps a configuration name (as returned by String; case and
-// dashes do not matter) to its Algorithm.
-func ParseAlgorithm(s string) (Algorithm, error) {
-	norm := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "-", "_")
-	for a, name := range algorithmNames {
-		if norm == name {
-			return Algorithm(a), nil
-		}
-	}
-	return 0, fmt.Errorf("%w: unknown algorithm %q (use one of %s)", ErrInvalidLimit, s, strings.Join(algorithmNames[:], ", "))
 }
 
 // A Limit is Rate units per Period.
@@ -169,7 +145,7 @@ func (l Limit) Spec() algo.Spec {
 
 // transition validates l and compiles it.
 func (l Limit) transition() (algo.Transition, error) {
-	if int(l.Algorithm) >= len(algorithmNames) {
+	if int(l.Algorithm) >= len(textform.Algorithms) {
 		return algo.Transition{}, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidLimit, l.Algorithm)
 	}
 	// algo's errors name the fields of Limit and wrap ErrInvalidLimit.
@@ -180,7 +156,7 @@ func (l Limit) transition() (algo.Transition, error) {
 // "10/s burst 20", "5/d fixed_window in Europe/Berlin".
 func (l Limit) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d/%s", l.Rate, FormatPeriod(l.Period))
+	fmt.Fprintf(&b, "%d/%s", l.Rate, textform.Period(l.Period))
 	if l.Burst != 0 && l.Burst != l.Rate {
 		fmt.Fprintf(&b, " burst %d", l.Burst)
 	}
@@ -193,25 +169,6 @@ func (l Limit) String() string {
 		b.WriteString(l.Location.String())
 	}
 	return b.String()
-}
-
-// FormatPeriod writes a period as configuration does: "s", "min", "h" and
-// "d" for one unit, else a count and a unit ("30s", "15min", "2h", "7d"),
-// else Go's duration syntax ("1.5s").
-func FormatPeriod(d time.Duration) string {
-	units := []struct {
-		d    time.Duration
-		name string
-	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "min"}, {time.Second, "s"}}
-	for _, u := range units {
-		if d > 0 && d%u.d == 0 {
-			if d == u.d {
-				return u.name
-			}
-			return strconv.FormatInt(int64(d/u.d), 10) + u.name
-		}
-	}
-	return d.String()
 }
 
 // Validate reports whether l can work, with an error wrapping ErrInvalidLimit

@@ -89,11 +89,6 @@ func maxWaitOf(ctx context.Context) time.Duration {
 	return time.Duration(math.MaxInt64)
 }
 
-// Wait is WaitN with a cost of 1.
-func (l *PolicyLimiter) Wait(ctx context.Context, key string) (Result, error) {
-	return l.WaitN(ctx, key, 1)
-}
-
 // ReserveN implements Limiter: it takes cost units for key to be used at
 // the earliest instant they fit, if that instant comes before ctx's
 // deadline (without a deadline, within the longest a limit can hold:
@@ -151,12 +146,20 @@ func (l *PolicyLimiter) reserve(ctx context.Context, key string, cost int64, r *
 	return nil
 }
 
-// WaitN implements Limiter: it blocks until cost units for key pass and
-// returns the Result of the decision that admitted them. When they cannot
-// pass before ctx's deadline it returns at once with an error wrapping
-// ErrWaitDeadline, having charged nothing; when ctx ends while it waits,
-// it gives the units back (Reservation.Cancel) and returns ctx's error. A
-// cost above a limit's capacity is an error wrapping ErrInvalidCost.
+// Wait is WaitN with a cost of 1.
+func Wait(ctx context.Context, l Limiter, key string) (Result, error) {
+	return WaitN(ctx, l, key, 1)
+}
+
+// WaitN blocks until cost units for key pass l and returns the Result of
+// the decision that admitted them. It asks l.ReserveN for the units and
+// sleeps until the instant they were reserved for, so a wrapper that
+// decorates ReserveN (metrics, logging) sees every wait. When the units
+// cannot pass before ctx's deadline it returns at once with an error
+// wrapping ErrWaitDeadline, having charged nothing; when ctx ends while it
+// waits, it gives the units back (Reservation.Cancel) and returns ctx's
+// error. A cost above a limit's capacity is an error wrapping
+// ErrInvalidCost.
 //
 // When the deadline comes while the engine is asked, the error wraps
 // ErrWaitDeadline and context.DeadlineExceeded (whatever the engine's
@@ -169,30 +172,30 @@ func (l *PolicyLimiter) reserve(ctx context.Context, key string, cost int64, r *
 //
 // On token-bucket limits the units are reserved with one engine call and
 // callers are served in the order they reserved. A policy with a window
-// limit has no future to book into: WaitN sleeps until the units would
-// pass and asks again, so it never over-admits, but a caller may lose its
-// turn to one that asks at the right moment.
-func (l *PolicyLimiter) WaitN(ctx context.Context, key string, cost int64) (Result, error) {
+// limit has no future to book into: its Reservation is not OK with the
+// wait before the units could pass, WaitN sleeps that long and asks
+// again, so it never over-admits, but a caller may lose its turn to one
+// that asks at the right moment. A Reservation that is not OK from a
+// limiter other than New's is treated the same way: WaitN sleeps for its
+// Delay, if that fits before the deadline, and asks again. A ReserveN
+// that returns neither a Reservation nor an error is an error.
+func WaitN(ctx context.Context, l Limiter, key string, cost int64) (Result, error) {
+	pl, direct := l.(*PolicyLimiter)
 	for {
-		var r Reservation
-		if err := l.reserve(ctx, key, cost, &r); err != nil {
-			return Result{}, deadlineCame(ctx, err)
+		var r *Reservation
+		var err error
+		if direct {
+			// New's limiter keeps the reservation on the stack.
+			var rv Reservation
+			r, err = &rv, pl.reserve(ctx, key, cost, &rv)
+		} else {
+			r, err = l.ReserveN(ctx, key, cost)
 		}
-		if res, done, err := r.settle(ctx); done {
-			return res, err
-		}
-	}
-}
-
-// WaitFor waits on the reservations reserve makes: it is WaitN for any
-// Limiter that implements ReserveN. A wrapper that decorates ReserveN
-// (metrics, logging) implements its WaitN with it, so waits pass through
-// the decoration.
-func WaitFor(ctx context.Context, reserve func(context.Context) (*Reservation, error)) (Result, error) {
-	for {
-		r, err := reserve(ctx)
 		if err != nil {
 			return Result{}, deadlineCame(ctx, err)
+		}
+		if r == nil {
+			return Result{}, fmt.Errorf("floodgate: policy %s: ReserveN returned neither a reservation nor an error", l.Name())
 		}
 		if res, done, err := r.settle(ctx); done {
 			return res, err

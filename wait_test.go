@@ -9,12 +9,13 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/testkit"
 )
 
-func waitLimiter(t *testing.T, clock floodgate.Clock, limits ...floodgate.Limit) *floodgate.PolicyLimiter {
+func waitLimiter(t *testing.T, clock clock.Clock, limits ...floodgate.Limit) *floodgate.PolicyLimiter {
 	t.Helper()
 	store := memstore.New(memstore.Options{Clock: clock, SweepInterval: -1})
 	t.Cleanup(func() { store.Close() })
@@ -31,14 +32,14 @@ func TestWaitPastTheDeadlineChargesNothing(t *testing.T) {
 	clock := floodgatetest.NewClock(floodgatetest.Start)
 	lim := waitLimiter(t, clock, floodgate.PerMinute(1))
 	ctx := context.Background()
-	if _, err := lim.Wait(ctx, "k"); err != nil {
+	if _, err := floodgate.Wait(ctx, lim, "k"); err != nil {
 		t.Fatal(err)
 	}
 	dctx, cancel := context.WithTimeout(ctx, time.Hour) // the clock stands still: a wait of a minute would fit
 	defer cancel()
 	short, cancel2 := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel2()
-	_, err := lim.WaitN(short, "k", 1)
+	_, err := floodgate.WaitN(short, lim, "k", 1)
 	if !errors.Is(err, floodgate.ErrWaitDeadline) {
 		t.Fatalf("WaitN = %v, want ErrWaitDeadline", err)
 	}
@@ -46,7 +47,7 @@ func TestWaitPastTheDeadlineChargesNothing(t *testing.T) {
 	if err != nil || !r.OK || r.Delay != time.Minute {
 		t.Fatalf("after the refused wait: %+v, %v; want a wait of exactly 1m (nothing charged)", r, err)
 	}
-	if _, err := lim.WaitN(ctx, "k", 2); !errors.Is(err, floodgate.ErrInvalidCost) {
+	if _, err := floodgate.WaitN(ctx, lim, "k", 2); !errors.Is(err, floodgate.ErrInvalidCost) {
 		t.Errorf("a cost above capacity: %v, want ErrInvalidCost", err)
 	}
 	if _, err := lim.ReserveN(ctx, "k", -1); !errors.Is(err, floodgate.ErrInvalidCost) {
@@ -59,13 +60,13 @@ func TestWaitCancelledGivesBack(t *testing.T) {
 	clock := floodgatetest.NewClock(floodgatetest.Start)
 	lim := waitLimiter(t, clock, floodgate.PerHour(1))
 	ctx := context.Background()
-	if _, err := lim.Allow(ctx, "k"); err != nil {
+	if _, err := floodgate.Allow(ctx, lim, "k"); err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := lim.Wait(wctx, "k")
+		_, err := floodgate.Wait(wctx, lim, "k")
 		done <- err
 	}()
 	// The waiter has booked the next unit once a reservation waits two hours.
@@ -90,13 +91,13 @@ func TestWaitOnWindows(t *testing.T) {
 	lim := waitLimiter(t, clock, floodgate.PerMinute(2).WithAlgorithm(floodgate.FixedWindow))
 	ctx := context.Background()
 	for range 2 {
-		if res, err := lim.Wait(ctx, "k"); err != nil || !res.Allowed {
+		if res, err := floodgate.Wait(ctx, lim, "k"); err != nil || !res.Allowed {
 			t.Fatalf("%+v, %v", res, err)
 		}
 	}
 	short, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := lim.Wait(short, "k"); !errors.Is(err, floodgate.ErrWaitDeadline) {
+	if _, err := floodgate.Wait(short, lim, "k"); !errors.Is(err, floodgate.ErrWaitDeadline) {
 		t.Fatalf("Wait = %v, want ErrWaitDeadline", err)
 	}
 	if res, _ := lim.AllowN(ctx, "k", 0); res.Remaining != 0 {
@@ -124,7 +125,7 @@ func TestWaitManyWaiters(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			if _, err := lim.Wait(ctx, "k"); err != nil {
+			if _, err := floodgate.Wait(ctx, lim, "k"); err != nil {
 				errs <- err
 			}
 		}()
@@ -169,12 +170,12 @@ func TestWaitDeadlineBeforeTheContextSaysSo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = lim.Wait(passedCtx{context.Background()}, "k")
+	_, err = floodgate.Wait(passedCtx{context.Background()}, lim, "k")
 	if !errors.Is(err, floodgate.ErrWaitDeadline) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait = %v, want ErrWaitDeadline and context.DeadlineExceeded", err)
 	}
 	// Without a deadline the engine's error is its own.
-	if _, err := lim.Wait(context.Background(), "k"); errors.Is(err, floodgate.ErrWaitDeadline) || errors.Is(err, context.DeadlineExceeded) {
+	if _, err := floodgate.Wait(context.Background(), lim, "k"); errors.Is(err, floodgate.ErrWaitDeadline) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait without a deadline = %v, want the engine's error alone", err)
 	}
 }
@@ -191,14 +192,14 @@ func TestWaitDeadlineDuringTheCall(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	_, err = lim.Wait(ctx, "k")
+	_, err = floodgate.Wait(ctx, lim, "k")
 	if !errors.Is(err, floodgate.ErrWaitDeadline) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait = %v, want ErrWaitDeadline wrapping the context's deadline", err)
 	}
 	// A caller that cancels is not told about a deadline.
 	cctx, ccancel := context.WithCancel(context.Background())
 	time.AfterFunc(10*time.Millisecond, ccancel)
-	if _, err := lim.Wait(cctx, "k"); errors.Is(err, floodgate.ErrWaitDeadline) || !errors.Is(err, context.Canceled) {
+	if _, err := floodgate.Wait(cctx, lim, "k"); errors.Is(err, floodgate.ErrWaitDeadline) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait after cancel = %v, want context.Canceled alone", err)
 	}
 }

@@ -118,7 +118,7 @@ func TestAdminRefusesOtherSites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim.Allow(context.Background(), "k") // spent
+	floodgate.Allow(context.Background(), lim, "k") // spent
 	for _, tc := range []struct {
 		host, origin string
 		want         int

@@ -92,7 +92,7 @@ func newFloodgateMem(tb testing.TB, q quota) engine {
 }
 
 func (e *floodgateEngine) allow(key string) (bool, error) {
-	r, err := e.lim.Allow(bg, key)
+	r, err := floodgate.Allow(bg, e.lim, key)
 	return r.Allowed, err
 }
 

@@ -62,7 +62,7 @@ func newFloodgateRedis(tb testing.TB, client *redis.Client, q quota) engine {
 }
 
 func (e *floodgateRedis) allow(key string) (bool, error) {
-	r, err := e.lim.Allow(bg, key)
+	r, err := floodgate.Allow(bg, e.lim, key)
 	return r.Allowed, err
 }
 

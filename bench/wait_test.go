@@ -112,7 +112,7 @@ func benchWait(b *testing.B, par bool) {
 	b.Run("op=wait/impl=floodgate", func(b *testing.B) {
 		lim := newFG(b)
 		run(b, par, func() {
-			if _, err := lim.Wait(ctx, "k"); err != nil {
+			if _, err := floodgate.Wait(ctx, lim, "k"); err != nil {
 				b.Fatal(err)
 			}
 		})

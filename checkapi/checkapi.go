@@ -22,6 +22,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/internal/denylog"
+	"github.com/floodgate-go/floodgate/internal/textform"
 	"github.com/floodgate-go/floodgate/internal/webguard"
 )
 
@@ -450,7 +451,7 @@ func appendResult(b []byte, res *floodgate.Result) []byte {
 		b = append(b, `,"limit":{"rate":`...)
 		b = strconv.AppendInt(b, l.Rate, 10)
 		b = append(b, `,"period":`...)
-		b = appendJSONString(b, floodgate.FormatPeriod(l.Period))
+		b = appendJSONString(b, textform.Period(l.Period))
 		b = append(b, `,"period_seconds":`...)
 		b = appendSeconds(b, l.Period)
 		b = append(b, `,"burst":`...)

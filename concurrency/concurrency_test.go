@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/testkit"
 )
@@ -260,7 +260,7 @@ func waitQueued(t *testing.T, l *concurrency.Limiter, n int) {
 func TestLeases(t *testing.T) {
 	var now atomic.Int64
 	now.Store(1e18)
-	store := concurrency.NewLocalClock(floodgate.ClockFunc(now.Load))
+	store := concurrency.NewLocalClock(clock.Func(now.Load))
 	l := newLimiter(t, store, concurrency.Options{Limit: 1, MaxWaiting: 1, MaxWait: time.Minute, PollInterval: time.Millisecond})
 	ctx := context.Background()
 	if r, _ := l.AcquireLease(ctx, "k", 0); r.Reason != concurrency.ReasonError || !errors.Is(r.Err(), concurrency.ErrInvalid) {

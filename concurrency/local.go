@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 )
 
 // LocalSource is the Source of the decisions of a Local store.
@@ -43,8 +44,8 @@ type LocalOptions struct {
 	MaxKeys int
 
 	// Clock tells the time leases run out by. Nil means
-	// floodgate.SystemClock.
-	Clock floodgate.Clock
+	// clock.System.
+	Clock clock.Clock
 
 	// SweepInterval is how often a janitor drops the holds whose lease ran
 	// out; it runs only while some hold has a lease, so a Local of holds
@@ -61,7 +62,7 @@ type LocalOptions struct {
 // their keys are asked for again. At most MaxKeys holds are kept. It is
 // safe for concurrent use; the zero Local is not, use NewLocal.
 type Local struct {
-	clock    floodgate.Clock
+	clock    clock.Clock
 	maxHolds int           // 0: no bound
 	interval time.Duration // of the janitor; negative: none
 
@@ -93,14 +94,14 @@ func NewLocal() *Local { return NewLocalWith(LocalOptions{}) }
 
 // NewLocalClock returns an empty Local store whose leases run out by
 // clock, for tests that move time by hand.
-func NewLocalClock(clock floodgate.Clock) *Local { return NewLocalWith(LocalOptions{Clock: clock}) }
+func NewLocalClock(clock clock.Clock) *Local { return NewLocalWith(LocalOptions{Clock: clock}) }
 
 // NewLocalWith returns an empty Local store configured by o.
 func NewLocalWith(o LocalOptions) *Local {
 	s := &Local{clock: o.Clock, maxHolds: o.MaxKeys, interval: o.SweepInterval,
 		keys: make(map[localKey]*holders), nextExpiry: math.MaxInt64}
 	if s.clock == nil {
-		s.clock = floodgate.SystemClock
+		s.clock = clock.System
 	}
 	switch {
 	case o.MaxKeys == 0:

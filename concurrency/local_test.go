@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/testkit"
 )
@@ -32,7 +32,7 @@ func TestLocalSweepsAbandonedLeases(t *testing.T) {
 	now.Store(1e18)
 	// The janitor as production runs it, on a clock moved by hand; its
 	// interval short so that the test does not wait for it.
-	store := concurrency.NewLocalWith(concurrency.LocalOptions{Clock: floodgate.ClockFunc(now.Load), SweepInterval: time.Millisecond})
+	store := concurrency.NewLocalWith(concurrency.LocalOptions{Clock: clock.Func(now.Load), SweepInterval: time.Millisecond})
 	l := newLimiter(t, store, concurrency.Options{Name: "leases", Limit: 1})
 	ctx := context.Background()
 	const n = 100000
@@ -69,7 +69,7 @@ func TestLocalSweepsAbandonedLeases(t *testing.T) {
 func TestLocalMaxKeys(t *testing.T) {
 	var now atomic.Int64
 	now.Store(1e18)
-	store := concurrency.NewLocalWith(concurrency.LocalOptions{Clock: floodgate.ClockFunc(now.Load), MaxKeys: 4, SweepInterval: -1})
+	store := concurrency.NewLocalWith(concurrency.LocalOptions{Clock: clock.Func(now.Load), MaxKeys: 4, SweepInterval: -1})
 	l := newLimiter(t, store, concurrency.Options{Limit: 2})
 	ctx := context.Background()
 	lease := func(key string, ttl time.Duration) (concurrency.Result, concurrency.Lease) {

@@ -61,6 +61,10 @@ type Config struct {
 	// Log configures the daemon's log/slog output.
 	Log Log `yaml:"log"`
 
+	// Telemetry exports the daemon's metrics and a span per decision by
+	// OpenTelemetry's OTLP. Absent: off, and nothing of OpenTelemetry runs.
+	Telemetry *Telemetry `yaml:"telemetry,omitempty"`
+
 	// ShutdownTimeout bounds how long a stopping daemon (SIGTERM, ^C) waits
 	// for in-flight requests and sessions to finish; what is still running
 	// then is cut off. The process exits within ShutdownDelay +
@@ -974,6 +978,77 @@ type Admin struct {
 }
 
 func (a *Admin) setDefaults() { a.Listen = DefaultAdminListen; a.Bounds.defaults(boundsHTTP) }
+
+// Telemetry configures the OTLP export of metrics and traces
+// (docs/telemetry.md). What the section leaves out, the standard
+// OTEL_EXPORTER_OTLP_* environment variables give (endpoint, headers,
+// certificate, timeout), then the exporters' defaults; a field set here
+// wins over its variable.
+type Telemetry struct {
+	// Endpoint is where the OTLP receiver listens: host:port, or a URL
+	// (http:// for a receiver without TLS). Default: the variable
+	// OTEL_EXPORTER_OTLP_ENDPOINT, else localhost:4317 (grpc) or
+	// localhost:4318 (http).
+	Endpoint string `yaml:"endpoint,omitempty"`
+
+	// Protocol is grpc (the default) or http (OTLP over HTTP with
+	// protobuf bodies, to /v1/metrics and /v1/traces under Endpoint).
+	Protocol string `yaml:"protocol"`
+
+	// Insecure sends without TLS. Default false: TLS, verified against
+	// the system's roots or CAFile.
+	Insecure bool `yaml:"insecure,omitempty"`
+
+	// CAFile is a PEM file of the certificate authorities that sign the
+	// receiver's certificate, instead of the system's.
+	CAFile string `yaml:"ca_file,omitempty"`
+
+	// Headers are sent with every export, e.g. an authorization header:
+	// write ${OTLP_TOKEN} to take a value from the environment, or use
+	// HeaderFiles.
+	Headers map[string]string `yaml:"headers,omitempty"`
+
+	// HeaderFiles are headers whose values are files' contents (trailing
+	// newline removed), by header name; a name may not be in both.
+	HeaderFiles map[string]string `yaml:"header_files,omitempty"`
+
+	// ServiceName is the resource's service.name. Default "floodgate"
+	// (the variable OTEL_SERVICE_NAME when set).
+	ServiceName string `yaml:"service_name"`
+
+	// ResourceAttributes are added to the resource of every metric and
+	// span (e.g. deployment.environment.name: prod), over those of
+	// OTEL_RESOURCE_ATTRIBUTES.
+	ResourceAttributes map[string]string `yaml:"resource_attributes,omitempty"`
+
+	// Signals are what is exported: metrics, traces or both (the
+	// default).
+	Signals []string `yaml:"signals"`
+
+	// MetricsInterval is how often the metrics are read and exported.
+	// Default 60s.
+	MetricsInterval Duration `yaml:"metrics_interval"`
+
+	// SamplingRatio is the share of traces started here that are
+	// recorded, from 0 to 1 (the default). A request that arrives in a
+	// trace follows its parent's sampling decision instead.
+	SamplingRatio float64 `yaml:"sampling_ratio"`
+}
+
+// Telemetry's protocols and signals.
+const (
+	TelemetryGRPC    = "grpc"
+	TelemetryHTTP    = "http"
+	TelemetryMetrics = "metrics"
+	TelemetryTraces  = "traces"
+)
+
+func (t *Telemetry) setDefaults() {
+	t.Protocol, t.ServiceName = TelemetryGRPC, "floodgate"
+	t.Signals = []string{TelemetryMetrics, TelemetryTraces}
+	t.MetricsInterval = Duration(60 * time.Second)
+	t.SamplingRatio = 1
+}
 
 // Log configures the daemon's logs.
 type Log struct {

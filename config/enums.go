@@ -1,10 +1,10 @@
 package config
 
 import (
-	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/envoyrules"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
+	"github.com/floodgate-go/floodgate/internal/textform"
 	"github.com/floodgate-go/floodgate/pgproxy/pgmode"
 )
 
@@ -18,7 +18,7 @@ var (
 	enumCounts       = httplimit.CountNames()
 	enumReplication  = pgmode.ReplicationModeNames()
 	enumHeaderStyles = names(envoyrules.HeaderStyles)
-	enumAlgorithms   = floodgate.AlgorithmNames()
+	enumAlgorithms   = textform.AlgorithmNames()
 	// envoy.descriptors and envoy.engine_errors, in envoyrls.Mode's terms.
 	enumEnvoyDescriptors = []string{"all_or_nothing", "independent"}
 	enumEnvoyErrors      = []string{"failure_mode", "status"}

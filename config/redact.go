@@ -10,7 +10,7 @@ import (
 const Redacted = "[redacted]"
 
 // Redact returns a copy of c with every secret replaced by Redacted: the
-// Redis and Sentinel passwords, the check and admin tokens, and a password
+// Redis and Sentinel passwords, the check and admin tokens, the telemetry headers, and a password
 // in the upstream URL. Secret file names are kept (they say where the
 // secret is, not what it is). The copy shares c's maps and slices, so
 // treat it as read-only.
@@ -36,6 +36,16 @@ func Redact(c *Config) *Config {
 		a := *c.Admin
 		hide(&a.Token)
 		out.Admin = &a
+	}
+	if c.Telemetry != nil && len(c.Telemetry.Headers) > 0 {
+		// Export headers carry credentials (an authorization, an API key):
+		// every value is hidden.
+		t := *c.Telemetry
+		t.Headers = make(map[string]string, len(c.Telemetry.Headers))
+		for name := range c.Telemetry.Headers {
+			t.Headers[name] = Redacted
+		}
+		out.Telemetry = &t
 	}
 	if c.Proxy != nil {
 		p := *c.Proxy

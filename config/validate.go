@@ -10,6 +10,7 @@ import (
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/httpmatch"
 
+	"github.com/floodgate-go/floodgate/internal/textform"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -97,6 +99,9 @@ func (k *checker) check() {
 	}
 	if c.Envoy != nil {
 		k.checkEnvoy()
+	}
+	if c.Telemetry != nil {
+		k.checkTelemetry()
 	}
 	if c.Postgres != nil {
 		k.checkPostgres()
@@ -441,12 +446,12 @@ func (k *checker) limit(path string, s LimitSpec, inherit LimitSpec) (floodgate.
 	}
 	alg := s.Algorithm
 	if alg != "" {
-		a, err := floodgate.ParseAlgorithm(alg)
-		if err != nil {
+		a, ok := textform.Algorithm(alg)
+		if !ok {
 			k.oneOf(path+".algorithm", alg, enumAlgorithms...)
 			return l, false
 		}
-		l.Algorithm = a
+		l.Algorithm = floodgate.Algorithm(a)
 	}
 	if s.Burst < 0 {
 		k.errf(path+".burst", "must not be negative (0 means burst = rate)")
@@ -778,11 +783,12 @@ func (k *checker) checkEnvoy() {
 	k.serverTLS("envoy.tls", e.TLS)
 	k.secret("envoy", &e.Token, &e.TokenFile)
 	k.bounds("envoy", &e.Bounds, boundsGRPC)
-	alg, err := floodgate.ParseAlgorithm(e.Algorithm)
-	if err != nil {
+	a, ok := textform.Algorithm(e.Algorithm)
+	if !ok {
 		k.oneOf("envoy.algorithm", e.Algorithm, enumAlgorithms...)
 		return
 	}
+	alg := floodgate.Algorithm(a)
 	if len(e.RatelimitConfig) == 0 {
 		k.errf("envoy", "envoy.ratelimit_config is required: the envoyproxy/ratelimit configuration files to serve")
 		return
@@ -1012,4 +1018,63 @@ func (c *Config) FloodgatePolicies() (map[string]floodgate.Policy, error) {
 		return nil, d.Errs.Sorted()
 	}
 	return out, nil
+}
+
+func (k *checker) checkTelemetry() {
+	t := k.c.Telemetry
+	switch t.Protocol {
+	case TelemetryGRPC, TelemetryHTTP:
+	default:
+		k.errf("telemetry.protocol", "%q is not a protocol: use grpc or http", t.Protocol)
+	}
+	if t.Endpoint != "" {
+		if strings.Contains(t.Endpoint, "://") {
+			if u, err := url.Parse(t.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				k.errf("telemetry.endpoint", "%q is not an http:// or https:// URL with a host; or give host:port", t.Endpoint)
+			}
+		} else if _, _, err := net.SplitHostPort(t.Endpoint); err != nil {
+			k.errf("telemetry.endpoint", "%q is neither host:port nor a URL: %v", t.Endpoint, err)
+		}
+	}
+	k.resolve(&t.CAFile)
+	if t.CAFile != "" {
+		if raw, err := os.ReadFile(t.CAFile); err != nil {
+			k.wrapf("telemetry.ca_file", err, "%v", err)
+		} else {
+			k.files[t.CAFile] = raw
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(t.HeaderFiles)) {
+		file := t.HeaderFiles[name]
+		if _, both := t.Headers[name]; both {
+			k.errf("telemetry.header_files."+name, "header %s is under headers too; give it in one of them", name)
+			continue
+		}
+		k.resolve(&file)
+		v, raw, err := readSecret(file)
+		if err != nil {
+			k.wrapf("telemetry.header_files."+name, err, "%v", err)
+			continue
+		}
+		k.files[file] = raw
+		t.HeaderFiles[name] = file
+		if t.Headers == nil {
+			t.Headers = map[string]string{}
+		}
+		t.Headers[name] = v
+	}
+	if len(t.Signals) == 0 {
+		k.errf("telemetry.signals", "name metrics, traces or both; leave the field out for both, or the section out for neither")
+	}
+	for _, s := range t.Signals {
+		if s != TelemetryMetrics && s != TelemetryTraces {
+			k.errf("telemetry.signals", "%q is not a signal: use metrics or traces", s)
+		}
+	}
+	if t.MetricsInterval <= 0 {
+		k.errf("telemetry.metrics_interval", "must be positive; leave it out for the default 60s")
+	}
+	if !(t.SamplingRatio >= 0 && t.SamplingRatio <= 1) {
+		k.errf("telemetry.sampling_ratio", "%v is not a ratio from 0 to 1", t.SamplingRatio)
+	}
 }

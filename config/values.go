@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/floodgate-go/floodgate/internal/textform"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 
 	"errors"
@@ -11,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/tokencost"
 )
 
@@ -56,13 +56,13 @@ type Rate struct {
 // IsZero reports whether the rate was not set.
 func (r Rate) IsZero() bool { return r.Count == 0 && r.Period == 0 }
 
-// String formats r as in the file, its period as floodgate.FormatPeriod
+// String formats r as in the file, its period as floodgate.Limit.String
 // writes it: "100/min", "10/30s", "5/2h", "1000/d".
 func (r Rate) String() string {
 	if r.IsZero() {
 		return ""
 	}
-	return strconv.FormatInt(r.Count, 10) + "/" + floodgate.FormatPeriod(r.Period)
+	return strconv.FormatInt(r.Count, 10) + "/" + textform.Period(r.Period)
 }
 
 // MarshalText formats r as String does.

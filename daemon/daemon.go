@@ -36,6 +36,7 @@ import (
 	"github.com/floodgate-go/floodgate/admin"
 	"github.com/floodgate-go/floodgate/checkapi"
 	"github.com/floodgate-go/floodgate/clientip"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/envoyrls"
@@ -48,6 +49,7 @@ import (
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/pgproxy"
 	"github.com/floodgate-go/floodgate/proxy"
+	"github.com/floodgate-go/floodgate/telemetry"
 )
 
 // A Daemon serves one configuration at a time. Build it with New, run it
@@ -61,10 +63,11 @@ type Daemon struct {
 	engine    *engine
 	conc      *concLimits // the routes' concurrency limits, kept across reloads
 	run       *runner
-	check     *checkapi.API     // nil without a check listener
-	envoy     *envoyrls.Service // nil without an envoy listener
-	pg        *pgproxy.Proxy    // nil without a postgres listener
-	admin     *admin.Admin      // nil without an admin listener
+	check     *checkapi.API        // nil without a check listener
+	envoy     *envoyrls.Service    // nil without an envoy listener
+	pg        *pgproxy.Proxy       // nil without a postgres listener
+	admin     *admin.Admin         // nil without an admin listener
+	tel       *telemetry.Telemetry // nil without a telemetry section
 	status    *statusPage
 	cur       atomic.Pointer[generation]
 	mu        sync.Mutex // serialises Apply
@@ -98,7 +101,7 @@ type Options struct {
 	// engine on this clock (with the section's memory.max_keys); every
 	// policy, route and front end is built as serve builds it. floodgate
 	// replay decides recorded traffic so, on the log's own time.
-	Clock floodgate.Clock
+	Clock clock.Clock
 }
 
 // New builds the engine, the metrics and the front ends of cfg. It does not
@@ -153,9 +156,14 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		d.engine.close()
 		return nil, err
 	}
+	if d.tel, err = telemetry.New(cfg.Telemetry, d.reg, d.log); err != nil {
+		d.engine.close()
+		return nil, errAt(cfg, "telemetry", err)
+	}
 	g, err := d.build(cfg)
 	if err != nil {
 		d.engine.close()
+		d.dropTelemetry()
 		return nil, err
 	}
 	d.engine.setLeases(g.cfg)
@@ -163,6 +171,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	d.conc.commit()
 	if errs := d.newFrontEnds(g); len(errs) > 0 {
 		d.engine.close()
+		d.dropTelemetry()
 		return nil, errs.Sorted()
 	}
 	for _, f := range d.run.fronts {
@@ -228,6 +237,11 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	err := d.run.shutdown(ctx)
 	d.status.shutdown()
 	d.engine.close()
+	// Last, so that the metrics exported hold every decision made. A
+	// receiver that is down is logged, not an error of the shutdown.
+	if terr := d.tel.Shutdown(ctx); terr != nil {
+		d.log.Warn("telemetry: the last export failed", "error", terr)
+	}
 	return err
 }
 
@@ -236,6 +250,15 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 func (d *Daemon) Close() {
 	d.status.shutdown()
 	d.engine.close()
+	d.dropTelemetry()
+}
+
+// dropTelemetry stops the exporters of a daemon that served nothing, so
+// nothing is exported: the canceled context skips their last export.
+func (d *Daemon) dropTelemetry() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d.tel.Shutdown(ctx)
 }
 
 // Apply swaps in cfg. On an error the configuration in service keeps
@@ -388,7 +411,7 @@ func (d *Daemon) build(cfg *config.Config) (*generation, error) {
 			errs = append(errs, errorsAt(cfg, yamlpos.MapKeyPath("policies", name), err)...)
 			continue
 		}
-		wrapped := d.m.Limiter(lim)
+		wrapped := d.tel.Limiter(d.m.Limiter(lim), rawKeys(cfg))
 		if !d.noStatus {
 			wrapped = d.status.wrap(wrapped)
 		}
@@ -482,7 +505,7 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 	if p := cfg.Proxy; p != nil && g.proxy != nil {
 		// The listener serves the generation in service: a reload swaps
 		// the whole proxy (upstream, headers, trust, routes, certificates).
-		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { d.cur.Load().proxy.ServeHTTP(w, r) })
+		h := d.tel.HTTP("proxy", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { d.cur.Load().proxy.ServeHTTP(w, r) }), true)
 		var tc *tls.Config
 		if g.proxyTLS != nil {
 			// Each handshake takes the generation's TLS settings: rotated or
@@ -498,7 +521,7 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 			fail("check.concurrency", err)
 		}
 		d.check = checkapi.New(checkapi.Config{Timeout: checkTimeout(cfg), Policies: g.limiters, Logger: d.log, RawKeys: rawKeys(cfg), Token: c.Token, AllowedHosts: c.AllowedHosts, Concurrency: cc, Headers: checkHeaders(cfg)})
-		d.run.fronts = append(d.run.fronts, httpFrontEnd("check", c.Listen, d.check, nil, c.Bounds, nil, d.log))
+		d.run.fronts = append(d.run.fronts, httpFrontEnd("check", c.Listen, d.tel.HTTP("check", d.check, false), nil, c.Bounds, nil, d.log))
 	}
 	if e := cfg.Envoy; e != nil {
 		// Every engine of the daemon returns by its call's deadline
@@ -507,7 +530,7 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 			Mode: envoyMode(e), Store: d.engine.store, Token: e.Token,
 			Rules: e.Rules, Limiters: g.limiters, Logger: d.log, RawKeys: rawKeys(cfg),
 			OnShadow: func(name string, _ floodgate.Result) { d.shadowed.WithLabelValues(name).Inc() },
-			Bounds:   envoyBounds(e.Bounds)}
+			Bounds:   envoyBounds(e.Bounds), ServerOptions: d.tel.GRPC()}
 		path, err := "envoy", error(nil)
 		if e.TLS != nil {
 			// As the PostgreSQL listener's: rotated certificate files are

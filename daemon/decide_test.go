@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 )
 
 // With Options.Clock the daemon decides on a memory engine at that
@@ -38,7 +38,7 @@ proxy:
 `)
 	var now atomic.Int64
 	now.Store(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC).UnixNano())
-	d, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), NoStatus: true, Clock: floodgate.ClockFunc(now.Load)})
+	d, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), NoStatus: true, Clock: clock.Func(now.Load)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ proxy:
 	}
 
 	noProxy := mustParse(t, "policies:\n  a:\n    rate: 1/s\ncheck:\n  listen: 127.0.0.1:0\n")
-	d2, err := New(noProxy, Options{Logger: slog.New(slog.DiscardHandler), Clock: floodgate.ClockFunc(now.Load)})
+	d2, err := New(noProxy, Options{Logger: slog.New(slog.DiscardHandler), Clock: clock.Func(now.Load)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/hybrid"
@@ -87,7 +88,7 @@ func (e *engine) setCredentials(r *config.Redis) {
 // the engine names "memory", "local" and "redis". A daemon builds its
 // engine once: the storage section cannot change by a reload. A clock
 // (Options.Clock) makes it a memory engine on that clock, whatever st says.
-func newEngine(st config.Storage, clock floodgate.Clock, m *metrics.Metrics, reg prometheus.Registerer, log *slog.Logger) (*engine, error) {
+func newEngine(st config.Storage, clock clock.Clock, m *metrics.Metrics, reg prometheus.Registerer, log *slog.Logger) (*engine, error) {
 	e := &engine{remote: st.Remote() && clock == nil}
 	mem := func(name string) *memstore.Store {
 		s := memstore.New(memstore.Options{MaxKeys: st.Memory.MaxKeys, Clock: clock})

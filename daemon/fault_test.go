@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/testkit"
 )
 
@@ -179,19 +180,19 @@ admin: {listen: ""}
 	defer d.Shutdown(context.Background())
 	lim := d.cur.Load().limiters["api"]
 	testkit.Eventually(t, 20*time.Second, "a decision by redis", func() bool {
-		res, err := lim.Allow(context.Background(), "k")
+		res, err := floodgate.Allow(context.Background(), lim, "k")
 		return err == nil && res.Source == "redis"
 	})
 	srv.Kill()
 	testkit.Eventually(t, 20*time.Second, "the breaker's opening logged", func() bool {
-		lim.Allow(context.Background(), "k")
+		floodgate.Allow(context.Background(), lim, "k")
 		return strings.Contains(logs.String(), `level=WARN msg="circuit breaker open" engine=redis failure_mode=fail_open from=closed to=open reason="`) &&
 			strings.Contains(logs.String(), "connection refused") &&
 			strings.Contains(logs.String(), `detail="allowing every request until Redis is back"`)
 	})
 	srv.Restart()
 	testkit.Eventually(t, 20*time.Second, "the breaker's closing logged", func() bool {
-		lim.Allow(context.Background(), "k")
+		floodgate.Allow(context.Background(), lim, "k")
 		return strings.Contains(logs.String(), `msg="circuit breaker closed" engine=redis`)
 	})
 }

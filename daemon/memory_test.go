@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/status"
 )
 
@@ -70,7 +71,7 @@ func TestManyPoliciesMemory(t *testing.T) {
 		t.Fatalf("no policies %q, %q", busy, idle)
 	}
 	for range 10 {
-		lim.Allow(context.Background(), "k=v7")
+		floodgate.Allow(context.Background(), lim, "k=v7")
 	}
 	d.status.st.Tick()
 	rec := httptest.NewRecorder()

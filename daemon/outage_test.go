@@ -53,7 +53,7 @@ admin: {listen: ""}
 	d.engine.client.AddHook(dials)
 	lim := d.cur.Load().limiters["api"]
 	for range failover.UnreachableInRow {
-		if res, err := lim.Allow(context.Background(), "k"); err != nil || res.Source != floodgate.SourceLocalFallback {
+		if res, err := floodgate.Allow(context.Background(), lim, "k"); err != nil || res.Source != floodgate.SourceLocalFallback {
 			t.Fatalf("with Redis refusing: %+v, %v; want a local-fallback decision", res, err)
 		}
 	}
@@ -66,7 +66,7 @@ admin: {listen: ""}
 	// The probes that follow, each after a back-off of a millisecond or
 	// two, fail too: still one outage.
 	testkit.Eventually(t, 20*time.Second, "two probes failed", func() bool {
-		lim.Allow(context.Background(), "k")
+		floodgate.Allow(context.Background(), lim, "k")
 		return d.engine.guard.Stats().Probes >= 2 && d.engine.guard.State() == failover.Open
 	})
 	if n := strings.Count(logs.String(), "level=WARN"); n != 1 ||

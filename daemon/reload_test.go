@@ -141,19 +141,8 @@ func fieldAt(v reflect.Value, path string, create bool) (reflect.Value, bool) {
 }
 
 func (e *reloadEnv) limiter(name string) *floodgate.LimitSet {
-	type limitsFor interface {
-		LimitsFor(key string) *floodgate.LimitSet
-	}
-	var l floodgate.Limiter = e.d.cur.Load().limiters[name]
-	for l != nil {
-		if lf, ok := l.(limitsFor); ok {
-			return lf.LimitsFor("k")
-		}
-		u, ok := l.(interface{ Unwrap() floodgate.Limiter })
-		if !ok {
-			break
-		}
-		l = u.Unwrap()
+	if d, ok := floodgate.As[floodgate.Describer](e.d.cur.Load().limiters[name]); ok {
+		return d.LimitsFor("k")
 	}
 	e.t.Fatalf("no limits for policy %q", name)
 	return nil

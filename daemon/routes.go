@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/proxy"
+	"github.com/floodgate-go/floodgate/status"
 	"github.com/floodgate-go/floodgate/tokencost"
 )
 
@@ -42,12 +43,8 @@ func proxyRoutes(p *config.Proxy, limiters map[string]floodgate.Limiter, conc *c
 			if lim == nil {
 				return nil, fmt.Errorf("proxy.routes[%d].limits[%d]: no policy %q", i, j, rl.Policy)
 			}
-			if rl, ok := lim.(interface {
-				WithRoute(string) floodgate.Limiter
-			}); ok {
-				// The status page's recent decisions name the route.
-				lim = rl.WithRoute(r.Name)
-			}
+			// The status page's recent decisions name the route.
+			lim = status.WithRoute(lim, r.Name)
 			rule := routeRule(rl, lim, r.Name, res, trusted)
 			if rl.Cost.Tokens != "" {
 				rule.Tokens = tokens

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/status"
 	"github.com/floodgate-go/floodgate/testkit"
@@ -100,7 +101,7 @@ admin: {listen: ""}
 	}
 
 	r.Kill()
-	if res, err := lim.Allow(ctx, "k"); err != nil || res.Source != "fail-open" {
+	if res, err := floodgate.Allow(ctx, lim, "k"); err != nil || res.Source != "fail-open" {
 		t.Fatalf("with Redis down: %+v %v, want fail-open", res, err)
 	}
 	e = engine()
@@ -116,7 +117,7 @@ admin: {listen: ""}
 		if time.Now().After(deadline) {
 			t.Fatal("the breaker did not close after Redis came back")
 		}
-		lim.Allow(ctx, "k")
+		floodgate.Allow(ctx, lim, "k")
 		time.Sleep(20 * time.Millisecond) // the back-off runs on the real clock
 	}
 	e = engine()

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/envoyrules"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/memstore"
@@ -37,7 +38,7 @@ func service(t *testing.T, src string, cfg Config) rlsv3.RateLimitServiceClient 
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := memstore.New(memstore.Options{Clock: floodgate.ClockFunc(func() int64 { return pinned })})
+	st := memstore.New(memstore.Options{Clock: clock.Func(func() int64 { return pinned })})
 	t.Cleanup(func() { st.Close() })
 	cfg.Rules, cfg.Limiters = rules, map[string]floodgate.Limiter{}
 	for name, p := range rules.Policies() {
@@ -381,7 +382,7 @@ descriptors:
 // one in an unknown domain is not limited; a unit floodgate cannot keep
 // is an error.
 func TestLimitOverride(t *testing.T) {
-	st := memstore.New(memstore.Options{Clock: floodgate.ClockFunc(func() int64 { return pinned })})
+	st := memstore.New(memstore.Options{Clock: clock.Func(func() int64 { return pinned })})
 	t.Cleanup(func() { st.Close() })
 	c := service(t, "domain: d\ndescriptors: [{key: k, shadow_mode: true, rate_limit: {unit: minute, requests_per_unit: 100}}]\n", Config{Store: st})
 	over := func(perMinute uint32, e string) *ratelimitv3.RateLimitDescriptor {

@@ -95,6 +95,10 @@ type Config struct {
 	// mode that would have been over limit.
 	OnShadow func(name string, res floodgate.Result)
 
+	// ServerOptions are added to the gRPC server's own, e.g. a
+	// grpc.StatsHandler that traces each call.
+	ServerOptions []grpc.ServerOption
+
 	// Logger receives denials (sampled) and errors. Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -276,7 +280,7 @@ func New(cfg Config) (*Service, error) {
 	s.SetMode(cfg.Mode)
 	s.SetToken(cfg.Token)
 	s.store, s.tls = cfg.Store, cfg.TLS
-	s.serverOpts = cfg.Bounds.options()
+	s.serverOpts = append(cfg.Bounds.options(), cfg.ServerOptions...)
 
 	s.errs.Log = s.sample.Logger()
 	if s.timeout <= 0 {
@@ -465,10 +469,6 @@ type blocked string
 
 func (b blocked) Name() string { return string(b) }
 
-func (b blocked) Allow(ctx context.Context, key string) (floodgate.Result, error) {
-	return b.AllowN(ctx, key, 1)
-}
-
 func (b blocked) AllowN(_ context.Context, _ string, cost int64) (floodgate.Result, error) {
 	if cost == 0 {
 		return floodgate.Result{Allowed: true, Source: floodgate.SourcePolicy, Policy: string(b)}, nil
@@ -483,12 +483,4 @@ func (blocked) Reset(context.Context, string) error          { return nil }
 func (b blocked) ReserveN(ctx context.Context, key string, cost int64) (*floodgate.Reservation, error) {
 	res, err := b.AllowN(ctx, key, cost)
 	return &floodgate.Reservation{OK: res.Allowed, Delay: res.RetryAfter, Result: res}, err
-}
-
-func (b blocked) Wait(ctx context.Context, key string) (floodgate.Result, error) {
-	return b.WaitN(ctx, key, 1)
-}
-
-func (b blocked) WaitN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
-	return floodgate.WaitFor(ctx, func(ctx context.Context) (*floodgate.Reservation, error) { return b.ReserveN(ctx, key, cost) })
 }

@@ -1,6 +1,7 @@
 package envoyrules
 
 import (
+	"github.com/floodgate-go/floodgate/internal/textform"
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 
 	"fmt"
@@ -748,12 +749,12 @@ func (k *checker) rule(policy, dp string, specs []RateLimit, paths []string, dsc
 		}
 		l := floodgate.Limit{Rate: s.RequestsPerUnit, Period: period, Burst: s.Burst, Algorithm: alg}
 		if s.Algorithm != "" {
-			a, err := floodgate.ParseAlgorithm(s.Algorithm)
-			if err != nil {
-				k.d.OneOf(p+".algorithm", s.Algorithm, floodgate.AlgorithmNames()...)
+			a, ok := textform.Algorithm(s.Algorithm)
+			if !ok {
+				k.d.OneOf(p+".algorithm", s.Algorithm, textform.AlgorithmNames()...)
 				continue
 			}
-			l.Algorithm = a
+			l.Algorithm = floodgate.Algorithm(a)
 		}
 		if err := l.Validate(); err != nil {
 			msg := strings.TrimPrefix(err.Error(), floodgate.ErrInvalidLimit.Error()+": ")

@@ -44,7 +44,7 @@ func BenchmarkDecide(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					lim.Allow(ctx, "k")
+					floodgate.Allow(ctx, lim, "k")
 				}
 			})
 		})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/internal/deadline"
 )
 
@@ -207,9 +208,9 @@ type BreakerOptions struct {
 	// not concerned: they still get a derived context.
 	DeadlineBound bool
 
-	// Clock times the breaker's back-off. Nil means floodgate.SystemClock.
+	// Clock times the breaker's back-off. Nil means clock.System.
 	// The per-call timeout always uses the real clock.
-	Clock floodgate.Clock
+	Clock clock.Clock
 }
 
 // GuardOptions configures a Guard: they are the options of its Breaker.
@@ -305,7 +306,7 @@ type Breaker struct {
 	slotNs    int64   // length of a slot
 	window    time.Duration
 	base, max time.Duration
-	clock     floodgate.Clock
+	clock     clock.Clock
 	notify    func(Transition)
 
 	calls    atomic.Uint64
@@ -369,7 +370,7 @@ func NewBreaker(o BreakerOptions) (*Breaker, error) {
 	b.backoff = b.base
 	b.clock = o.Clock
 	if b.clock == nil {
-		b.clock = floodgate.SystemClock
+		b.clock = clock.System
 	}
 	if onState, onTransition := o.OnStateChange, o.OnTransition; onState != nil || onTransition != nil {
 		b.notify = func(t Transition) {

@@ -42,7 +42,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	res, err := lim.Allow(context.Background(), "user:42")
+	res, err := floodgate.Allow(context.Background(), lim, "user:42")
 	fmt.Println(res.Allowed, res.Source, err)
 	// Output: true fail-open <nil>
 }
@@ -59,7 +59,7 @@ func ExampleNew_failClosed() {
 	if err != nil {
 		panic(err)
 	}
-	res, _ := lim.Allow(context.Background(), "account:7")
+	res, _ := floodgate.Allow(context.Background(), lim, "account:7")
 	status := http.StatusOK
 	switch {
 	case res.Allowed:
@@ -86,7 +86,7 @@ func ExampleNew_fallbackLocal() {
 		panic(err)
 	}
 	for range 3 {
-		res, err := lim.Allow(context.Background(), "user:42")
+		res, err := floodgate.Allow(context.Background(), lim, "user:42")
 		fmt.Println(res.Allowed, res.Remaining, res.Source, err)
 	}
 	// Output:
@@ -119,8 +119,8 @@ func ExampleGuard() {
 
 	ctx := context.Background()
 	for range 2 {
-		search.Allow(ctx, "203.0.113.7")
-		login.Allow(ctx, "203.0.113.7")
+		floodgate.Allow(ctx, search, "203.0.113.7")
+		floodgate.Allow(ctx, login, "203.0.113.7")
 	}
 	st := guard.Stats()
 	fmt.Printf("state %s, opened %d, calls %d, skipped %d, decide failures %d\n",

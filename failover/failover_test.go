@@ -12,6 +12,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
@@ -24,7 +25,7 @@ func TestConformance(t *testing.T) {
 	for _, p := range []failover.Mode{failover.FailOpen, failover.FailClosed, failover.LocalFallback} {
 		t.Run(p.String(), func(t *testing.T) {
 			floodgatetest.Run(t, floodgatetest.Harness{
-				NewStore: func(t *testing.T, clock floodgate.Clock) floodgate.Store {
+				NewStore: func(t *testing.T, clock clock.Clock) floodgate.Store {
 					o := failover.Options{Mode: p}
 					if p == failover.LocalFallback {
 						o.Local = newMem(t, clock)
@@ -301,7 +302,7 @@ func TestBreakerSingleProbe(t *testing.T) {
 	remote.set(hanging)
 	probeDone := make(chan floodgate.Result)
 	go func() {
-		res, _ := lim.Allow(context.Background(), "k")
+		res, _ := floodgate.Allow(context.Background(), lim, "k")
 		probeDone <- res
 	}()
 	waitFor(t, "the probe to reach the remote store", func() bool { return remote.calls.Load() == 2 })
@@ -310,7 +311,7 @@ func TestBreakerSingleProbe(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 50 {
-				res, err := lim.Allow(context.Background(), "k")
+				res, err := floodgate.Allow(context.Background(), lim, "k")
 				if err != nil || res.Source != floodgate.SourceFailClosed {
 					t.Errorf("during the probe: %+v, %v; want fail-closed at once", res, err)
 					return
@@ -361,7 +362,7 @@ func TestCallerCancellation(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			if _, err := lim.Allow(ctx, "k"); !errors.Is(err, context.Canceled) {
+			if _, err := floodgate.Allow(ctx, lim, "k"); !errors.Is(err, context.Canceled) {
 				t.Fatalf("canceled before the call: err = %v, want context.Canceled", err)
 			}
 			if n := remote.calls.Load(); n != 0 {
@@ -372,7 +373,7 @@ func TestCallerCancellation(t *testing.T) {
 			ctx, cancel = context.WithCancel(context.Background())
 			errc := make(chan error)
 			go func() {
-				_, err := lim.Allow(ctx, "k")
+				_, err := floodgate.Allow(ctx, lim, "k")
 				errc <- err
 			}()
 			waitFor(t, "the call to reach the remote store", func() bool { return remote.calls.Load() == 1 })
@@ -383,7 +384,7 @@ func TestCallerCancellation(t *testing.T) {
 
 			ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
 			defer cancel()
-			if _, err := lim.Allow(ctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
+			if _, err := floodgate.Allow(ctx, lim, "k"); !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("caller's deadline: err = %v, want context.DeadlineExceeded", err)
 			}
 			st := s.Guard().Stats()
@@ -398,7 +399,7 @@ func TestCallerCancellation(t *testing.T) {
 			remote.set(hanging)
 			ctx, cancel = context.WithCancel(context.Background())
 			go func() {
-				_, err := lim.Allow(ctx, "k")
+				_, err := floodgate.Allow(ctx, lim, "k")
 				errc <- err
 			}()
 			waitFor(t, "the probe to reach the remote store", func() bool { return remote.calls.Load() == 4 })
@@ -661,7 +662,7 @@ func TestConcurrentFlapping(t *testing.T) {
 		wg.Go(func() {
 			for i := range 2000 {
 				key := "k" + string(rune('a'+(g+i)%4))
-				if _, err := lim.Allow(context.Background(), key); err != nil {
+				if _, err := floodgate.Allow(context.Background(), lim, key); err != nil {
 					t.Errorf("Allow: %v", err)
 					return
 				}
@@ -802,7 +803,7 @@ func TestCallerDeadlineNoticedByStoreFirst(t *testing.T) {
 	}
 	lim := newLimiter(t, s, floodgate.PerSecond(1000))
 	ctx := lateCtx{Context: context.Background(), deadline: time.Now().Add(-time.Millisecond)}
-	if _, err := lim.Allow(ctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := floodgate.Allow(ctx, lim, "k"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Allow past the caller's deadline: err = %v, want context.DeadlineExceeded", err)
 	}
 	if remote.calls.Load() != 1 {
@@ -839,7 +840,7 @@ func TestRefusalsAreNotOutages(t *testing.T) {
 				lim := newLimiter(t, s, floodgate.PerSecond(10))
 				remote.set(refusing)
 				for range 5 {
-					res, err := lim.Allow(context.Background(), "k")
+					res, err := floodgate.Allow(context.Background(), lim, "k")
 					if !errors.Is(err, refusal) || res.Allowed {
 						t.Fatalf("refused call: %+v, %v; want the refusal as an error", res, err)
 					}

@@ -195,7 +195,7 @@ func startLoad(t *testing.T, subjects []*subject, workersEach int) *load {
 					default:
 					}
 					start := time.Now()
-					res, err := s.lim.Allow(ctx, s.key)
+					res, err := floodgate.Allow(ctx, s.lim, s.key)
 					s.record(res, err, start, time.Since(start))
 					time.Sleep(time.Millisecond) // pacing, so fallbacks do not spin the CPU
 				}
@@ -404,7 +404,7 @@ func prime(t *testing.T, lim *floodgate.PolicyLimiter, key string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := lim.Allow(ctx, key); err != nil {
+	if _, err := floodgate.Allow(ctx, lim, key); err != nil {
 		t.Fatalf("first decision on Redis: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/redisstore"
@@ -43,7 +44,7 @@ type fakeRemote struct {
 	unblock chan struct{}
 }
 
-func newFakeRemote(t *testing.T, clock floodgate.Clock) *fakeRemote {
+func newFakeRemote(t *testing.T, clock clock.Clock) *fakeRemote {
 	t.Helper()
 	m := memstore.New(memstore.Options{Clock: clock, SweepInterval: -1})
 	f := &fakeRemote{mem: m, unblock: make(chan struct{})}
@@ -110,7 +111,7 @@ func (f *fakeRemote) Reset(ctx context.Context, set *algo.Set, key string) error
 
 func newClock() *floodgatetest.Clock { return floodgatetest.NewClock(floodgatetest.Start) }
 
-func newMem(t *testing.T, clock floodgate.Clock) *memstore.Store {
+func newMem(t *testing.T, clock clock.Clock) *memstore.Store {
 	t.Helper()
 	m := memstore.New(memstore.Options{Clock: clock, SweepInterval: -1})
 	t.Cleanup(func() { m.Close() })
@@ -128,7 +129,7 @@ func newLimiter(t *testing.T, store floodgate.Store, limits ...floodgate.Limit) 
 
 func mustAllow(t *testing.T, lim floodgate.Limiter, key string) floodgate.Result {
 	t.Helper()
-	res, err := lim.Allow(context.Background(), key)
+	res, err := floodgate.Allow(context.Background(), lim, key)
 	if err != nil {
 		t.Fatalf("Allow(%q): %v", key, err)
 	}

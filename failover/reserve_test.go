@@ -56,7 +56,7 @@ func TestReserveFailureModes(t *testing.T) {
 				}
 				short, cancel := context.WithTimeout(ctx, time.Millisecond)
 				defer cancel()
-				if _, err := lim.Wait(short, "k"); !errors.Is(err, floodgate.ErrWaitDeadline) {
+				if _, err := floodgate.Wait(short, lim, "k"); !errors.Is(err, floodgate.ErrWaitDeadline) {
 					t.Fatalf("Wait = %v, want ErrWaitDeadline", err)
 				}
 			case failover.LocalFallback:

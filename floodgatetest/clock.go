@@ -9,7 +9,7 @@ import (
 // minute, hour and day windows all begin there too.
 var Start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// A Clock is a floodgate.Clock that moves only when told. It is safe for
+// A Clock is a clock.Clock that moves only when told. It is safe for
 // concurrent use.
 type Clock struct{ ns atomic.Int64 }
 
@@ -20,7 +20,7 @@ func NewClock(t time.Time) *Clock {
 	return c
 }
 
-// UnixNano implements floodgate.Clock.
+// UnixNano implements clock.Clock.
 func (c *Clock) UnixNano() int64 { return c.ns.Load() }
 
 // Now returns the clock's time.

@@ -5,7 +5,7 @@
 //
 //	func TestConformance(t *testing.T) {
 //		floodgatetest.Run(t, floodgatetest.Harness{
-//			NewStore: func(t *testing.T, c floodgate.Clock) floodgate.Store { return mystore.New(c) },
+//			NewStore: func(t *testing.T, c clock.Clock) floodgate.Store { return mystore.New(c) },
 //			Source:   "mystore",
 //		})
 //	}
@@ -23,13 +23,14 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/clock"
 )
 
 // A Harness tells Run how to make the engine under test.
 type Harness struct {
 	// NewStore returns a fresh, empty Store whose decisions read time from
 	// clock. Run calls it once per case.
-	NewStore func(t *testing.T, clock floodgate.Clock) floodgate.Store
+	NewStore func(t *testing.T, clock clock.Clock) floodgate.Store
 
 	// Source is the Source the store reports for the decisions it makes;
 	// empty skips the check (for stores whose source varies).

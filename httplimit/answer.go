@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/internal/settle"
 	"github.com/floodgate-go/floodgate/tokencost"
 )
@@ -28,8 +29,8 @@ type DeciderConfig struct {
 	// Logger receives limiter errors; nil means slog.Default().
 	Logger *slog.Logger
 	// Clock tells the time for Headers.UnixReset; nil means
-	// floodgate.SystemClock.
-	Clock floodgate.Clock
+	// clock.System.
+	Clock clock.Clock
 	// LogKeys logs keys as they are; false logs redacted stand-ins.
 	LogKeys bool
 }
@@ -45,7 +46,7 @@ type Decider struct {
 	hdr     Headers
 	body    Body
 	log     *slog.Logger
-	clock   floodgate.Clock
+	clock   clock.Clock
 	logKeys bool
 
 	descs  sync.Map // *floodgate.LimitSet → *desc
@@ -79,7 +80,7 @@ func (d *Decider) init(cfg DeciderConfig) []error {
 		d.log = slog.Default()
 	}
 	if d.clock == nil {
-		d.clock = floodgate.SystemClock
+		d.clock = clock.System
 	}
 	return nil
 }

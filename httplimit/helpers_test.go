@@ -131,10 +131,6 @@ var errDown = errors.New("engine down")
 
 func (failing) Name() string { return "failing" }
 
-func (failing) Allow(ctx context.Context, key string) (floodgate.Result, error) {
-	return floodgate.Result{}, errDown
-}
-
 func (failing) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
 	return floodgate.Result{}, errDown
 }
@@ -142,12 +138,6 @@ func (failing) RefundN(ctx context.Context, key string, cost int64) error { retu
 func (failing) Reset(ctx context.Context, key string) error               { return errDown }
 func (failing) ReserveN(context.Context, string, int64) (*floodgate.Reservation, error) {
 	return nil, errDown
-}
-func (failing) Wait(context.Context, string) (floodgate.Result, error) {
-	return floodgate.Result{}, errDown
-}
-func (failing) WaitN(context.Context, string, int64) (floodgate.Result, error) {
-	return floodgate.Result{}, errDown
 }
 
 func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/internal/isnil"
 	"github.com/floodgate-go/floodgate/internal/statuswriter"
 	"github.com/floodgate-go/floodgate/tokencost"
@@ -244,8 +245,8 @@ type Config struct {
 	Logger *slog.Logger
 
 	// Clock tells the time for Headers.UnixReset. Nil means
-	// floodgate.SystemClock.
-	Clock floodgate.Clock
+	// clock.System.
+	Clock clock.Clock
 
 	// LogKeys writes the keys of failed decisions to the log as they are.
 	// False, the default, names a key by floodgate.RedactKey's stand-in,

@@ -47,7 +47,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	res, err := lim.Allow(context.Background(), "user:42")
+	res, err := floodgate.Allow(context.Background(), lim, "user:42")
 	fmt.Println(res.Allowed, res.Source, res.Limit, err)
 	// Output:
 	// true hybrid:global 600/min <nil>
@@ -74,11 +74,11 @@ func ExampleNew() {
 	ctx := context.Background()
 	show := func(res floodgate.Result, err error) { fmt.Println(res.Allowed, res.Remaining, res.Source, err) }
 
-	show(lim.Allow(ctx, "a")) // the local share of 2 passes it; Redis decides
-	show(lim.Allow(ctx, "a"))
-	show(lim.Allow(ctx, "a")) // over the local share: Redis is not asked
+	show(floodgate.Allow(ctx, lim, "a")) // the local share of 2 passes it; Redis decides
+	show(floodgate.Allow(ctx, lim, "a"))
+	show(floodgate.Allow(ctx, lim, "a")) // over the local share: Redis is not asked
 	global.down = true
-	show(lim.Allow(ctx, "b")) // Redis down: the local verdict stands
+	show(floodgate.Allow(ctx, lim, "b")) // Redis down: the local verdict stands
 	// Output:
 	// true 3 hybrid:global <nil>
 	// true 2 hybrid:global <nil>

@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 )
@@ -87,7 +88,7 @@ func (c *countingStore) Reset(ctx context.Context, set *algo.Set, key string) er
 
 func newClock() *floodgatetest.Clock { return floodgatetest.NewClock(floodgatetest.Start) }
 
-func newMem(t testing.TB, clock floodgate.Clock) *memstore.Store {
+func newMem(t testing.TB, clock clock.Clock) *memstore.Store {
 	t.Helper()
 	m := memstore.New(memstore.Options{Clock: clock, SweepInterval: -1})
 	t.Cleanup(func() { m.Close() })
@@ -105,7 +106,7 @@ func newLimiter(t testing.TB, store floodgate.Store, limits ...floodgate.Limit) 
 
 func mustAllow(t testing.TB, lim floodgate.Limiter, key string) floodgate.Result {
 	t.Helper()
-	res, err := lim.Allow(context.Background(), key)
+	res, err := floodgate.Allow(context.Background(), lim, key)
 	if err != nil {
 		t.Fatalf("Allow(%q): %v", key, err)
 	}

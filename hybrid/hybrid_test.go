@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/hybrid"
@@ -20,7 +21,7 @@ import (
 // exactly, so the hybrid store keeps every semantic of the engines.
 func TestConformance(t *testing.T) {
 	floodgatetest.Run(t, floodgatetest.Harness{
-		NewStore: func(t *testing.T, clock floodgate.Clock) floodgate.Store {
+		NewStore: func(t *testing.T, clock clock.Clock) floodgate.Store {
 			s, err := hybrid.New(newMem(t, clock), newMem(t, clock), hybrid.Options{Fraction: 1})
 			if err != nil {
 				t.Fatal(err)
@@ -216,7 +217,7 @@ func TestCallerCancelUndoesLocalCharge(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error)
 	go func() {
-		_, err := lim.Allow(ctx, "k")
+		_, err := floodgate.Allow(ctx, lim, "k")
 		errc <- err
 	}()
 	deadline := time.Now().Add(10 * time.Second)
@@ -402,8 +403,8 @@ func TestLocalDenialAllocatesNothing(t *testing.T) {
 	}
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(1000, func() {
-		a.Allow(ctx, "k")
-		b.Allow(ctx, "k")
+		floodgate.Allow(ctx, a, "k")
+		floodgate.Allow(ctx, b, "k")
 	})
 	if allocs != 0 {
 		t.Fatalf("%.1f allocations per pair of local denials, want 0", allocs)
@@ -471,7 +472,7 @@ func TestClosedGlobalStoreIsAnError(t *testing.T) {
 	}
 	lim := newLimiter(t, s, floodgate.PerSecond(10))
 	for range 10 {
-		if res, err := lim.Allow(context.Background(), "k"); !errors.Is(err, floodgate.ErrClosed) || res.Allowed {
+		if res, err := floodgate.Allow(context.Background(), lim, "k"); !errors.Is(err, floodgate.ErrClosed) || res.Allowed {
 			t.Fatalf("%+v, %v; want ErrClosed", res, err)
 		}
 	}

@@ -94,7 +94,7 @@ func TestPolicyLocalLimitsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lim.Allow(context.Background(), "k"); err == nil || !strings.Contains(err.Error(), "no local limits") {
+	if _, err := floodgate.Allow(context.Background(), lim, "k"); err == nil || !strings.Contains(err.Error(), "no local limits") {
 		t.Errorf("a policy without local limits on a store without a fraction: %v, want an error naming it", err)
 	}
 }

@@ -158,7 +158,7 @@ func TestRedisThreeInstances(t *testing.T) {
 		for _, lim := range lims {
 			wg.Go(func() {
 				for range perInstance {
-					res, err := lim.Allow(context.Background(), "shared")
+					res, err := floodgate.Allow(context.Background(), lim, "shared")
 					mu.Lock()
 					if err != nil {
 						t.Errorf("Allow: %v", err)

@@ -74,7 +74,7 @@ func TestSetCacheForgetsCollectedSets(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	keep.Allow(ctx, "k")
+	floodgate.Allow(ctx, keep, "k")
 	const reloads = 200
 	if n := reloadAndCount(t, s, reloads); n != 2*reloads+1 {
 		t.Fatalf("%d shares cached while %d policies are alive", n, 2*reloads+1)
@@ -92,7 +92,7 @@ func TestSetCacheForgetsCollectedSets(t *testing.T) {
 	if n := s.sets.cached(); n != 1 {
 		t.Fatalf("%d shares cached once only one policy is alive, want 1", n)
 	}
-	if res, err := keep.Allow(ctx, "k"); err != nil || !res.Allowed || res.Source != SourceGlobal || s.sets.cached() != 1 {
+	if res, err := floodgate.Allow(ctx, keep, "k"); err != nil || !res.Allowed || res.Source != SourceGlobal || s.sets.cached() != 1 {
 		t.Fatalf("the live policy: %+v, %v, %d shares cached; want it decided with its share kept", res, err, s.sets.cached())
 	}
 	runtime.KeepAlive(keep)
@@ -112,7 +112,7 @@ func reloadAndCount(t *testing.T, s *Store, n int) int {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lim.Allow(ctx, "k")
+			floodgate.Allow(ctx, lim, "k")
 			lims = append(lims, lim)
 		}
 	}

@@ -42,7 +42,7 @@ func BenchmarkAllow(b *testing.B) {
 			lim := benchLimiter(b, floodgate.PerSecond(1_000_000))
 			keys := benchKeys(bc.keys)
 			for _, k := range keys {
-				lim.Allow(ctx, k)
+				floodgate.Allow(ctx, lim, k)
 			}
 			var next atomic.Uint64
 			b.ReportAllocs()
@@ -50,7 +50,7 @@ func BenchmarkAllow(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				i := next.Add(7919) * 40503
 				for pb.Next() {
-					lim.Allow(ctx, keys[i&uint64(bc.keys-1)])
+					floodgate.Allow(ctx, lim, keys[i&uint64(bc.keys-1)])
 					i++
 				}
 			})
@@ -68,7 +68,7 @@ func BenchmarkAllowMulti(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			lim.Allow(ctx, keys[i&(1<<16-1)])
+			floodgate.Allow(ctx, lim, keys[i&(1<<16-1)])
 			i++
 		}
 	})
@@ -90,7 +90,7 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, k := range keys {
-			lim.Allow(ctx, k)
+			floodgate.Allow(ctx, lim, k)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)

@@ -38,7 +38,7 @@ func TestClosedStoreFailsLoudly(t *testing.T) {
 				}
 			}
 			for i := range 3 {
-				res, err := lim.Allow(ctx, "k")
+				res, err := floodgate.Allow(ctx, lim, "k")
 				check("Allow", err)
 				if res.Allowed {
 					t.Fatalf("Allow %d after Close allowed", i)

@@ -4,13 +4,14 @@ import (
 	"testing"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 )
 
 func TestConformance(t *testing.T) {
 	floodgatetest.Run(t, floodgatetest.Harness{
-		NewStore: func(t *testing.T, clock floodgate.Clock) floodgate.Store {
+		NewStore: func(t *testing.T, clock clock.Clock) floodgate.Store {
 			s := memstore.New(memstore.Options{Clock: clock, SweepInterval: -1})
 			t.Cleanup(func() { s.Close() })
 			return s
@@ -22,7 +23,7 @@ func TestConformance(t *testing.T) {
 // Random reservations, decisions and cancellations never over-admit.
 func TestRandomReservations(t *testing.T) {
 	floodgatetest.RandomReservations(t, floodgatetest.Harness{
-		NewStore: func(t *testing.T, clock floodgate.Clock) floodgate.Store {
+		NewStore: func(t *testing.T, clock clock.Clock) floodgate.Store {
 			s := memstore.New(memstore.Options{Clock: clock, SweepInterval: -1})
 			t.Cleanup(func() { s.Close() })
 			return s

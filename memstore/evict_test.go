@@ -58,7 +58,7 @@ func TestFloodKeepsExhaustedKeys(t *testing.T) {
 			for i := range exhausted {
 				k := "victim:" + strconv.Itoa(i)
 				for j := range l.Capacity() + 1 {
-					res, err := lim.Allow(ctx, k)
+					res, err := floodgate.Allow(ctx, lim, k)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -71,7 +71,7 @@ func TestFloodKeepsExhaustedKeys(t *testing.T) {
 				if i%1000 == 0 {
 					clock.Advance(time.Millisecond)
 				}
-				if _, err := flooder.Allow(ctx, "flood:"+strconv.Itoa(i)); err != nil {
+				if _, err := floodgate.Allow(ctx, flooder, "flood:"+strconv.Itoa(i)); err != nil {
 					t.Fatal(err)
 				}
 			}

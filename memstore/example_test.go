@@ -23,7 +23,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	for range 4 {
-		res, err := lim.Allow(context.Background(), "account:alice")
+		res, err := floodgate.Allow(context.Background(), lim, "account:alice")
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/memstore"
 )
 
@@ -49,7 +50,7 @@ func TestDefaultClockUnderCPUSaturation(t *testing.T) {
 
 	start := time.Now()
 	lim := newLimiter(t, newStore(t, memstore.Options{}), l)
-	exact := newLimiter(t, newStore(t, memstore.Options{Clock: floodgate.SystemClock}), l)
+	exact := newLimiter(t, newStore(t, memstore.Options{Clock: clock.System}), l)
 	deadline := start.Add(run)
 	var admitted, reference atomic.Int64
 	var wg sync.WaitGroup
@@ -58,7 +59,7 @@ func TestDefaultClockUnderCPUSaturation(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(deadline) {
-				res, err := lim.Allow(ctx, "hot")
+				res, err := floodgate.Allow(ctx, lim, "hot")
 				if err != nil {
 					t.Error(err)
 					return
@@ -66,7 +67,7 @@ func TestDefaultClockUnderCPUSaturation(t *testing.T) {
 				if res.Allowed {
 					admitted.Add(1)
 				}
-				if res, _ := exact.Allow(ctx, "hot"); res.Allowed {
+				if res, _ := floodgate.Allow(ctx, exact, "hot"); res.Allowed {
 					reference.Add(1)
 				}
 			}
@@ -85,11 +86,11 @@ func TestDefaultClockUnderCPUSaturation(t *testing.T) {
 	}
 }
 
-// TestCoarseClockConcurrentReads reads one CoarseClock from many goroutines,
+// TestCoarseClockConcurrentReads reads one clock.Coarse from many goroutines,
 // each of which refreshes it now and then. Every goroutine must see time
 // that never runs backwards and never leads the system clock.
 func TestCoarseClockConcurrentReads(t *testing.T) {
-	c := floodgate.NewCoarseClock(100 * time.Microsecond)
+	c := clock.NewCoarse(100 * time.Microsecond)
 	defer c.Stop()
 	var wg sync.WaitGroup
 	for range 8 {
@@ -99,7 +100,7 @@ func TestCoarseClockConcurrentReads(t *testing.T) {
 			prev := int64(0)
 			for range 200_000 {
 				got := c.UnixNano()
-				if real := floodgate.SystemClock.UnixNano(); got > real {
+				if real := clock.System.UnixNano(); got > real {
 					t.Errorf("coarse clock %d leads the system clock %d", got, real)
 					return
 				}

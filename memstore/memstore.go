@@ -24,6 +24,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/clock"
 )
 
 // Options configures a Store. The zero value is a good default.
@@ -39,9 +40,9 @@ type Options struct {
 	// power of two. 0 means DefaultShards.
 	Shards int
 
-	// Clock tells the time. Nil means a floodgate.CoarseClock refreshed every
+	// Clock tells the time. Nil means a clock.Coarse refreshed every
 	// millisecond, owned by the Store and stopped by Close.
-	Clock floodgate.Clock
+	Clock clock.Clock
 
 	// SweepInterval is how often the janitor walks every shard to drop
 	// expired state. 0 means DefaultSweepInterval; negative disables the
@@ -71,8 +72,8 @@ type Store struct {
 	shift    uint
 	perShard int // entries a shard may hold; 0 means no bound
 	seed     maphash.Seed
-	clock    floodgate.Clock
-	ownClock *floodgate.CoarseClock
+	clock    clock.Clock
+	ownClock *clock.Coarse
 	closed   atomic.Bool
 
 	evictions atomic.Uint64
@@ -142,7 +143,7 @@ func New(o Options) *Store {
 		s.perShard = (o.MaxKeys + size - 1) / size
 	}
 	if s.clock == nil {
-		s.ownClock = floodgate.NewCoarseClock(floodgate.DefaultTick)
+		s.ownClock = clock.NewCoarse(clock.DefaultTick)
 		s.clock = s.ownClock
 	}
 	interval := o.SweepInterval

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/memstore"
 )
@@ -46,21 +47,21 @@ func TestNoOverAdmission(t *testing.T) {
 		floodgate.PerSecond(1000).WithAlgorithm(floodgate.SlidingLog),
 	} {
 		t.Run(l.Algorithm.String(), func(t *testing.T) {
-			for _, clock := range []struct {
+			for _, ck := range []struct {
 				name  string
-				clock floodgate.Clock
-			}{{"system", floodgate.SystemClock}, {"coarse", nil}} {
-				t.Run(clock.name, func(t *testing.T) {
-					if clock.clock == nil {
+				clock clock.Clock
+			}{{"system", clock.System}, {"coarse", nil}} {
+				t.Run(ck.name, func(t *testing.T) {
+					if ck.clock == nil {
 						// The coarse clock a store makes for itself when
 						// given none, made here so the test can read it.
-						c := floodgate.NewCoarseClock(0)
+						c := clock.NewCoarse(0)
 						t.Cleanup(c.Stop)
-						clock.clock = c
+						ck.clock = c
 					}
-					lim := newLimiter(t, newStore(t, memstore.Options{Clock: clock.clock}), l)
+					lim := newLimiter(t, newStore(t, memstore.Options{Clock: ck.clock}), l)
 					var admitted atomic.Int64
-					clockStart := clock.clock.UnixNano()
+					clockStart := ck.clock.UnixNano()
 					start := time.Now()
 					deadline := start.Add(300 * time.Millisecond)
 					var wg sync.WaitGroup
@@ -69,7 +70,7 @@ func TestNoOverAdmission(t *testing.T) {
 						go func() {
 							defer wg.Done()
 							for time.Now().Before(deadline) {
-								res, err := lim.Allow(ctx, "hot")
+								res, err := floodgate.Allow(ctx, lim, "hot")
 								if err != nil {
 									t.Error(err)
 									return
@@ -81,7 +82,7 @@ func TestNoOverAdmission(t *testing.T) {
 						}()
 					}
 					wg.Wait()
-					elapsed := time.Duration(clock.clock.UnixNano() - clockStart)
+					elapsed := time.Duration(ck.clock.UnixNano() - clockStart)
 					// Fixed windows admit up to 2×rate around a boundary; the
 					// others admit at most a burst plus the refill.
 					bound := l.Capacity() + int64(float64(l.Rate)*elapsed.Seconds()/l.Period.Seconds()) + 1
@@ -107,14 +108,14 @@ func TestMaxKeysEvictsLeastDebt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, _ := hourly.Allow(ctx, "debtor"); !res.Allowed {
+	if res, _ := floodgate.Allow(ctx, hourly, "debtor"); !res.Allowed {
 		t.Fatal("first request denied")
 	}
 	for i := 0; i < 10_000; i++ {
 		if i%100 == 0 {
 			clock.Advance(time.Millisecond)
 		}
-		if _, err := lim.Allow(ctx, "flood:"+strconv.Itoa(i)); err != nil {
+		if _, err := floodgate.Allow(ctx, lim, "flood:"+strconv.Itoa(i)); err != nil {
 			t.Fatal(err)
 		}
 		if n := s.Len(); n > 64 {
@@ -126,7 +127,7 @@ func TestMaxKeysEvictsLeastDebt(t *testing.T) {
 	}
 	// Each eviction removes the least-debt entry of its sample, and the
 	// debtor is never that: every other entry carries less.
-	if res, _ := hourly.Allow(ctx, "debtor"); res.Allowed {
+	if res, _ := floodgate.Allow(ctx, hourly, "debtor"); res.Allowed {
 		t.Fatal("the key with the most debt was evicted and its limit forgotten")
 	}
 }
@@ -142,7 +143,7 @@ func TestSweepDropsIdleState(t *testing.T) {
 	for i := 0; i < 1000; i++ {
 		k := strconv.Itoa(i)
 		for _, l := range []*floodgate.PolicyLimiter{gcra, fixed, sliding, slog} {
-			if _, err := l.Allow(ctx, k); err != nil {
+			if _, err := floodgate.Allow(ctx, l, k); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -178,7 +179,7 @@ func TestJanitorRuns(t *testing.T) {
 	s := newStore(t, memstore.Options{SweepInterval: time.Millisecond})
 	lim := newLimiter(t, s, floodgate.Every(time.Millisecond))
 	for i := 0; i < 100; i++ {
-		lim.Allow(ctx, strconv.Itoa(i))
+		floodgate.Allow(ctx, lim, strconv.Itoa(i))
 	}
 	// The janitor must drop the keys by itself; poll for it, bounded.
 	deadline := time.Now().Add(10 * time.Second)
@@ -199,8 +200,8 @@ func TestDecideDoesNotAllocate(t *testing.T) {
 		{floodgate.PerSecond(1000).WithAlgorithm(floodgate.FixedWindow)},
 	} {
 		lim := newLimiter(t, s, limits...)
-		lim.Allow(ctx, "existing")
-		if n := testing.AllocsPerRun(1000, func() { lim.Allow(ctx, "existing") }); n != 0 {
+		floodgate.Allow(ctx, lim, "existing")
+		if n := testing.AllocsPerRun(1000, func() { floodgate.Allow(ctx, lim, "existing") }); n != 0 {
 			t.Errorf("%v: %v allocations per decision on an existing key, want 0", limits, n)
 		}
 	}
@@ -272,7 +273,7 @@ func TestLockFreeUpdatesSurviveRebuilds(t *testing.T) {
 			// New keys grow the table (a rebuild at every doubling); deleting
 			// them and sweeping rebuilds it again to drop the tombstones.
 			for i := 0; i < 20; i++ {
-				churn.Allow(ctx, strconv.Itoa(i))
+				floodgate.Allow(ctx, churn, strconv.Itoa(i))
 			}
 			for i := 0; i < 20; i++ {
 				churn.Reset(ctx, strconv.Itoa(i))
@@ -300,7 +301,7 @@ func TestLockFreeUpdatesSurviveRebuilds(t *testing.T) {
 					}
 				}
 				j := (g + i) % len(hot)
-				res, err := lim.Allow(ctx, hot[j])
+				res, err := floodgate.Allow(ctx, lim, hot[j])
 				if err != nil {
 					t.Error(err)
 					return

@@ -8,6 +8,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/metrics"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 // BenchmarkAllow compares a decision on the bare memory limiter with the
@@ -27,15 +28,15 @@ func BenchmarkAllow(b *testing.B) {
 			b.ReportAllocs()
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			cpu0, ok := threadCPU()
+			cpu0, ok := testkit.ThreadCPU()
 			n := 0
 			for b.Loop() {
-				if _, err := lim.Allow(ctx, "user:42"); err != nil {
+				if _, err := floodgate.Allow(ctx, lim, "user:42"); err != nil {
 					b.Fatal(err)
 				}
 				n++
 			}
-			if cpu1, ok1 := threadCPU(); ok && ok1 && n > 0 {
+			if cpu1, ok1 := testkit.ThreadCPU(); ok && ok1 && n > 0 {
 				b.ReportMetric(float64(cpu1-cpu0)/float64(n), "cpu-ns/op")
 			}
 		})
@@ -55,7 +56,7 @@ func BenchmarkAllowParallel(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				ctx := context.Background()
 				for pb.Next() {
-					if _, err := lim.Allow(ctx, "user:42"); err != nil {
+					if _, err := floodgate.Allow(ctx, lim, "user:42"); err != nil {
 						b.Error(err)
 						return
 					}
@@ -75,7 +76,7 @@ func benchLimiter(b *testing.B, wrap bool) floodgate.Limiter {
 		lim = m.Limiter(lim)
 		// The first decision creates the source's counters; time the ones
 		// after it.
-		if _, err := lim.Allow(context.Background(), "user:42"); err != nil {
+		if _, err := floodgate.Allow(context.Background(), lim, "user:42"); err != nil {
 			b.Fatal(err)
 		}
 	}

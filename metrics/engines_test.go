@@ -29,7 +29,7 @@ func TestMemoryCollector(t *testing.T) {
 	}
 	lim := newLimiter(t, s, "api", floodgate.PerMinute(10))
 	for i := range 20 {
-		if _, err := lim.Allow(ctx, fmt.Sprintf("k%d", i)); err != nil {
+		if _, err := floodgate.Allow(ctx, lim, fmt.Sprintf("k%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -146,7 +146,7 @@ func redisStore(t *testing.T, addr string) *redisstore.Store {
 func decide(t *testing.T, lim floodgate.Limiter, n int, allowed bool, source floodgate.Source) {
 	t.Helper()
 	for i := range n {
-		res, err := lim.Allow(context.Background(), "user:1")
+		res, err := floodgate.Allow(context.Background(), lim, "user:1")
 		if err != nil || res.Allowed != allowed || res.Source != source {
 			t.Fatalf("decision %d: allowed %v from %q, %v; want allowed %v from %q", i+1, res.Allowed, res.Source, err, allowed, source)
 		}
@@ -195,7 +195,7 @@ func TestRedisKilledFailOpen(t *testing.T) {
 	for {
 		clock.Advance(2 * time.Second)
 		probes++
-		res, err := lim.Allow(context.Background(), "user:1")
+		res, err := floodgate.Allow(context.Background(), lim, "user:1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +298,7 @@ func TestGuardOptionsKeepsHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	lim := newLimiter(t, g, "api", floodgate.PerSecond(1))
-	if _, err := lim.Allow(context.Background(), "k"); err == nil {
+	if _, err := floodgate.Allow(context.Background(), lim, "k"); err == nil {
 		t.Fatal("a Guard over a store that is down decided without error")
 	}
 	if len(seen) != 1 || seen[0] != "closed>open" {

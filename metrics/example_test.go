@@ -35,7 +35,7 @@ func Example() {
 	counted := m.Limiter(lim)
 
 	for range 3 {
-		res, err := counted.Allow(context.Background(), "user:42")
+		res, err := floodgate.Allow(context.Background(), counted, "user:42")
 		if err != nil {
 			log.Fatal(err)
 		}

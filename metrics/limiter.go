@@ -43,15 +43,6 @@ type limiter struct {
 // Unwrap returns the wrapped Limiter.
 func (l *limiter) Unwrap() floodgate.Limiter { return l.Limiter }
 
-// Allow calls the wrapped Allow, so a Limiter whose Allow is more than
-// AllowN(ctx, key, 1) keeps its behaviour.
-func (l *limiter) Allow(ctx context.Context, key string) (floodgate.Result, error) {
-	start := monotonic()
-	res, err := l.Limiter.Allow(ctx, key)
-	l.pm.observe(start, res, err, false)
-	return res, err
-}
-
 // AllowN calls the wrapped AllowN and counts its answer.
 func (l *limiter) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
 	start := monotonic()
@@ -71,17 +62,6 @@ func (l *limiter) ReserveN(ctx context.Context, key string, cost int64) (*floodg
 	}
 	l.pm.observe(start, res, err, cost == 0)
 	return r, err
-}
-
-// Wait is WaitN with a cost of 1.
-func (l *limiter) Wait(ctx context.Context, key string) (floodgate.Result, error) {
-	return l.WaitN(ctx, key, 1)
-}
-
-// WaitN waits on the wrapper's ReserveN, so every reservation it makes is
-// counted.
-func (l *limiter) WaitN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
-	return floodgate.WaitFor(ctx, func(ctx context.Context) (*floodgate.Reservation, error) { return l.ReserveN(ctx, key, cost) })
 }
 
 // policyMetrics are one policy label's resolved children.
@@ -108,6 +88,22 @@ const (
 
 var decisionNames = [...]string{decAllowed: "allowed", decDenied: "denied", decError: "error"}
 
+// decisionOf is the decision label's index for a limiter's answer.
+func decisionOf(res floodgate.Result, err error) int {
+	switch {
+	case err != nil:
+		return decError
+	case res.Allowed:
+		return decAllowed
+	}
+	return decDenied
+}
+
+// Decision names a limiter's answer as the decision label does: allowed,
+// denied, or error when err is not nil (a ReserveN's is allowed when the
+// units were taken, whatever their wait). The daemon's spans use it too.
+func Decision(res floodgate.Result, err error) string { return decisionNames[decisionOf(res, err)] }
+
 // sourceCounters are the counters of one (policy, source) pair.
 type sourceCounters struct {
 	source string // Result.Source as the engine spelt it
@@ -127,13 +123,7 @@ func (pm *policyMetrics) observe(start time.Duration, res floodgate.Result, err 
 	if peek {
 		kind = kindPeek
 	}
-	dec := decDenied
-	switch {
-	case err != nil:
-		dec = decError
-	case res.Allowed:
-		dec = decAllowed
-	}
+	dec := decisionOf(res, err)
 	src := string(res.Source)
 	for _, sc := range *pm.sources.Load() {
 		if sc.source == src {

@@ -69,7 +69,7 @@ func TestDecisionsCounted(t *testing.T) {
 	lim := m.Limiter(newLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(3)))
 
 	for i, want := range []bool{true, true, true, false, false} {
-		res, err := lim.Allow(ctx, "user:1")
+		res, err := floodgate.Allow(ctx, lim, "user:1")
 		if err != nil || res.Allowed != want {
 			t.Fatalf("request %d: allowed %v, %v; want %v", i+1, res.Allowed, err, want)
 		}
@@ -196,7 +196,7 @@ func TestPolicyLabelsBounded(t *testing.T) {
 		if lim.Name() != name {
 			t.Fatalf("wrapped Name() = %q; want %q", lim.Name(), name)
 		}
-		if _, err := lim.Allow(ctx, "k"); err != nil {
+		if _, err := floodgate.Allow(ctx, lim, "k"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -235,7 +235,7 @@ func TestWrapping(t *testing.T) {
 
 	// Every method reaches the wrapped limiter's state.
 	for range 5 {
-		if _, err := w.Allow(ctx, "k"); err != nil {
+		if _, err := floodgate.Allow(ctx, w, "k"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -257,7 +257,7 @@ func TestWrapping(t *testing.T) {
 
 	// Another Metrics wraps on top: each counts once.
 	m2, reg2 := newMetrics(t, metrics.Options{})
-	if _, err := m2.Limiter(w).Allow(ctx, "k"); err != nil {
+	if _, err := floodgate.Allow(ctx, m2.Limiter(w), "k"); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := testutil.ToFloat64(counter(t, reg, "api", "allowed", "memory")), testutil.ToFloat64(counter(t, reg2, "api", "allowed", "memory")); a != 6 || b != 1 {
@@ -326,7 +326,7 @@ func TestLabelValuesNotUTF8(t *testing.T) {
 	m, reg := newMetrics(t, metrics.Options{})
 	s := memStore(t, memstore.Options{})
 	lim := m.Limiter(newLimiter(t, s, "bad\xffname", floodgate.PerSecond(1)))
-	if _, err := lim.Allow(context.Background(), "k"); err != nil {
+	if _, err := floodgate.Allow(context.Background(), lim, "k"); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.WatchMemory("mem\xff", s); err != nil {
@@ -349,7 +349,7 @@ type sourceMaker struct {
 	n int
 }
 
-func (s *sourceMaker) Allow(ctx context.Context, key string) (floodgate.Result, error) {
+func (s *sourceMaker) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
 	s.n++
 	return floodgate.Result{Allowed: true, Source: floodgate.Source(fmt.Sprintf("src-%d", s.n)), Policy: s.Name()}, nil
 }
@@ -358,7 +358,7 @@ func TestSourceLabelsBounded(t *testing.T) {
 	m, reg := newMetrics(t, metrics.Options{})
 	lim := m.Limiter(&sourceMaker{Limiter: newLimiter(t, memStore(t, memstore.Options{}), "api", floodgate.PerSecond(1))})
 	for range 40 {
-		if _, err := lim.Allow(context.Background(), "k"); err != nil {
+		if _, err := floodgate.Allow(context.Background(), lim, "k"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -409,10 +409,10 @@ func TestRetainDropsGonePolicies(t *testing.T) {
 		return m.Limiter(lim)
 	}
 	ctx := context.Background()
-	wrap("old").Allow(ctx, "k")
-	wrap("kept").Allow(ctx, "k")
+	floodgate.Allow(ctx, wrap("old"), "k")
+	floodgate.Allow(ctx, wrap("kept"), "k")
 	m.Retain([]string{"kept"})
-	wrap("new").Allow(ctx, "k")
+	floodgate.Allow(ctx, wrap("new"), "k")
 	got, err := testutil.GatherAndCount(reg, "floodgate_decisions_total")
 	if err != nil {
 		t.Fatal(err)

@@ -64,9 +64,7 @@ func (b *TokenBudget) RoundTrip(req *http.Request) (*http.Response, error) {
 	est := tl.Estimate(b.Count)
 	c := floodgate.Check{Limiter: b.Limiter, Key: key, Cost: est, Peek: est == 0}
 	if est > 0 {
-		res, err := floodgate.WaitFor(ctx, func(ctx context.Context) (*floodgate.Reservation, error) {
-			return b.Limiter.ReserveN(ctx, key, est)
-		})
+		res, err := floodgate.WaitN(ctx, b.Limiter, key, est)
 		if err != nil {
 			closeBody(req)
 			if errors.Is(err, floodgate.ErrWaitDeadline) {

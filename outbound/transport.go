@@ -468,14 +468,14 @@ func (t *Transport) waitPause(ctx context.Context, up string) error {
 }
 
 // waitBudget takes one unit of the budget, waiting for it as long as the
-// context allows (floodgate.Limiter.WaitN: a wait that cannot fit fails at
+// context allows (floodgate.WaitN: a wait that cannot fit fails at
 // once and charges nothing), and reports whether it slept.
 func (t *Transport) waitBudget(ctx context.Context, up string) (slept bool, err error) {
 	if t.limiter == nil {
 		return false, nil
 	}
 	start := time.Now()
-	res, err := t.limiter.WaitN(ctx, up, 1)
+	res, err := floodgate.WaitN(ctx, t.limiter, up, 1)
 	if err != nil {
 		if errors.Is(err, floodgate.ErrWaitDeadline) {
 			return false, fmt.Errorf("outbound: %s: budget: %w: %w", up, ErrDeadline, err)

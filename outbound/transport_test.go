@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/outbound"
 )
@@ -393,7 +394,7 @@ type pausingLimiter struct {
 	done     bool
 }
 
-func (l *pausingLimiter) WaitN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
+func (l *pausingLimiter) ReserveN(ctx context.Context, key string, cost int64) (*floodgate.Reservation, error) {
 	if !l.done {
 		if res, err := l.Limiter.AllowN(ctx, key, 0); err == nil && res.Remaining == 0 {
 			// The request is about to wait: another caller's 429 comes.
@@ -401,7 +402,7 @@ func (l *pausingLimiter) WaitN(ctx context.Context, key string, cost int64) (flo
 			l.pauses.Pause(ctx, l.upstream, l.until)
 		}
 	}
-	return l.Limiter.WaitN(ctx, key, cost)
+	return l.Limiter.ReserveN(ctx, key, cost)
 }
 
 // A pause that starts while a request waits for budget is waited out too:
@@ -440,7 +441,7 @@ func TestBreakerProbeCloses(t *testing.T) {
 	})
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
-	clock := floodgate.ClockFunc(now.Load)
+	clock := clock.Func(now.Load)
 	tr := newTransport(t, outbound.Options{Breaker: failover.GuardOptions{MinCalls: 1, Backoff: time.Minute, Clock: clock}})
 	host := strings.TrimPrefix(up.URL, "http://")
 	ctx := within(t, 30*time.Second)

@@ -349,7 +349,7 @@ func TestSlotHandOff(t *testing.T) {
 				// No unit at all: every query takes the slot, is refused
 				// 53400 and gives the slot back.
 				rate, _ := memLimiter(t, floodgate.Policy{Name: "u", Limits: []floodgate.Limit{floodgate.PerHour(1).WithBurst(1)}})
-				if _, err := rate.Allow(ctxT(t), testkit.PostgresTrustUser); err != nil {
+				if _, err := floodgate.Allow(ctxT(t), rate, testkit.PostgresTrustUser); err != nil {
 					t.Fatal(err)
 				}
 				limits.PerUser = pgproxy.Scope{Limiter: rate}

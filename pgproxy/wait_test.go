@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/pgproxy"
 	"github.com/floodgate-go/floodgate/testkit"
@@ -37,7 +38,7 @@ func TestMaxWaitUnderLoad(t *testing.T) {
 	newProxy := func(t *testing.T) *testProxy {
 		// The system clock, not the engine's coarse default, so that what
 		// passes can be checked against the limit to the unit.
-		store := memstore.New(memstore.Options{Clock: floodgate.SystemClock})
+		store := memstore.New(memstore.Options{Clock: clock.System})
 		t.Cleanup(func() { store.Close() })
 		lim, err := floodgate.New(store, floodgate.Policy{Name: "u", Limits: []floodgate.Limit{floodgate.PerSecond(rate).WithBurst(burst)}})
 		if err != nil {

@@ -465,10 +465,6 @@ func (l *loggedLimiter) AllowN(ctx context.Context, key string, cost int64) (flo
 	return res, err
 }
 
-func (l *loggedLimiter) Allow(ctx context.Context, key string) (floodgate.Result, error) {
-	return l.AllowN(ctx, key, 1)
-}
-
 // A shadow route runs its middleware over a shadowWriter. The middleware
 // either passes the request on (passHandler marks the writer, and from then
 // on it is the client's writer) or refuses it: OnLimited records the

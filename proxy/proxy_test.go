@@ -570,10 +570,6 @@ func (f failClosed) AllowN(ctx context.Context, key string, cost int64) (floodga
 	return floodgate.Result{Source: floodgate.SourceFailClosed, Policy: f.Name(), RetryAfter: time.Second}, nil
 }
 
-func (f failClosed) Allow(ctx context.Context, key string) (floodgate.Result, error) {
-	return f.AllowN(ctx, key, 1)
-}
-
 // With the engine failed closed, an enforcing route answers 503 and a
 // shadow route forwards, counting the would-be refusal.
 func TestProxyFailClosed(t *testing.T) {

@@ -63,7 +63,7 @@ func benchStore(b *testing.B, client redis.UniversalClient, o Options, limits []
 		b.Fatal(err)
 	}
 	benchParallel(b, func(ctx context.Context, key string) error {
-		_, err := lim.Allow(ctx, key)
+		_, err := floodgate.Allow(ctx, lim, key)
 		return err
 	})
 }

@@ -51,7 +51,7 @@ func clusterManyKeys(t *testing.T, client *redis.ClusterClient) {
 		go func() {
 			defer wg.Done()
 			for i := range 4 * keys / 16 {
-				res, err := lim.Allow(ctx, fmt.Sprintf("user:%d", (w*keys/16+i)%keys))
+				res, err := floodgate.Allow(ctx, lim, fmt.Sprintf("user:%d", (w*keys/16+i)%keys))
 				if err != nil {
 					t.Error(err)
 					return
@@ -90,7 +90,7 @@ func clusterFailover(t *testing.T, cl *testkit.Cluster, client *redis.ClusterCli
 	calls := countScripts(client)
 	s := newStore(t, client, Options{Prefix: "failover:"})
 	lim := newLimiter(t, s, "failover", floodgate.PerSecond(100000))
-	if _, err := lim.Allow(ctx, "k"); err != nil {
+	if _, err := floodgate.Allow(ctx, lim, "k"); err != nil {
 		t.Fatal(err)
 	}
 	master := cl.MasterForKey(Key("failover:", lim.LimitsFor("k").Compiled(), "k", 0))
@@ -110,7 +110,7 @@ func clusterFailover(t *testing.T, cl *testkit.Cluster, client *redis.ClusterCli
 				default:
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-				if _, err := lim.Allow(ctx, "k"); err != nil {
+				if _, err := floodgate.Allow(ctx, lim, "k"); err != nil {
 					failed.Add(1)
 				}
 				cancel()
@@ -121,7 +121,7 @@ func clusterFailover(t *testing.T, cl *testkit.Cluster, client *redis.ClusterCli
 	promoted := cl.WaitFailover(master)
 	var last error
 	eventually(t, 10*time.Second, "decisions on the promoted replica", func() bool {
-		_, last = lim.Allow(ctx, "k")
+		_, last = floodgate.Allow(ctx, lim, "k")
 		if last != nil {
 			t.Logf("%v", last)
 		}

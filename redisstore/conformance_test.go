@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 )
 
@@ -16,7 +17,7 @@ import (
 func conformance(t *testing.T, client redis.UniversalClient) {
 	var n atomic.Int64
 	floodgatetest.Run(t, floodgatetest.Harness{
-		NewStore: func(t *testing.T, clock floodgate.Clock) floodgate.Store {
+		NewStore: func(t *testing.T, clock clock.Clock) floodgate.Store {
 			s, err := New(client, Options{Prefix: fmt.Sprintf("conf%d:", n.Add(1)), Clock: clock})
 			if err != nil {
 				t.Fatal(err)

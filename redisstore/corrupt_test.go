@@ -14,11 +14,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 )
 
 // corruptClock pins the time, so that nothing refills while a test counts
 // charges and "far in the future" is a known instant.
-var corruptClock = floodgate.ClockFunc(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
+var corruptClock = clock.Func(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
 
 // TestCorruptKeyFailsOnlyItsDecision writes a hash under the key of one
 // client, then decides for it and for many others in shared batches: only
@@ -46,7 +47,7 @@ func TestCorruptKeyFailsOnlyItsDecision(t *testing.T) {
 			defer wg.Done()
 			for i := range rounds {
 				if (w+i)%16 == 0 {
-					_, err := lim.Allow(ctx, "victim")
+					_, err := floodgate.Allow(ctx, lim, "victim")
 					if !errors.Is(err, ErrCorruptState) {
 						t.Errorf("victim: error %v, want ErrCorruptState", err)
 					}
@@ -54,7 +55,7 @@ func TestCorruptKeyFailsOnlyItsDecision(t *testing.T) {
 					continue
 				}
 				k := (w*rounds + i) % keys
-				res, err := lim.Allow(ctx, "k"+strconv.Itoa(k))
+				res, err := floodgate.Allow(ctx, lim, "k"+strconv.Itoa(k))
 				if err != nil {
 					otherErrs.Add(1)
 					firstOther.CompareAndSwap(nil, err)
@@ -90,7 +91,7 @@ func TestCorruptKeyFailsOnlyItsDecision(t *testing.T) {
 	}
 
 	// The error says what is wrong and what to do, without the client key.
-	_, err := lim.Allow(ctx, "victim")
+	_, err := floodgate.Allow(ctx, lim, "victim")
 	var ce *CorruptStateError
 	if !errors.As(err, &ce) || ce.Key != victim {
 		t.Fatalf("error %v: want a *CorruptStateError naming %s", err, victim)
@@ -102,7 +103,7 @@ func TestCorruptKeyFailsOnlyItsDecision(t *testing.T) {
 	if err := lim.Reset(ctx, "victim"); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := lim.Allow(ctx, "victim"); err != nil || !res.Allowed || res.Remaining != 19 {
+	if res, err := floodgate.Allow(ctx, lim, "victim"); err != nil || !res.Allowed || res.Remaining != 19 {
 		t.Errorf("after Reset: %+v, %v; want allowed with 19 remaining", res, err)
 	}
 }
@@ -155,7 +156,7 @@ func TestCorruptValues(t *testing.T) {
 					t.Fatal(err)
 				}
 				before, _ := client.Dump(ctx, bad).Result()
-				res, err := lim.Allow(ctx, "k")
+				res, err := floodgate.Allow(ctx, lim, "k")
 				if !errors.Is(err, ErrCorruptState) {
 					t.Fatalf("Allow = %+v, %v; want ErrCorruptState", res, err)
 				}
@@ -170,7 +171,7 @@ func TestCorruptValues(t *testing.T) {
 					t.Errorf("the corrupt key was changed")
 				}
 				// Other clients are unaffected.
-				if res, err := lim.Allow(ctx, "other"); err != nil || !res.Allowed {
+				if res, err := floodgate.Allow(ctx, lim, "other"); err != nil || !res.Allowed {
 					t.Errorf("Allow(other) = %+v, %v", res, err)
 				}
 			})

@@ -49,13 +49,13 @@ func BenchmarkRedisCost(b *testing.B) {
 			}
 			decide := func(ctx context.Context, key string) error {
 				if len(lims) == 1 {
-					_, err := lims[0].Allow(ctx, key)
+					_, err := floodgate.Allow(ctx, lims[0], key)
 					return err
 				}
 				var wg sync.WaitGroup
 				errs := make([]error, len(lims))
 				for i, lim := range lims {
-					wg.Go(func() { _, errs[i] = lim.Allow(ctx, key) })
+					wg.Go(func() { _, errs[i] = floodgate.Allow(ctx, lim, key) })
 				}
 				wg.Wait()
 				for _, err := range errs {

@@ -16,7 +16,7 @@
 //	})
 //	ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 //	defer cancel()
-//	res, err := lim.Allow(ctx, "user:42")
+//	res, err := floodgate.Allow(ctx, lim, "user:42")
 //	if err != nil {
 //		// Redis is down or slow: fail open or closed here.
 //	}

@@ -41,7 +41,7 @@ func Example() {
 	// call also loads the script).
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	res, err := lim.Allow(ctx, "user:42")
+	res, err := floodgate.Allow(ctx, lim, "user:42")
 	if err != nil {
 		log.Printf("rate limiter unavailable: %v", err) // decide here: fail open or closed
 		return

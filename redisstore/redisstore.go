@@ -13,6 +13,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/internal/chargedenied"
 )
 
@@ -45,7 +46,7 @@ type Options struct {
 	// time from Clock instead of from Redis (TIME). Production code must
 	// leave it nil, so that every instance sharing a Redis decides on the
 	// same clock, Redis's, whatever their own clocks say.
-	Clock floodgate.Clock
+	Clock clock.Clock
 
 	// MaxBatch is the most requests a round trip to Redis carries, and so
 	// the most one script call decides. 0 means DefaultMaxBatch. 1 turns
@@ -152,7 +153,7 @@ func (e *Error) Unwrap() error { return e.Err }
 type Store struct {
 	client     redis.UniversalClient
 	prefix     string
-	clock      floodgate.Clock
+	clock      clock.Clock
 	group      groupMode
 	maxBatch   int
 	maxPending int

@@ -17,6 +17,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/testkit"
 )
@@ -209,7 +210,7 @@ func hammer(t *testing.T, lim floodgate.Limiter, key string, n int) (allowed int
 	for range n {
 		wg.Go(func() {
 			for range 10_000 {
-				res, err := lim.Allow(context.Background(), key)
+				res, err := floodgate.Allow(context.Background(), lim, key)
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, err)
@@ -242,7 +243,7 @@ func scriptFlushUnderLoad(t *testing.T, client redis.UniversalClient) {
 	// A fixed clock: nothing refills, so what is left plus what was
 	// admitted is the capacity exactly, and the capacity is far above the
 	// decisions made, so every one of them is admitted and charged.
-	clock := floodgate.ClockFunc(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
+	clock := clock.Func(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
 	const capacity = 1_000_000
 	lim := newLimiter(t, newStore(t, client, Options{Clock: clock}), "flush", floodgate.PerHour(capacity))
 	// Workers flush after every 100th decision, so the cache is flushed
@@ -256,7 +257,7 @@ func scriptFlushUnderLoad(t *testing.T, client redis.UniversalClient) {
 	for range workers {
 		wg.Go(func() {
 			for range each {
-				res, err := lim.Allow(context.Background(), "k")
+				res, err := floodgate.Allow(context.Background(), lim, "k")
 				if err == nil && res.Allowed {
 					allowed.Add(1)
 				}
@@ -348,7 +349,7 @@ func concurrentDecisionsAreAtomic(t *testing.T, client redis.UniversalClient) {
 	} {
 		t.Run(l.Algorithm.String(), func(t *testing.T) {
 			// A fixed clock: nothing refills while the test runs.
-			clock := floodgate.ClockFunc(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
+			clock := clock.Func(func() int64 { return time.Date(2026, 3, 1, 0, 10, 0, 0, time.UTC).UnixNano() })
 			lim := newLimiter(t, newStore(t, client, Options{Clock: clock, Prefix: "atomic:" + l.Algorithm.String() + ":"}), "atomic", l)
 			var mu sync.Mutex
 			var remaining []int64
@@ -358,7 +359,7 @@ func concurrentDecisionsAreAtomic(t *testing.T, client redis.UniversalClient) {
 				go func() {
 					defer wg.Done()
 					for range 5 {
-						res, err := lim.Allow(context.Background(), "k")
+						res, err := floodgate.Allow(context.Background(), lim, "k")
 						if err != nil {
 							t.Error(err)
 							return
@@ -394,7 +395,7 @@ func concurrentDecisionsAreAtomic(t *testing.T, client redis.UniversalClient) {
 // a two-limit policy: a denial by one limit charges neither.
 func TestMultiLimitBatchAllOrNothing(t *testing.T) {
 	client := standalone(t)
-	clock := floodgate.ClockFunc(func() int64 { return time.Date(2026, 3, 1, 0, 0, 30, 0, time.UTC).UnixNano() })
+	clock := clock.Func(func() int64 { return time.Date(2026, 3, 1, 0, 0, 30, 0, time.UTC).UnixNano() })
 	s := newStore(t, client, Options{Clock: clock})
 	both := newLimiter(t, s, "pair", floodgate.PerHour(100), floodgate.PerMinute(30).WithAlgorithm(floodgate.FixedWindow))
 	first := newLimiter(t, s, "pair", floodgate.PerHour(100))
@@ -405,7 +406,7 @@ func TestMultiLimitBatchAllOrNothing(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 4 {
-				res, err := both.Allow(context.Background(), "k")
+				res, err := floodgate.Allow(context.Background(), both, "k")
 				if err != nil {
 					t.Error(err)
 					return
@@ -449,7 +450,7 @@ func TestRedisDown(t *testing.T) {
 	// call, not the Store's deadline.
 	lim := newLimiter(t, newStore(t, client, Options{}), "down", floodgate.PerSecond(10))
 	start := time.Now()
-	_, err := lim.Allow(context.Background(), "k")
+	_, err := floodgate.Allow(context.Background(), lim, "k")
 	if err == nil {
 		t.Fatal("decided without Redis")
 	}
@@ -489,7 +490,7 @@ func TestStalledRedisHonoursContext(t *testing.T) {
 	calls := countScripts(client)
 	s := newStore(t, client, Options{Flushers: 1})
 	lim := newLimiter(t, s, "stall", floodgate.PerHour(10))
-	if _, err := lim.Allow(context.Background(), "warm"); err != nil {
+	if _, err := floodgate.Allow(context.Background(), lim, "warm"); err != nil {
 		t.Fatal(err)
 	}
 	before, beforeDecisions := calls.calls.Load(), calls.decisions.Load()
@@ -502,7 +503,7 @@ func TestStalledRedisHonoursContext(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), generous)
 		defer cancel()
-		_, err := lim.Allow(ctx, "k0")
+		_, err := floodgate.Allow(ctx, lim, "k0")
 		first <- err
 	}()
 	eventually(t, hangLimit, "first request sent", func() bool { return calls.calls.Load() > before })
@@ -512,7 +513,7 @@ func TestStalledRedisHonoursContext(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			defer cancel()
-			_, errs[i] = lim.Allow(ctx, fmt.Sprintf("k%d", i))
+			_, errs[i] = floodgate.Allow(ctx, lim, fmt.Sprintf("k%d", i))
 		})
 	}
 	queued := make(chan struct{})
@@ -541,7 +542,7 @@ func TestStalledRedisHonoursContext(t *testing.T) {
 	case <-time.After(hangLimit):
 		t.Fatalf("the request in flight: no answer %s after Redis answers again", hangLimit)
 	}
-	if _, err := lim.Allow(context.Background(), "after"); err != nil {
+	if _, err := floodgate.Allow(context.Background(), lim, "after"); err != nil {
 		t.Fatal(err)
 	}
 	// Only the request in flight and the one after were decided.
@@ -563,13 +564,13 @@ func TestRestartedRedis(t *testing.T) {
 	client := newClient(t, srv.Addr)
 	calls := countScripts(client)
 	lim := newLimiter(t, newStore(t, client, Options{}), "restart", floodgate.PerSecond(1000))
-	if _, err := lim.Allow(context.Background(), "k"); err != nil {
+	if _, err := floodgate.Allow(context.Background(), lim, "k"); err != nil {
 		t.Fatal(err)
 	}
 	evals := calls.evals.Load()
 	srv.Restart()
 	eventually(t, 5*time.Second, "decisions after restart", func() bool {
-		_, err := lim.Allow(context.Background(), "k")
+		_, err := floodgate.Allow(context.Background(), lim, "k")
 		return err == nil
 	})
 	if calls.evals.Load() == evals {
@@ -587,7 +588,7 @@ func TestOverloaded(t *testing.T) {
 	calls := countScripts(client)
 	s := newStore(t, client, Options{Flushers: 1, MaxPending: 2})
 	lim := newLimiter(t, s, "over", floodgate.PerSecond(10))
-	if _, err := lim.Allow(context.Background(), "warm"); err != nil { // loads the script
+	if _, err := floodgate.Allow(context.Background(), lim, "warm"); err != nil { // loads the script
 		t.Fatal(err)
 	}
 	before := calls.calls.Load()
@@ -597,7 +598,7 @@ func TestOverloaded(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
 	for i := range errs { // one in flight, two waiting
-		wg.Go(func() { _, errs[i] = lim.Allow(ctx, fmt.Sprint(i)) })
+		wg.Go(func() { _, errs[i] = floodgate.Allow(ctx, lim, fmt.Sprint(i)) })
 		if i == 0 {
 			eventually(t, hangLimit, "first request sent", func() bool { return calls.calls.Load() > before })
 		}
@@ -609,7 +610,7 @@ func TestOverloaded(t *testing.T) {
 	})
 	more := make(chan struct{})
 	var err error
-	go func() { _, err = lim.Allow(ctx, "more"); close(more) }()
+	go func() { _, err = floodgate.Allow(ctx, lim, "more"); close(more) }()
 	await(t, more, "Allow on a full queue, Redis held")
 	if !errors.Is(err, ErrOverloaded) {
 		t.Errorf("Allow on a full queue = %v, want ErrOverloaded", err)
@@ -640,7 +641,7 @@ func TestClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	lim := newLimiter(t, s, "close", floodgate.PerSecond(10))
-	if _, err := lim.Allow(context.Background(), "warm"); err != nil { // loads the script
+	if _, err := floodgate.Allow(context.Background(), lim, "warm"); err != nil { // loads the script
 		t.Fatal(err)
 	}
 	before := calls.calls.Load()
@@ -651,7 +652,7 @@ func TestClose(t *testing.T) {
 		done[i] = make(chan struct{})
 		go func() {
 			defer close(done[i])
-			_, errs[i] = lim.Allow(context.Background(), fmt.Sprint(i))
+			_, errs[i] = floodgate.Allow(context.Background(), lim, fmt.Sprint(i))
 		}()
 		if i == 0 {
 			eventually(t, hangLimit, "first request sent", func() bool { return calls.calls.Load() > before })
@@ -671,7 +672,7 @@ func TestClose(t *testing.T) {
 			t.Errorf("queued request %d: %v, want ErrClosed", i, errs[i])
 		}
 	}
-	if _, err := lim.Allow(context.Background(), "late"); !errors.Is(err, ErrClosed) {
+	if _, err := floodgate.Allow(context.Background(), lim, "late"); !errors.Is(err, ErrClosed) {
 		t.Errorf("Allow after Close = %v, want ErrClosed", err)
 	}
 	// Close waits for the flusher, which waits for Redis.
@@ -691,7 +692,7 @@ func TestSentinel(t *testing.T) {
 	defer client.Close()
 	lim := newLimiter(t, newStore(t, client, Options{}), "sentinel", floodgate.PerMinute(2))
 	for i, want := range []bool{true, true, false} {
-		res, err := lim.Allow(context.Background(), "k")
+		res, err := floodgate.Allow(context.Background(), lim, "k")
 		if err != nil {
 			t.Fatal(err)
 		}

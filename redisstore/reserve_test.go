@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/testkit"
 )
@@ -52,7 +53,7 @@ func TestRandomReservations(t *testing.T) {
 	client := standalone(t)
 	var n int
 	floodgatetest.RandomReservations(t, floodgatetest.Harness{
-		NewStore: func(t *testing.T, clock floodgate.Clock) floodgate.Store {
+		NewStore: func(t *testing.T, clock clock.Clock) floodgate.Store {
 			n++
 			return newStore(t, client, Options{Prefix: fmt.Sprintf("prop%d:", n), Clock: clock})
 		},
@@ -140,7 +141,7 @@ func waitWhileBlocked(t *testing.T, srv *testkit.RedisServer, client *redis.Clie
 		// Wait until the server is asleep: a PING no longer answers at once.
 		testkit.Eventually(t, 10*time.Second, "DEBUG SLEEP under way", func() bool { return !answers(t, srv.Addr) })
 		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		_, err := lim.Wait(wctx, key)
+		_, err := floodgate.Wait(wctx, lim, key)
 		cancel()
 		if !errors.Is(err, floodgate.ErrWaitDeadline) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("round %d: Wait = %v, want an error wrapping ErrWaitDeadline and context.DeadlineExceeded", round, err)
@@ -150,7 +151,7 @@ func waitWhileBlocked(t *testing.T, srv *testkit.RedisServer, client *redis.Clie
 		}
 		// The reservation's script, sent before the deadline, runs now.
 		testkit.Eventually(t, 10*time.Second, "the held script ran", func() bool { return evalshaCalls(t, srv) > before })
-		res, err := lim.Allow(ctx, key)
+		res, err := floodgate.Allow(ctx, lim, key)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,7 @@ func TestRedisDownDefaultClient(t *testing.T) {
 	dials := countDials(client)
 	lim := newLimiter(t, newStore(t, client, Options{}), "down", floodgate.PerSecond(10))
 	start := time.Now()
-	_, err := lim.Allow(context.Background(), "k")
+	_, err := floodgate.Allow(context.Background(), lim, "k")
 	var ne net.Error
 	if !errors.As(err, &ne) {
 		t.Fatalf("error %v: want a network error", err)
@@ -59,7 +59,7 @@ func TestStalledRedisDefaultTimeout(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	lim := newLimiter(t, s, "stall", floodgate.PerSecond(10))
-	if _, err := lim.Allow(context.Background(), "warm"); err != nil {
+	if _, err := floodgate.Allow(context.Background(), lim, "warm"); err != nil {
 		t.Fatal(err)
 	}
 	srv.Pause(30 * time.Second)
@@ -67,7 +67,7 @@ func TestStalledRedisDefaultTimeout(t *testing.T) {
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		_, err := lim.Allow(context.Background(), "k")
+		_, err := floodgate.Allow(context.Background(), lim, "k")
 		done <- err
 	}()
 	select {
@@ -106,7 +106,7 @@ func TestNoRetryAfterTimeout(t *testing.T) {
 	slept := srv.DebugSleep(time.Second)
 	waitAsleep(t, srv.Addr)
 	start := time.Now()
-	_, err := lim.Allow(context.Background(), "k")
+	_, err := floodgate.Allow(context.Background(), lim, "k")
 	if err == nil {
 		t.Fatal("decided while redis slept")
 	}

@@ -22,7 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/daemon"
 	"github.com/floodgate-go/floodgate/proxy"
@@ -47,7 +47,7 @@ func NewSim(cfg *config.Config) (*Sim, error) {
 	d, err := daemon.New(cfg, daemon.Options{
 		Logger:   slog.New(slog.DiscardHandler),
 		NoStatus: true,
-		Clock:    floodgate.ClockFunc(s.now.Load),
+		Clock:    clock.Func(s.now.Load),
 	})
 	if err != nil {
 		return nil, err

@@ -19,7 +19,8 @@
 #      fresh module with neither replace nor workspace, go get and go build
 #      of every module at VERSION and go install of cmd/floodgate@VERSION.
 #
-# It pushes nothing; it prints the push command. Third-party modules come
+# It pushes nothing; it prints the push command, and the command that builds
+# the binary's archives of the tag (scripts/archives.sh VERSION). Third-party modules come
 # from the module cache, then from GOPROXY as go env reports it (set
 # RELEASE_GOPROXY to override).
 set -euo pipefail
@@ -191,4 +192,5 @@ if ! $verify_only; then
 	tags=()
 	for m in "${modules[@]}"; do tags+=("$(tag_of "$m")"); done
 	echo "push with: git push origin HEAD ${tags[*]}"
+	echo "archives of the binary, with SHA256SUMS and SBOMs: scripts/archives.sh $version"
 fi

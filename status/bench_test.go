@@ -16,8 +16,8 @@ import (
 // pays like any wrapper.
 type passthrough struct{ floodgate.Limiter }
 
-func (p passthrough) Allow(ctx context.Context, key string) (floodgate.Result, error) {
-	return p.Limiter.Allow(ctx, key)
+func (p passthrough) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
+	return p.Limiter.AllowN(ctx, key, cost)
 }
 
 // BenchmarkAllow compares a decision on the memory limiter bare, through a
@@ -71,12 +71,12 @@ func BenchmarkAllow(b *testing.B) {
 				}
 				ctx := context.Background()
 				for _, k := range keys {
-					lim.Allow(ctx, k)
+					floodgate.Allow(ctx, lim, k)
 				}
 				b.ReportAllocs()
 				i := 0
 				for b.Loop() {
-					if _, err := lim.Allow(ctx, keys[i%len(keys)]); err != nil {
+					if _, err := floodgate.Allow(ctx, lim, keys[i%len(keys)]); err != nil {
 						b.Fatal(err)
 					}
 					i++

@@ -110,25 +110,18 @@ type limiter struct {
 	route string
 }
 
-// WithRoute returns the limiter recording its decisions as asked by the
-// named route (Decision.Route), into the same record.
-func (l *limiter) WithRoute(route string) floodgate.Limiter {
-	return &limiter{Limiter: l.Limiter, p: l.p, route: route}
+// WithRoute returns l recording its decisions as asked by the named route
+// (Decision.Route), into the same record, when l is a limiter that
+// Status.Limiter returned; any other l as it is.
+func WithRoute(l floodgate.Limiter, route string) floodgate.Limiter {
+	if w, ok := l.(*limiter); ok {
+		return &limiter{Limiter: w.Limiter, p: w.p, route: route}
+	}
+	return l
 }
 
 // Unwrap returns the wrapped Limiter.
 func (l *limiter) Unwrap() floodgate.Limiter { return l.Limiter }
-
-// Allow calls the wrapped Allow, so a Limiter whose Allow is more than
-// AllowN(ctx, key, 1) keeps its behaviour, and records its decision.
-func (l *limiter) Allow(ctx context.Context, key string) (floodgate.Result, error) {
-	res, err := l.Limiter.Allow(ctx, key)
-	l.p.record(key, 1, res.Allowed, res.Source, err)
-	if err == nil {
-		l.p.remember(key, l.route, 1, &res)
-	}
-	return res, err
-}
 
 // AllowN calls the wrapped AllowN and records its decision.
 func (l *limiter) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
@@ -150,14 +143,4 @@ func (l *limiter) ReserveN(ctx context.Context, key string, cost int64) (*floodg
 	}
 	l.p.record(key, cost, res.Allowed, res.Source, err)
 	return r, err
-}
-
-// Wait is WaitN with a cost of 1.
-func (l *limiter) Wait(ctx context.Context, key string) (floodgate.Result, error) {
-	return l.WaitN(ctx, key, 1)
-}
-
-// WaitN waits on the wrapper's ReserveN, so every reservation is recorded.
-func (l *limiter) WaitN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
-	return floodgate.WaitFor(ctx, func(ctx context.Context) (*floodgate.Reservation, error) { return l.ReserveN(ctx, key, cost) })
 }

@@ -114,7 +114,7 @@ func (s *Status) Limiter(l floodgate.Limiter) floodgate.Limiter {
 }
 
 // describeLimits names l's default limits and those of its overrides, when
-// a limiter in its chain of wrappers can tell them.
+// a limiter in its chain of wrappers can tell them (floodgate.Describer).
 func describeLimits(l floodgate.Limiter) (limits []string, overrides []Override) {
 	names := func(set *floodgate.LimitSet) []string {
 		out := make([]string, set.Len())
@@ -123,25 +123,15 @@ func describeLimits(l floodgate.Limiter) (limits []string, overrides []Override)
 		}
 		return out
 	}
-	for l != nil {
-		if pl, ok := l.(interface {
-			LimitsFor(string) *floodgate.LimitSet
-		}); ok {
-			limits = names(pl.LimitsFor(""))
-			if ol, ok := l.(interface{ Overrides() []string }); ok {
-				for _, k := range ol.Overrides() {
-					overrides = append(overrides, Override{Key: k, Limits: names(pl.LimitsFor(k))})
-				}
-			}
-			return limits, overrides
-		}
-		u, ok := l.(interface{ Unwrap() floodgate.Limiter })
-		if !ok {
-			return nil, nil
-		}
-		l = u.Unwrap()
+	d, ok := floodgate.As[floodgate.Describer](l)
+	if !ok {
+		return nil, nil
 	}
-	return nil, nil
+	limits = names(d.LimitsFor(""))
+	for _, k := range d.Overrides() {
+		overrides = append(overrides, Override{Key: k, Limits: names(d.LimitsFor(k))})
+	}
+	return limits, overrides
 }
 
 // Retain forgets every policy not named in keep, e.g. after a reload that

@@ -30,7 +30,7 @@ func TestStatusCountsAndWindow(t *testing.T) {
 	s := New(Options{Buckets: 3, Span: 2 * time.Second, Step: time.Second, History: 4})
 	lim := s.Limiter(tinyLimiter(t, "api", floodgate.PerHour(3)))
 	for range 5 {
-		lim.Allow(ctx, "user:1")
+		floodgate.Allow(ctx, lim, "user:1")
 	}
 	lim.AllowN(ctx, "user:2", 2)
 	lim.AllowN(ctx, "user:1", 0) // a peek
@@ -68,7 +68,7 @@ func TestStatusCountsAndWindow(t *testing.T) {
 
 	// A policy rebuilt by a reload keeps its record; one removed leaves.
 	lim2 := s.Limiter(tinyLimiter(t, "api", floodgate.PerHour(3)))
-	lim2.Allow(ctx, "user:3")
+	floodgate.Allow(ctx, lim2, "user:3")
 	s.Limiter(tinyLimiter(t, "gone", floodgate.PerHour(3)))
 	s.Retain([]string{"api"})
 	snap = s.Snapshot()
@@ -81,8 +81,8 @@ func TestStatusCountsAndWindow(t *testing.T) {
 func TestStatusRawKeys(t *testing.T) {
 	s := New(Options{RawKeys: true})
 	lim := s.Limiter(tinyLimiter(t, "api", floodgate.PerHour(1)))
-	lim.Allow(context.Background(), "user:1")
-	lim.Allow(context.Background(), "user:1")
+	floodgate.Allow(context.Background(), lim, "user:1")
+	floodgate.Allow(context.Background(), lim, "user:1")
 	if top := s.Snapshot().Policies[0].TopLimited; len(top) != 1 || top[0].Key != "user:1" {
 		t.Fatalf("top limited %+v", top)
 	}
@@ -97,21 +97,19 @@ func TestStatusRecentDecisions(t *testing.T) {
 	ctx := context.Background()
 	s := New(Options{Buckets: 2, Span: time.Second, Step: time.Second, RawKeys: true})
 	base := s.Limiter(tinyLimiter(t, "api", floodgate.PerHour(2)))
-	lim := base.(interface {
-		WithRoute(string) floodgate.Limiter
-	}).WithRoute("login")
+	lim := WithRoute(base, "login")
 	for range 3 {
-		lim.Allow(ctx, "user:1")
+		floodgate.Allow(ctx, lim, "user:1")
 	}
-	lim.Allow(ctx, "user:2")
+	floodgate.Allow(ctx, lim, "user:2")
 	if got := s.Recent("api", "user:1"); got != nil {
 		t.Fatalf("before a Tick: %+v", got)
 	}
 	s.Tick()
 	for range RecentPerKey + 3 {
-		lim.Allow(ctx, "user:1")
+		floodgate.Allow(ctx, lim, "user:1")
 	}
-	lim.Allow(ctx, "user:2")
+	floodgate.Allow(ctx, lim, "user:2")
 	got := s.Recent("api", "user:1")
 	if len(got) != RecentPerKey {
 		t.Fatalf("%d recent decisions, want %d", len(got), RecentPerKey)
@@ -147,7 +145,7 @@ func TestStatusSourcesAndOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	lim := s.Limiter(fixedSource{pl, floodgate.SourceLocalFallback})
-	lim.Allow(context.Background(), "user:1")
+	floodgate.Allow(context.Background(), lim, "user:1")
 	p := s.Snapshot().Policies[0]
 	if p.Sources[string(floodgate.SourceLocalFallback)] != 1 || p.Sources["other"] != 0 {
 		t.Errorf("sources %v", p.Sources)
@@ -164,10 +162,6 @@ type fixedSource struct {
 }
 
 func (f fixedSource) Unwrap() floodgate.Limiter { return f.PolicyLimiter }
-
-func (f fixedSource) Allow(ctx context.Context, key string) (floodgate.Result, error) {
-	return f.AllowN(ctx, key, 1)
-}
 
 func (f fixedSource) AllowN(ctx context.Context, key string, cost int64) (floodgate.Result, error) {
 	res, err := f.PolicyLimiter.AllowN(ctx, key, cost)
@@ -214,8 +208,8 @@ func TestStatusAllocatesOnUse(t *testing.T) {
 	if s.policies["used"].w.Load() != nil || s.policies["idle"].w.Load() != nil {
 		t.Fatal("a policy has a record before its first decision")
 	}
-	used.Allow(ctx, "k")
-	used.Allow(ctx, "k")
+	floodgate.Allow(ctx, used, "k")
+	floodgate.Allow(ctx, used, "k")
 	s.Tick()
 	if s.policies["idle"].w.Load() != nil {
 		t.Fatal("Tick made a record for a policy that never decided")

@@ -192,7 +192,7 @@ func runLoad(args []string) error {
 	switch *api {
 	case "engine":
 		call = func(ctx context.Context, _ int, key string) error {
-			res, err := lim.Allow(ctx, key)
+			res, err := floodgate.Allow(ctx, lim, key)
 			if err == nil && res.Source != "redis" {
 				err = fmt.Errorf("decided by %s", res.Source)
 			}

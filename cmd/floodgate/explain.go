@@ -110,22 +110,9 @@ func askExplain(addr, token string, req *admin.ExplainRequest) (*admin.Explanati
 	return &ex, nil
 }
 
-const explainUsage = `usage: floodgate explain [-addr URL] [-token T] [-json] REQUEST
-  REQUEST is one of
-    -http 'METHOD /path?query' [-host HOST] [-H 'Name: value']... [-peer ADDRESS]
-    -pg-user USER [-peer ADDRESS]
-    -envoy-domain DOMAIN -descriptor 'k=v,k2=v2'... [-hits N]
-
-Shows which route or rule the request meets and why the others do not, the
-exact keys, the limits and overrides that apply and each key's state, read
-from the running daemon without charging anything.
-`
-
 // explain is `floodgate explain`.
 func explain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), explainUsage); fs.PrintDefaults() }
+	fs := newFlagSet("explain", stderr)
 	var d description
 	d.flags(fs)
 	addr, token := adminFlags(fs)
@@ -137,12 +124,14 @@ func explain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "floodgate explain: unexpected arguments %q\n%s", fs.Args(), explainUsage)
+		fmt.Fprintf(stderr, "floodgate explain: unexpected arguments %q\n", fs.Args())
+		fs.Usage()
 		return 2
 	}
 	req, err := d.request()
 	if err != nil {
-		fmt.Fprintf(stderr, "floodgate explain: %v\n%s", err, explainUsage)
+		fmt.Fprintf(stderr, "floodgate explain: %v\n", err)
+		fs.Usage()
 		return 2
 	}
 	ex, err := askExplain(*addr, *token, req)

@@ -12,21 +12,10 @@ import (
 	"time"
 )
 
-const healthUsage = `usage: floodgate health [-addr URL] [-ready] [-timeout D]
-
-Asks a running daemon's admin listener whether it is alive (/healthz) or,
-with -ready, ready for traffic (/readyz), and prints one line saying so or
-why not. Exit 0 on 200, 1 on anything else, a bad flag included: a
-container runtime's healthcheck reads 1 as unhealthy (2 is reserved there).
-The probes need no token.
-`
-
 // health is `floodgate health`: the admin listener's /healthz or /readyz
 // for a container image, which has no shell and no curl to ask with.
 func health(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("health", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), healthUsage); fs.PrintDefaults() }
+	fs := newFlagSet("health", stderr)
 	addr := adminAddrFlag(fs)
 	ready := fs.Bool("ready", false, "probe /readyz (ready for traffic) instead of /healthz (alive)")
 	timeout := fs.Duration("timeout", 2*time.Second, "give up after `D` without an answer")
@@ -37,7 +26,8 @@ func health(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "floodgate health: unexpected arguments %q\n%s", fs.Args(), healthUsage)
+		fmt.Fprintf(stderr, "floodgate health: unexpected arguments %q\n", fs.Args())
+		fs.Usage()
 		return 1
 	}
 	if *timeout <= 0 {

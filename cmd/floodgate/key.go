@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,13 +17,11 @@ import (
 // without charging it, or reset, through the admin listener's /v1/keys.
 func key(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "show" && args[0] != "reset") {
-		fmt.Fprint(stderr, "usage: floodgate key show|reset -policy P -key K [-any-shape] [-addr URL] [-token T]\n"+
-			"       floodgate key show REQUEST (as floodgate explain describes it: -http, -pg-user or -envoy-domain)\n")
+		lookup("key").writeSynopsis(stderr, "usage: ")
 		return 2
 	}
 	verb := args[0]
-	fs := flag.NewFlagSet("key "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("key "+verb, stderr)
 	policy := fs.String("policy", "", "policy `name`")
 	k := fs.String("key", "", "the `key`, e.g. user:42")
 	addr, token := adminFlags(fs)

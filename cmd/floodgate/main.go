@@ -1,13 +1,7 @@
-// Command floodgate is the rate-limiting daemon and its tools.
-//
-//	floodgate serve [FILE]             run the daemon (no file: the built-in defaults)
-//	floodgate validate FILE | -        check a configuration file, print every error
-//	floodgate check -policy P -key K   ask a running daemon's check API
-//	floodgate key show|reset -policy P -key K   inspect or forgive a key
-//	floodgate explain -http 'GET /path' …      what the daemon would do with a request
-//	floodgate replay -config FILE LOG        what a file would decide for yesterday's log
-//	floodgate health [-ready]          probe a running daemon's /healthz or /readyz
-//	floodgate version [-json]          print the version, commit and Go version
+// Command floodgate is the rate-limiting daemon and its tools: serve,
+// validate, check, key, explain, replay, health, version, completion and
+// help. The commands, their help (floodgate COMMAND -h) and the shell
+// completion scripts come from one table, commandTable in commands.go.
 //
 // See docs/daemon.md.
 package main
@@ -40,63 +34,37 @@ import (
 	"github.com/floodgate-go/floodgate/internal/yamlpos"
 )
 
-const usage = `usage:
-  floodgate serve [FILE]             run the daemon (without a file: the built-in defaults)
-  floodgate validate FILE | -        check a configuration file (- reads standard input) and print every error
-  floodgate check -policy P -key K [-cost N] [-addr URL] [-token T]
-                                     ask a running daemon's check API (exit 0 allowed, 1 denied)
-  floodgate key show|reset -policy P -key K [-addr URL] [-token T]
-                                     inspect a key without charging it, or reset (forgive) it
-  floodgate explain -http 'METHOD /path' [-H 'Name: value'] [-peer ADDR] | -pg-user U | -envoy-domain D -descriptor k=v
-                                     what the running daemon would do with a request: the route or rule it meets,
-                                     its keys and their state, charging nothing
-  floodgate replay -config FILE [-against FILE] LOG
-                                     decide an access log's requests with a file, on the log's clock, and report
-  floodgate health [-addr URL] [-ready] [-timeout D]
-                                     probe a running daemon's admin listener: /healthz, or /readyz with -ready
-                                     (exit 0 on 200, 1 otherwise: a container image's healthcheck)
-  floodgate version [-json]          print the version, the commit, its time and the Go version
-`
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usageText())
 		return 2
 	}
 	switch args[0] {
-	case "serve":
-		return serve(args[1:], stderr)
-	case "validate":
-		return validate(args[1:], stdout, stderr)
-	case "check":
-		return check(args[1:], stdout, stderr)
-	case "key":
-		return key(args[1:], stdout, stderr)
-	case "replay":
-		return replayCmd(args[1:], stdout, stderr)
-	case "explain":
-		return explain(args[1:], stdout, stderr)
-	case "health":
-		return health(args[1:], stdout, stderr)
-	case "version", "-version", "--version":
-		return versionCmd(args[1:], stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
+	case "-h", "-help", "--help":
+		return helpCmd(nil, stdout, stderr)
+	case "-version", "--version":
+		args[0] = "version"
+	}
+	c := lookup(args[0])
+	if c == nil {
+		fmt.Fprintf(stderr, "floodgate: unknown command %q\n%s", args[0], usageText())
+		return 2
+	}
+	if wantsHelp(args[1:]) {
+		c.writeHelp(stdout)
 		return 0
 	}
-	fmt.Fprintf(stderr, "floodgate: unknown command %q\n%s", args[0], usage)
-	return 2
+	return c.run(args[1:], stdout, stderr)
 }
 
 // versionCmd prints what buildinfo reads from the binary: one field a
 // line for people, or one JSON object (-json) for machines.
 func versionCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("version", stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object: version, revision, modified, time, go, platform")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -134,8 +102,7 @@ func serve(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("serve", stderr)
 	path := fs.String("config", "", "configuration `file` (watched and reloaded on change and on SIGHUP); empty: built-in defaults")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -347,12 +314,8 @@ func tryLine(cfg *config.Config, addr string) string {
 }
 
 func validate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("validate", stderr)
 	path := fs.String("config", "", "the configuration `file` to check (or give it as the argument; - reads it from standard input)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: floodgate validate [-config] FILE | -\n\nBuilds everything serve would from the file, short of listening, and prints every\nerror as file:line:column: field: message. Exit 0 valid, 1 invalid, 2 usage.\n")
-	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -477,8 +440,7 @@ func callDaemonContext(ctx context.Context, method, url string, body []byte, tok
 }
 
 func check(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("check", stderr)
 	policy := fs.String("policy", "", "policy `name`")
 	key := fs.String("key", "", "the `key` to decide for, e.g. user:42")
 	cost := fs.Int64("cost", 1, "units to charge; 0 peeks without charging")

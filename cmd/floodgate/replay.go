@@ -16,31 +16,9 @@ import (
 	"github.com/floodgate-go/floodgate/replay"
 )
 
-const replayUsage = `usage: floodgate replay -config CANDIDATE [-against CURRENT | -against none] [flags] LOG | -
-
-Runs the requests of an access log through the candidate configuration as
-floodgate serve would decide them (its routes, key functions, policies,
-overrides and tiers, on a memory engine whose clock is the log's own
-timestamps) and reports per route and per policy how many would be allowed
-and denied, and what changes against CURRENT: the counts' difference and the
-keys whose requests flip. Nothing is forwarded and no listener is opened.
-
-CURRENT defaults to what floodgate serve runs without a file (the built-in
-defaults); give the file in service. LOG is JSON lines, nginx's combined
-format or Envoy's default format (-format; detected by default), gzip when
-it ends in .gz, or - for standard input. Lines that are not requests are
-counted and quoted in the report, never fatal. See docs/replay.md.
-
-Exit 0 after a report, 1 when a configuration or the log cannot be read,
-2 for a usage error.
-
-flags:
-`
-
 // replayCmd is `floodgate replay`.
 func replayCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("replay", stderr)
 	cand := fs.String("config", "", "the candidate configuration `file` (required)")
 	against := fs.String("against", "", "the configuration `file` to compare with (default: the built-in defaults, as floodgate serve without a file; none: no comparison)")
 	format := fs.String("format", "auto", "the log's `format`: auto, json, nginx or envoy")
@@ -50,10 +28,6 @@ func replayCmd(args []string, stdout, stderr io.Writer) int {
 	top := fs.Int("top", 10, "how many flipping `keys` to list")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
 	rawKeys := fs.Bool("raw-keys", false, "show keys as they are (default: redacted stand-ins, as floodgate logs them; stable within one report)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), replayUsage)
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

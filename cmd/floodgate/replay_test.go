@@ -129,7 +129,7 @@ func TestReplayPredictsServe(t *testing.T) {
 		t.Errorf("text report (%v):\n%s", err, text)
 	}
 	help, err := exec.Command(binary, "replay", "-h").CombinedOutput()
-	if err != nil || !strings.Contains(string(help), "usage: floodgate replay") || !strings.Contains(string(help), "-against") {
+	if err != nil || !strings.Contains(string(help), "floodgate replay -config CANDIDATE") || !strings.Contains(string(help), "-against") {
 		t.Errorf("replay -h (%v):\n%s", err, help)
 	}
 	for _, tc := range []struct {

@@ -194,8 +194,8 @@ func TestValidateForms(t *testing.T) {
 		}
 	}
 	var out, errOut strings.Builder
-	if code := run([]string{"validate", "-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "usage: floodgate validate") {
-		t.Errorf("validate -h: exit %d %q", code, errOut.String())
+	if code := run([]string{"validate", "-h"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "floodgate validate [-config] FILE") {
+		t.Errorf("validate -h: exit %d %q", code, out.String())
 	}
 	cmd := exec.Command(binary, "validate", "-")
 	cmd.Stdin = strings.NewReader("policies: {api: {rate: fast}}\ncheck: {}\n")

@@ -23,7 +23,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/concurrency"
 )
 
@@ -93,8 +93,8 @@ type GradientOptions struct {
 	// DefaultProbeAfter; -1 never probes early.
 	ProbeAfter int
 
-	// Clock times the windows; nil means floodgate.SystemClock.
-	Clock floodgate.Clock
+	// Clock times the windows; nil means clock.System.
+	Clock clock.Clock
 }
 
 // Gradient is a concurrency.Controller whose limit follows the ratio of the
@@ -151,7 +151,7 @@ func NewGradient(o GradientOptions) (*Gradient, error) {
 		o.ProbeInterval = DefaultProbeInterval
 	}
 	if o.Clock == nil {
-		o.Clock = floodgate.SystemClock
+		o.Clock = clock.System
 	}
 	switch {
 	case !(o.Tolerance >= 1) || math.IsInf(o.Tolerance, 0):
@@ -299,8 +299,8 @@ type AIMDOptions struct {
 	// the resource when nothing queues.
 	Timeout time.Duration
 
-	// Clock spaces the cuts; nil means floodgate.SystemClock.
-	Clock floodgate.Clock
+	// Clock spaces the cuts; nil means clock.System.
+	Clock clock.Clock
 }
 
 // AIMD is a concurrency.Controller that adds one to the limit per limit's
@@ -335,7 +335,7 @@ func NewAIMD(o AIMDOptions) (*AIMD, error) {
 		o.Backoff = DefaultBackoff
 	}
 	if o.Clock == nil {
-		o.Clock = floodgate.SystemClock
+		o.Clock = clock.System
 	}
 	switch {
 	case !(o.Backoff > 0 && o.Backoff < 1):

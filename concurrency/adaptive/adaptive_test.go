@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/concurrency"
 	"github.com/floodgate-go/floodgate/concurrency/adaptive"
 )
@@ -18,7 +18,7 @@ func ok(rtt time.Duration, in int) concurrency.Sample {
 	return concurrency.Sample{RTT: rtt, InFlight: in, Outcome: concurrency.Success}
 }
 
-func newGradient(t *testing.T, clock floodgate.Clock) *adaptive.Gradient {
+func newGradient(t *testing.T, clock clock.Clock) *adaptive.Gradient {
 	t.Helper()
 	g, err := adaptive.NewGradient(adaptive.GradientOptions{Initial: 10, Clock: clock, ProbeSamples: 5, MinSamples: 5, Window: time.Second, ProbeInterval: time.Hour})
 	if err != nil {

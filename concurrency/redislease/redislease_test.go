@@ -307,7 +307,7 @@ func TestOneGuardForRatesAndLeases(t *testing.T) {
 	leases := newStore(t, c, redislease.Options{Mode: failover.FailClosed, Breaker: guard.Breaker()})
 	cl := newLimiter(t, leases, concurrency.Options{Name: "conc", Limit: 5})
 	ctx := context.Background()
-	if r, err := rl.Allow(ctx, "a"); err != nil || !r.Allowed || r.Source == floodgate.SourceFailOpen {
+	if r, err := floodgate.Allow(ctx, rl, "a"); err != nil || !r.Allowed || r.Source == floodgate.SourceFailOpen {
 		t.Fatalf("rate: %+v %v", r, err)
 	}
 	if r, p := cl.Acquire(ctx, "a"); !r.Allowed || r.Source != redislease.Source {
@@ -323,7 +323,7 @@ func TestOneGuardForRatesAndLeases(t *testing.T) {
 		t.Fatalf("breaker %s after the lease's failure, want open", guard.State())
 	}
 	skipped := guard.Stats().Skipped
-	if r, _ := rl.Allow(ctx, "a"); r.Source != floodgate.SourceFailOpen {
+	if r, _ := floodgate.Allow(ctx, rl, "a"); r.Source != floodgate.SourceFailOpen {
 		t.Fatalf("rate with the breaker open: %+v", r)
 	}
 	if guard.Stats().Skipped != skipped+1 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	fiberlimit "github.com/floodgate-go/floodgate/contrib/fiber"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/gofiber/fiber/v3"
@@ -260,7 +261,7 @@ func TestLockoutLastsExpiration(t *testing.T) {
 	// lockout after 247 s.
 	start := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC).Add(15*time.Minute - 247*time.Second).UnixNano()
 	now.Store(start)
-	s := memstore.New(memstore.Options{Clock: floodgate.ClockFunc(now.Load)})
+	s := memstore.New(memstore.Options{Clock: clock.Func(now.Load)})
 	defer s.Close()
 	for _, w := range []fiberlimit.Window{nil, fiberlimit.FixedWindow{}, fiberlimit.SlidingWindow{}} {
 		now.Store(start)
@@ -288,7 +289,7 @@ func TestAlignedWindowEndsAtTheClock(t *testing.T) {
 	var now atomic.Int64
 	start := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC).Add(15*time.Minute - 247*time.Second).UnixNano()
 	now.Store(start)
-	s := memstore.New(memstore.Options{Clock: floodgate.ClockFunc(now.Load)})
+	s := memstore.New(memstore.Options{Clock: clock.Func(now.Load)})
 	defer s.Close()
 	app := fiber.New()
 	app.Post("/login", fiberlimit.New(fiberlimit.Config{Max: 5, Expiration: 15 * time.Minute,
@@ -307,7 +308,7 @@ func TestAlignedWindowEndsAtTheClock(t *testing.T) {
 func TestExpirationFunc(t *testing.T) {
 	var now atomic.Int64
 	now.Store(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC).UnixNano())
-	s := memstore.New(memstore.Options{Clock: floodgate.ClockFunc(now.Load)})
+	s := memstore.New(memstore.Options{Clock: clock.Func(now.Load)})
 	defer s.Close()
 	app := fiber.New()
 	app.Use(fiberlimit.New(fiberlimit.Config{Max: 1, Expiration: time.Minute, Store: s,

@@ -13,6 +13,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/algo"
 	"github.com/floodgate-go/floodgate/clientip"
+	"github.com/floodgate-go/floodgate/clock"
 	grpclimit "github.com/floodgate-go/floodgate/contrib/grpc"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/httplimit"
@@ -281,7 +282,7 @@ func TestRedis(t *testing.T) {
 func TestRetryUnary(t *testing.T) {
 	// The store reads the system clock itself rather than a coarse cached
 	// copy, so the delay it reports is exact: a retry after it passes.
-	s := memstore.New(memstore.Options{Clock: floodgate.SystemClock})
+	s := memstore.New(memstore.Options{Clock: clock.System})
 	t.Cleanup(func() { s.Close() })
 	lims := limiters(t, s, map[string]floodgate.Limit{
 		"fast": {Rate: 1, Period: 200 * time.Millisecond}, "slow": floodgate.PerHour(1)})
@@ -333,7 +334,7 @@ func TestConfigErrors(t *testing.T) {
 // delay, and the caller reads its first message as if nothing happened;
 // not past maxWait.
 func TestRetryStream(t *testing.T) {
-	s := memstore.New(memstore.Options{Clock: floodgate.SystemClock})
+	s := memstore.New(memstore.Options{Clock: clock.System})
 	t.Cleanup(func() { s.Close() })
 	lims := limiters(t, s, map[string]floodgate.Limit{
 		"fast": {Rate: 1, Period: 200 * time.Millisecond}, "slow": floodgate.PerHour(1)})

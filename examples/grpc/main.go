@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	grpclimit "github.com/floodgate-go/floodgate/contrib/grpc"
 	"github.com/floodgate-go/floodgate/memstore"
 	"google.golang.org/grpc"
@@ -73,7 +74,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store := memstore.New(memstore.Options{Clock: floodgate.SystemClock})
+	store := memstore.New(memstore.Options{Clock: clock.System})
 	defer store.Close()
 	passed, err := run(ln, store, 25)
 	if err != nil {

@@ -4,7 +4,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/memstore"
 )
 
@@ -15,7 +15,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := memstore.New(memstore.Options{Clock: floodgate.SystemClock})
+	store := memstore.New(memstore.Options{Clock: clock.System})
 	defer store.Close()
 	passed, err := run(ln, store, 15)
 	if err != nil {

@@ -3,7 +3,8 @@
 // a YAML library, gRPC or Prometheus, the request matcher (httpmatch)
 // depends on no limiter, httplimit links no engine, no Redis client and no
 // concurrency limiter (concurrency/throttle serves those), and
-// the observers (metrics, status) depend on no engine. It also holds the
+// the observers (metrics, status) depend on no engine, and only the
+// daemon's telemetry package links OpenTelemetry. It also holds the
 // checks of the repository's
 // Markdown (docs_test.go).
 package boundary
@@ -29,11 +30,12 @@ func deps(t *testing.T, pkg string) []string {
 }
 
 func TestLayers(t *testing.T) {
-	library := []string{"", "/algo", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httpmatch", "/httplimit", "/httplimit/quick", "/concurrency", "/concurrency/throttle", "/pgproxy/pgwire", "/pgproxy/proxyproto", "/pgproxy/pgmode"}
+	library := []string{"", "/algo", "/clock", "/memstore", "/redisstore", "/hybrid", "/failover", "/floodgatetest", "/clientip", "/httpmatch", "/httplimit", "/httplimit/quick", "/concurrency", "/concurrency/throttle", "/pgproxy/pgwire", "/pgproxy/proxyproto", "/pgproxy/pgmode"}
 	forbidden := []string{
 		mod + "/config", mod + "/daemon", mod + "/internal/yamlpos",
 		mod + "/proxy", mod + "/checkapi", mod + "/envoyrls", mod + "/envoyrules", mod + "/admin", mod + "/status",
 		"github.com/goccy/go-yaml", "gopkg.in/yaml", "google.golang.org/grpc", "github.com/envoyproxy/", "github.com/prometheus/",
+		"go.opentelemetry.io/",
 	}
 	for _, p := range library {
 		for _, d := range deps(t, mod+p) {
@@ -41,6 +43,17 @@ func TestLayers(t *testing.T) {
 				if d == f || strings.HasPrefix(d, f+"/") || (strings.HasSuffix(f, "/") && strings.HasPrefix(d, f)) {
 					t.Errorf("%s%s depends on %s: the library must not pull in the daemon's layers", mod, p, d)
 				}
+			}
+		}
+	}
+	// OpenTelemetry is the daemon's (package telemetry): the front ends and
+	// the observers a library user can take, the configuration and the
+	// admin listener export through the daemon's wrappers and hooks, and
+	// never link it themselves.
+	for _, p := range []string{"/metrics", "/status", "/proxy", "/checkapi", "/envoyrls", "/envoyrules", "/pgproxy", "/config", "/admin", "/outbound"} {
+		for _, d := range deps(t, mod+p) {
+			if strings.HasPrefix(d, "go.opentelemetry.io/") {
+				t.Errorf("%s%s depends on %s: OpenTelemetry is linked by the daemon's telemetry package only", mod, p, d)
 			}
 		}
 	}
@@ -70,6 +83,13 @@ func TestLayers(t *testing.T) {
 	for _, d := range deps(t, mod+"/httplimit") {
 		if d == mod+"/concurrency" || strings.HasPrefix(d, mod+"/concurrency/") {
 			t.Errorf("httplimit depends on %s: concurrency limits are served by concurrency/throttle, not the rate-limit middleware", d)
+		}
+	}
+	// The clock is a leaf: engines, middleware and tests read time from it
+	// without the limiter.
+	for _, d := range deps(t, mod+"/clock") {
+		if (d == mod || strings.HasPrefix(d, mod+"/")) && d != mod+"/clock" {
+			t.Errorf("clock depends on %s: the time source needs no other package of the module", d)
 		}
 	}
 	// The request matcher is a leaf: the proxy's routes and the
@@ -104,8 +124,10 @@ func TestLayers(t *testing.T) {
 	}
 }
 
-// TestOnlyEnvoyImportsGRPC: one package speaks gRPC, so every other front
-// end, and whatever imports one, stays free of it.
+// TestOnlyEnvoyImportsGRPC: one front end speaks gRPC, so every other front
+// end, and whatever imports one, stays free of it. The daemon's telemetry
+// package is the one other: it sends OTLP over gRPC and gives envoyrls its
+// tracing stats handler.
 func TestOnlyEnvoyImportsGRPC(t *testing.T) {
 	out, err := goList("-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"/...")
 	if err != nil {
@@ -113,7 +135,7 @@ func TestOnlyEnvoyImportsGRPC(t *testing.T) {
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Fields(line)
-		if len(f) == 0 || f[0] == mod+"/envoyrls" {
+		if len(f) == 0 || f[0] == mod+"/envoyrls" || f[0] == mod+"/telemetry" {
 			continue
 		}
 		for _, imp := range f[1:] {

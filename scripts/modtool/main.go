@@ -9,6 +9,7 @@
 //	modtool version                     the version the modules require of one another
 //	modtool setversion -version V       make every such requirement, and go.work, name V
 //	modtool proxy -version V -out DIR [-rev REV]
+//	modtool sbom -out FILE -name NAME BINARY   an SPDX JSON SBOM of a Go binary
 //
 // It runs in the repository's root directory (-root to name another). It
 // is a module of its own so that golang.org/x/mod, which builds module zips
@@ -19,6 +20,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
+	"time"
 )
 
 func main() {
@@ -30,7 +33,22 @@ func main() {
 	version := fs.String("version", "", "the version of every module in the proxy")
 	out := fs.String("out", "", "the proxy directory to write")
 	rev := fs.String("rev", "", "the git revision to make the modules from; empty: the work tree")
+	name := fs.String("name", "", "the SBOM's name (sbom)")
 	fs.Parse(os.Args[2:])
+	if os.Args[1] == "sbom" {
+		if *out == "" || *name == "" || fs.NArg() != 1 {
+			usage()
+		}
+		created, err := sourceDate()
+		if err == nil {
+			err = writeSBOM(*out, fs.Arg(0), *name, created)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "modtool:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	r, err := openRepo(*root)
 	if err == nil {
 		switch os.Args[1] {
@@ -66,6 +84,20 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: modtool modules | check | version | setversion -version V | proxy -version V -out DIR [-rev REV]   [-root DIR]")
+	fmt.Fprintln(os.Stderr, "usage: modtool modules | check | version | setversion -version V | proxy -version V -out DIR [-rev REV] | sbom -out FILE -name NAME BINARY   [-root DIR]")
 	os.Exit(2)
+}
+
+// sourceDate is SOURCE_DATE_EPOCH, the time of what is built; the zero
+// Unix time when it is not set.
+func sourceDate() (time.Time, error) {
+	s := os.Getenv("SOURCE_DATE_EPOCH")
+	if s == "" {
+		return time.Unix(0, 0), nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH=%q: want a whole number of seconds since 1970", s)
+	}
+	return time.Unix(n, 0), nil
 }
