@@ -12,6 +12,7 @@ import (
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/pgproxy/pgmode"
 	"github.com/floodgate-go/floodgate/redisstore"
+	"github.com/floodgate-go/floodgate/tokencost"
 
 	"github.com/floodgate-go/floodgate/clientip"
 )
@@ -634,6 +635,12 @@ type Route struct {
 	// upstream at once, inside its limits: a request the limits refuse
 	// never takes a slot. Absent: no bound.
 	Concurrency *RouteConcurrency `yaml:"concurrency,omitempty"`
+
+	// Tokens says how the limits with a cost of tokens:COUNT read an LLM
+	// API call's tokens: estimated from the request body, settled from the
+	// usage in the response body or event stream (docs/llm.md). Absent:
+	// OpenAI's and Anthropic's shapes, every model weighing 1.
+	Tokens *tokencost.Settings `yaml:"tokens,omitempty"`
 }
 
 // RouteConcurrency bounds a route's requests in flight (package
@@ -707,7 +714,8 @@ type RouteLimit struct {
 	Key Key `yaml:"key"`
 
 	// Cost is the units a request costs: a whole number (default 1),
-	// header:NAME or response_header:NAME.
+	// header:NAME, response_header:NAME, or tokens:input, tokens:output,
+	// tokens:total (an LLM API call's tokens; see the route's tokens).
 	Cost Cost `yaml:"cost"`
 
 	// Count is which responses the charge stands for: all (the default),

@@ -66,7 +66,7 @@ func readDocs(t *testing.T) docs {
 	// Types of the library that the file uses are documented where they
 	// live; a name the configuration defines itself wins.
 	files, _ := filepath.Glob("*.go")
-	for _, dir := range []string{"../envoyrules", "../httplimit", "../httpmatch"} {
+	for _, dir := range []string{"../envoyrules", "../httplimit", "../httpmatch", "../tokencost"} {
 		more, _ := filepath.Glob(dir + "/*.go")
 		files = append(files, more...)
 	}
@@ -165,7 +165,7 @@ func (g *schemaGen) typeSchema(t reflect.Type, owner, goField string) map[string
 	case reflect.TypeFor[Key]():
 		return map[string]any{"type": []string{"string", "array"}, "items": map[string]any{"type": "string"}, "minItems": 1, "examples": []any{"ip", "header:X-API-Key", "user:X-User-ID", []string{"ip", "route"}}}
 	case reflect.TypeFor[Cost]():
-		return map[string]any{"type": []string{"integer", "string"}, "examples": []any{1, "header:X-Cost", "response_header:X-Tokens-Used"}}
+		return map[string]any{"type": []string{"integer", "string"}, "examples": []any{1, "header:X-Cost", "response_header:X-Tokens-Used", "tokens:output"}}
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
@@ -462,7 +462,7 @@ General rules:
 - Durations use Go syntax: ` + "`100ms`, `1s`, `2m30s`" + `.
 - Rates are ` + "`COUNT/PERIOD`" + `: ` + "`100/min`, `100/m`, `100/minute`, `100 per minute`, `10/s`, `1000/h`,\n  `5/1d`, `10/30s`, `2/w`" + `. The count is a whole number of at least 1 (` + "`1.5/s`" + ` is rejected: write ` + "`3/2s`" + `).
 - Keys: ` + "`ip`, `header:NAME`, `user:NAME`, `route`, `global`" + `, or a list of them for a composite key.
-- Costs: a whole number, ` + "`header:NAME`" + ` or ` + "`response_header:NAME`" + `.
+- Costs: a whole number, ` + "`header:NAME`" + `, ` + "`response_header:NAME`" + ` or ` + "`tokens:input`" + `, ` + "`tokens:output`" + `, ` + "`tokens:total`" + `.
 - The file is watched (its directory, so editors' renames and Kubernetes ConfigMap updates are
   seen) and reloaded on ` + "`SIGHUP`" + `: a valid new file replaces the old one, an invalid one is
   reported and the old one keeps serving.

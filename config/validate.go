@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/floodgate-go/floodgate/tokencost"
+
 	"errors"
 
 	"github.com/floodgate-go/floodgate/envoyrules"
@@ -653,7 +655,26 @@ func (k *checker) checkProxy() {
 		if r.Concurrency != nil {
 			k.checkConcurrency(rp+".concurrency", r)
 		}
+		if r.Tokens != nil {
+			k.checkTokens(rp+".tokens", r)
+		}
 	}
+}
+
+// checkTokens checks a route's tokens section by building its source, as
+// the daemon does.
+func (k *checker) checkTokens(path string, r *Route) {
+	if _, err := tokencost.New(*r.Tokens); err != nil {
+		for _, e := range unjoin(err) {
+			k.errf(path, "%s", strings.TrimPrefix(e.Error(), tokencost.ErrInvalidConfig.Error()+": "))
+		}
+	}
+	for _, l := range r.Limits {
+		if l.Cost.Tokens != "" {
+			return
+		}
+	}
+	k.errf(path, "no limit of the route has a cost of tokens:input, tokens:output or tokens:total, so nothing reads it")
 }
 
 // checkConcurrency checks a route's concurrency section; the bounds of the
@@ -753,6 +774,9 @@ func (k *checker) checkRouteLimit(path string, l *RouteLimit, seen map[string]in
 		k.errf(path, "the same policy and key as limits[%d]: both would count the same bucket; drop one", j)
 	} else {
 		seen[id] = idx
+	}
+	if l.Cost.Tokens != "" && l.Count == httplimit.CountFailed {
+		k.errf(path+".count", "a token cost with count failed charges only calls that fail; use all or successful")
 	}
 	if l.Cost.ResponseHeader != "" && l.Count != httplimit.CountAll {
 		k.errf(path+".cost", "a cost from the response is charged after the response, so count must be all")

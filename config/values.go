@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/floodgate-go/floodgate/tokencost"
 )
 
 // A Duration is a time.Duration written in Go syntax in the file: "100ms",
@@ -284,6 +286,11 @@ type Cost struct {
 
 	// ResponseHeader names the response header that carries the cost.
 	ResponseHeader string
+
+	// Tokens is the token count of an LLM API call charged (tokens:input,
+	// tokens:output, tokens:total; tokens alone is total), read as the
+	// route's tokens section says (docs/llm.md).
+	Tokens string
 }
 
 // String formats c as in the file.
@@ -293,6 +300,8 @@ func (c Cost) String() string {
 		return "header:" + c.Header
 	case c.ResponseHeader != "":
 		return "response_header:" + c.ResponseHeader
+	case c.Tokens != "":
+		return "tokens:" + c.Tokens
 	}
 	return strconv.FormatInt(c.Units, 10)
 }
@@ -303,6 +312,16 @@ func (c Cost) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 // UnmarshalText parses a cost.
 func (c *Cost) UnmarshalText(b []byte) error {
 	s := strings.TrimSpace(string(b))
+	if s == "tokens" {
+		s = "tokens:total"
+	}
+	if count, ok := strings.CutPrefix(s, "tokens:"); ok {
+		if _, err := tokencost.ParseCount(count); err != nil || count == "" {
+			return fmt.Errorf("cost %q: use tokens:input, tokens:output or tokens:total", s)
+		}
+		*c = Cost{Tokens: count}
+		return nil
+	}
 	if kind, name, ok := strings.Cut(s, ":"); ok {
 		if !validHeaderName(name) {
 			return fmt.Errorf("cost %q: %q is not a valid header name", s, name)
@@ -313,13 +332,13 @@ func (c *Cost) UnmarshalText(b []byte) error {
 		case "response_header":
 			*c = Cost{Units: 0, ResponseHeader: name}
 		default:
-			return fmt.Errorf("cost %q: use a whole number, header:NAME or response_header:NAME", s)
+			return fmt.Errorf("cost %q: use a whole number, header:NAME, response_header:NAME or tokens:COUNT", s)
 		}
 		return nil
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return fmt.Errorf("cost %q: use a whole number, header:NAME or response_header:NAME", s)
+		return fmt.Errorf("cost %q: use a whole number, header:NAME, response_header:NAME or tokens:COUNT", s)
 	}
 	if n < 0 {
 		return errors.New("cost must not be negative (0 lets requests pass without charging them)")

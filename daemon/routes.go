@@ -15,6 +15,7 @@ import (
 	"github.com/floodgate-go/floodgate/httplimit"
 	"github.com/floodgate-go/floodgate/proxy"
 	"github.com/floodgate-go/floodgate/status"
+	"github.com/floodgate-go/floodgate/tokencost"
 )
 
 // proxyRoutes turns the proxy's routes into proxy routes whose rules use
@@ -31,6 +32,10 @@ func proxyRoutes(p *config.Proxy, limiters map[string]floodgate.Limiter, conc *c
 	routes := make([]proxy.Route, 0, len(p.Routes))
 	for i := range p.Routes {
 		r := &p.Routes[i]
+		tokens, err := routeTokens(r)
+		if err != nil {
+			return nil, fmt.Errorf("proxy.routes[%d].tokens: %w", i, err)
+		}
 		var rules []httplimit.Rule
 		for j := range r.Limits {
 			rl := &r.Limits[j]
@@ -40,7 +45,12 @@ func proxyRoutes(p *config.Proxy, limiters map[string]floodgate.Limiter, conc *c
 			}
 			// The status page's recent decisions name the route.
 			lim = status.WithRoute(lim, r.Name)
-			rules = append(rules, routeRule(rl, lim, r.Name, res, trusted))
+			rule := routeRule(rl, lim, r.Name, res, trusted)
+			if rl.Cost.Tokens != "" {
+				rule.Tokens = tokens
+				rule.TokenCount, _ = tokencost.ParseCount(rl.Cost.Tokens) // parsed with the file
+			}
+			rules = append(rules, rule)
 		}
 		pr := proxy.Route{Name: r.Name, Match: r.Match, Shadow: r.Shadow, Limits: rules}
 		if c := r.Concurrency; c != nil {
@@ -55,6 +65,21 @@ func proxyRoutes(p *config.Proxy, limiters map[string]floodgate.Limiter, conc *c
 		routes = append(routes, pr)
 	}
 	return routes, nil
+}
+
+// routeTokens is the token source of a route's tokens:COUNT costs, nil
+// when it has none.
+func routeTokens(r *config.Route) (*tokencost.Source, error) {
+	for _, l := range r.Limits {
+		if l.Cost.Tokens != "" {
+			var cfg tokencost.Settings
+			if r.Tokens != nil {
+				cfg = *r.Tokens
+			}
+			return tokencost.New(cfg)
+		}
+	}
+	return nil, nil
 }
 
 // routeRule is the httplimit rule of one route limit: the key built from

@@ -55,6 +55,7 @@ var docPackages = map[string]string{
 	"clock":         "github.com/floodgate-go/floodgate/clock",
 	"lease":         "github.com/floodgate-go/floodgate/lease",
 	"outbound":      "github.com/floodgate-go/floodgate/outbound",
+	"tokencost":     "github.com/floodgate-go/floodgate/tokencost",
 	"prometheus":    "github.com/prometheus/client_golang/prometheus",
 	"promhttp":      "github.com/prometheus/client_golang/prometheus/promhttp",
 	"redis":         "github.com/redis/go-redis/v9",

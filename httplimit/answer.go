@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/clock"
+	"github.com/floodgate-go/floodgate/internal/settle"
+	"github.com/floodgate-go/floodgate/tokencost"
 )
 
 // DeciderConfig configures a Decider: how its verdicts are written. The
@@ -136,6 +139,8 @@ type checks struct {
 	slot     [MaxRules]uint8
 	count    [MaxRules]Count
 	respCost [MaxRules]func(int, http.Header) int64
+	tally    [MaxRules]*tokencost.Tally
+	tokens   [MaxRules]tokencost.Count
 	n        int
 }
 
@@ -210,9 +215,87 @@ func (v *Answer) add(slot int, lim floodgate.Limiter, key string, cost int64, pe
 	// A cost of 0 passes without charging: a plain look (floodgate's Check
 	// would charge 1 for it).
 	c.Limiter, c.Key, c.Cost, c.Peek = lim, key, cost, peek || cost == 0
-	v.cs.slot[n], v.cs.count[n], v.cs.respCost[n] = uint8(slot), count, rc
+	v.cs.slot[n], v.cs.count[n], v.cs.respCost[n], v.cs.tally[n] = uint8(slot), count, rc, nil
 	v.cs.n++
 	v.counting = v.counting || count != CountAll || rc != nil
+}
+
+// addTokens makes the check added last a token rule's: settled with t's
+// cost of c.
+func (v *Answer) addTokens(t *tokencost.Tally, c tokencost.Count) {
+	n := v.cs.n - 1
+	v.cs.tally[n], v.cs.tokens[n] = t, c
+	v.counting = true
+}
+
+// tallies are the token tallies of one request, one per tokencost.Source.
+type tallies struct {
+	src [MaxRules]*tokencost.Source
+	t   [MaxRules]*tokencost.Tally
+	n   int
+}
+
+// of returns the tally of r under s, begun (reading r's body) the first
+// time it is asked for.
+func (ts *tallies) of(s *tokencost.Source, r *http.Request) *tokencost.Tally {
+	for i := range ts.n {
+		if ts.src[i] == s {
+			return ts.t[i]
+		}
+	}
+	t := s.Begin(r)
+	if ts.n < MaxRules {
+		ts.src[ts.n], ts.t[ts.n] = s, t
+		ts.n++
+	}
+	return t
+}
+
+// tokenTap hands a response body to the distinct tallies of a request.
+type tokenTap struct {
+	t [MaxRules]*tokencost.Tally
+	n int
+}
+
+func (tt *tokenTap) observe(h http.Header, p []byte) {
+	for _, t := range tt.t[:tt.n] {
+		t.Observe(h, p)
+	}
+}
+
+// tap returns what the handler's writer gives the response body to: nil
+// without token rules.
+func (v *Answer) tap() func(http.Header, []byte) {
+	var tt *tokenTap
+	for i := range v.cs.n {
+		t := v.cs.tally[i]
+		if t == nil {
+			continue
+		}
+		if tt == nil {
+			tt = new(tokenTap)
+		}
+		if !slices.Contains(tt.t[:tt.n], t) {
+			tt.t[tt.n] = t
+			tt.n++
+		}
+	}
+	if tt == nil {
+		return nil
+	}
+	return tt.observe
+}
+
+// Observe passes p, the next piece of the body of the response to a
+// request v serves, to its token rules (Rule.Tokens), with the response's
+// header h: for front ends that write the body themselves. The Handler
+// does it for its handler.
+func (v *Answer) Observe(h http.Header, p []byte) {
+	for i := range v.cs.n {
+		if t := v.cs.tally[i]; t != nil && !slices.Contains(v.cs.tally[:i], t) {
+			t.Observe(h, p)
+		}
+	}
 }
 
 // refuseCost makes v answer 500 for a negative cost: the server's own code
@@ -502,69 +585,15 @@ func (v *Answer) settle(status int, h http.Header) {
 			if c.Units() > 0 {
 				err = c.Limiter.RefundN(ctx, c.Key, c.Units())
 			}
+		case cs.tally[i] != nil:
+			err = settle.Charge(ctx, c, cs.tally[i].Cost(cs.tokens[i]))
 		case cs.respCost[i] != nil:
-			err = chargeActual(ctx, c, cs.respCost[i](status, h))
+			err = settle.Charge(ctx, c, cs.respCost[i](status, h))
 		}
 		if err != nil {
 			v.d.logError(ctx, err, c.Key)
 		}
 	}
-}
-
-// chargeActual settles a check that was charged c.Units() up front at the
-// cost the response reported: the difference is refunded or charged, and
-// a negative reported cost leaves the up-front charge as it is (the cost
-// is unknown). An extra charge that does not fit now is charged into
-// debt: the budget is emptied and the rest books the units ahead
-// (Limiter.ReserveN, in pieces of at most a limit's capacity), so a
-// response that reports more than a limit holds (an LLM reply bigger than
-// the hour's token budget) keeps the key refused until the limit has
-// refilled for all of it. A limit keeps at most its span plus
-// algo.MaxReserveAhead of debt; a policy with a window limit, which
-// cannot carry debt, is emptied instead.
-func chargeActual(ctx context.Context, c *floodgate.Check, actual int64) error {
-	if actual < 0 {
-		return nil
-	}
-	extra := actual - c.Units()
-	switch {
-	case extra < 0:
-		return c.Limiter.RefundN(ctx, c.Key, -extra)
-	case extra == 0:
-		return nil
-	}
-	set := c.Result.Set
-	if set == nil {
-		// A check decided alone keeps its Result in the verdict: ask.
-		res, err := c.Limiter.AllowN(ctx, c.Key, 0)
-		if err != nil {
-			return err
-		}
-		set = res.Set
-	}
-	piece := extra
-	if set != nil {
-		piece = min(piece, set.Capacity())
-	}
-	for extra > 0 {
-		// Without a deadline: debt is booked as far ahead as a limit holds.
-		r, err := c.Limiter.ReserveN(context.WithoutCancel(ctx), c.Key, min(piece, extra))
-		if err != nil {
-			return err
-		}
-		if !r.OK {
-			// No more debt can be booked (a window limit, or the most a
-			// limit carries): empty what is left.
-			res, err := c.Limiter.AllowN(ctx, c.Key, 0)
-			if err != nil || res.Remaining <= 0 {
-				return err
-			}
-			_, err = c.Limiter.AllowN(ctx, c.Key, min(res.Remaining, extra))
-			return err
-		}
-		extra -= min(piece, extra)
-	}
-	return nil
 }
 
 // writeSource sets the fields of a fail-open admission: X-RateLimit-Source

@@ -10,6 +10,7 @@ import (
 	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/internal/isnil"
 	"github.com/floodgate-go/floodgate/internal/statuswriter"
+	"github.com/floodgate-go/floodgate/tokencost"
 )
 
 // MaxRules is the most rules one Middleware checks. The checks of a request
@@ -121,6 +122,20 @@ type Rule struct {
 	// (trailers included), and only for responses the rule counts. Nil
 	// means a request costs what Cost said, whatever its response.
 	ResponseCost func(status int, h http.Header) int64
+
+	// Tokens, when set, charges the rule in the tokens of an LLM API call
+	// (package tokencost), counted as TokenCount says: the request is
+	// charged the estimate its body gives (the output bound max_tokens,
+	// the body's size for input, at the model's weight) before the handler
+	// runs, and settled with the usage the response body or event stream
+	// reports, read as the handler writes it (Handler's writer; other front
+	// ends pass the body to Answer.Observe), as ResponseCost settles: the
+	// difference is refunded, or charged into debt. A count the response
+	// does not report in a way believed keeps its estimate. Rules that
+	// share a Source read a request once. Tokens excludes Cost and
+	// ResponseCost.
+	Tokens     *tokencost.Source
+	TokenCount tokencost.Count
 }
 
 // Headers selects the rate-limit header fields of responses. The zero value
@@ -277,6 +292,9 @@ func New(cfg Config) (*Middleware, error) {
 		case r.Limiter != nil && r.LimiterFor != nil:
 			bad("rule %d sets both Limiter and LimiterFor; keep one", i+1)
 		}
+		if r.Tokens != nil && (r.Cost != nil || r.ResponseCost != nil) {
+			bad("rule %d sets Tokens and a Cost or ResponseCost; keep one", i+1)
+		}
 		if r.Count > CountSuccessful {
 			bad("rule %d: unknown Count %d", i+1, r.Count)
 		}
@@ -335,6 +353,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sw.ResponseWriter = w
+	sw.Tap = v.tap()
 	// A panic counts as a failure: the verdict is settled and the panic
 	// goes on.
 	failed := true
@@ -359,8 +378,9 @@ func (m *Middleware) Decide(r *http.Request, v *Answer) {
 	if m.skip != nil && m.skip(r) {
 		return
 	}
+	var ts tallies
 	for i := range m.rules {
-		lim, key, cost, skip := m.plan(i, r)
+		lim, key, cost, skip := m.plan(i, r, &ts)
 		switch skip {
 		case SkipNone:
 		case SkipNoKey:
@@ -372,7 +392,11 @@ func (m *Middleware) Decide(r *http.Request, v *Answer) {
 		default:
 			continue
 		}
-		v.add(i, lim, key, cost, false, m.rules[i].Count, m.rules[i].ResponseCost)
+		ru := &m.rules[i]
+		v.add(i, lim, key, cost, false, ru.Count, ru.ResponseCost)
+		if ru.Tokens != nil {
+			v.addTokens(ts.of(ru.Tokens, r), ru.TokenCount)
+		}
 	}
 	m.core.decide(v)
 }
@@ -411,7 +435,7 @@ func (s Skip) String() string {
 // plan is what rule i does with r: the limiter, key and cost it checks, or
 // why it leaves r alone. Decide and Explain both run it, so what Explain
 // says is what Decide does.
-func (m *Middleware) plan(i int, r *http.Request) (lim floodgate.Limiter, key string, cost int64, skip Skip) {
+func (m *Middleware) plan(i int, r *http.Request, ts *tallies) (lim floodgate.Limiter, key string, cost int64, skip Skip) {
 	ru := &m.rules[i]
 	if ru.Match != nil && !ru.Match(r) {
 		return nil, "", 0, SkipNoMatch
@@ -430,7 +454,9 @@ func (m *Middleware) plan(i int, r *http.Request) (lim floodgate.Limiter, key st
 		key = "nokey:" + ru.NoKey(r)
 	}
 	cost = 1
-	if ru.Cost != nil {
+	if ru.Tokens != nil {
+		cost = ts.of(ru.Tokens, r).Estimate(ru.TokenCount)
+	} else if ru.Cost != nil {
 		if cost = ru.Cost(r); cost < 0 {
 			return lim, key, cost, SkipInvalidCost
 		}
@@ -461,8 +487,9 @@ func (m *Middleware) Explain(r *http.Request) []Planned {
 		}
 		return out
 	}
+	var ts tallies
 	for i := range m.rules {
-		lim, key, cost, skip := m.plan(i, r)
+		lim, key, cost, skip := m.plan(i, r, &ts)
 		out[i] = Planned{Rule: i, Limiter: lim, Key: key, Cost: cost, Skip: skip}
 	}
 	return out

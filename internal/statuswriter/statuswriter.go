@@ -22,6 +22,11 @@ import (
 type Writer struct {
 	http.ResponseWriter
 	Status int
+
+	// Tap, when set, is given every piece of the body after it is
+	// written, with the response's header: a reader of the body's
+	// contents (httplimit's token rules) sees it as it passes, unbuffered.
+	Tap func(h http.Header, p []byte)
 }
 
 func (w *Writer) WriteHeader(code int) {
@@ -37,7 +42,12 @@ func (w *Writer) Write(b []byte) (int, error) {
 	if w.Status == 0 {
 		w.Status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(b)
+	if w.Tap == nil {
+		return w.ResponseWriter.Write(b)
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.Tap(w.Header(), b[:n])
+	return n, err
 }
 
 // Unwrap returns the writer underneath, for http.ResponseController.
@@ -67,6 +77,10 @@ func (w *Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 func (w *Writer) ReadFrom(src io.Reader) (int64, error) {
 	if w.Status == 0 {
 		w.Status = http.StatusOK
+	}
+	if w.Tap != nil {
+		// Through Write, so that Tap sees the body.
+		return io.Copy(writerOnly{w}, src)
 	}
 	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
 		return rf.ReadFrom(src)
