@@ -95,34 +95,7 @@ admin: {listen: ""}
 			}
 			defer conn.Close()
 			rc := rlsv3.NewRateLimitServiceClient(conn)
-			// run makes calls calls on descriptor key from 8 callers and
-			// returns how many were admitted.
-			run := func(key string) int64 {
-				req := &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{
-					{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: key, Value: "hot"}}}}}
-				var ok, next atomic.Int64
-				var wg sync.WaitGroup
-				for range 8 {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for next.Add(1) <= calls {
-							ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-							resp, err := rc.ShouldRateLimit(ctx, req)
-							cancel()
-							if err != nil {
-								t.Error(err)
-								return
-							}
-							if resp.OverallCode == rlsv3.RateLimitResponse_OK {
-								ok.Add(1)
-							}
-						}
-					}()
-				}
-				wg.Wait()
-				return ok.Load()
-			}
+			run := func(key string) int64 { return envoyCalls(t, rc, key, calls) }
 			// Under its limit, a hot descriptor costs Redis a fraction of
 			// a command per call.
 			before := redisCalls(t, srv)
@@ -144,6 +117,78 @@ admin: {listen: ""}
 			}
 			t.Logf("%d Redis calls for %d calls; %d admitted of %d", rcalls, calls, ok, limit)
 		})
+	}
+}
+
+// envoyCalls makes calls calls on descriptor d: key from 8 callers and
+// returns how many were admitted.
+func envoyCalls(t *testing.T, rc rlsv3.RateLimitServiceClient, key string, calls int64) int64 {
+	t.Helper()
+	req := &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: key, Value: "hot"}}}}}
+	var ok, next atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= calls {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				resp, err := rc.ShouldRateLimit(ctx, req)
+				cancel()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+					ok.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return ok.Load()
+}
+
+// TestEnvoyLeaseReload: envoy.lease applies by a reload (the rule
+// policies are rebuilt on the leasing store), as the rule files do.
+func TestEnvoyLeaseReload(t *testing.T) {
+	const calls = 600
+	srv := testkit.Redis(t)
+	rl := filepath.Join(t.TempDir(), "rl.yaml")
+	if err := os.WriteFile(rl, []byte("domain: d\ndescriptors: [{key: big, rate_limit: {unit: hour, requests_per_unit: 1000000}}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := func(lease string) string {
+		return fmt.Sprintf(`
+storage:
+  engine: redis
+  redis: {addrs: [%q]}
+  failure: {mode: fail_closed}
+envoy:
+  listen: 127.0.0.1:0
+  ratelimit_config: [%q]
+  lease: %s
+admin: {listen: ""}
+`, srv.Addr, rl, lease)
+	}
+	d := started(t, conf("off"))
+	conn, err := grpc.NewClient(d.Addrs().Envoy.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rc := rlsv3.NewRateLimitServiceClient(conn)
+	before := redisCalls(t, srv)
+	envoyCalls(t, rc, "big", calls)
+	exact := redisCalls(t, srv) - before // batched: fewer than calls
+	if err := d.Apply(mustParse(t, conf("auto"))); err != nil {
+		t.Fatalf("a reload turning envoy.lease on: %v", err)
+	}
+	before = redisCalls(t, srv)
+	envoyCalls(t, rc, "big", calls)
+	if n := redisCalls(t, srv) - before; n*3 > exact {
+		t.Fatalf("after a reload to lease: auto: %d Redis calls for %d calls, %d before it", n, calls, exact)
 	}
 }
 

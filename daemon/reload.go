@@ -29,7 +29,7 @@ var Reloadable = []string{
 	"proxy.upstream", "proxy.client_ip", "proxy.user_trusted_from", "proxy.headers", "proxy.body", "proxy.routes",
 	"proxy.tls.cert", "proxy.tls.key", "proxy.tls.client_ca",
 	"check.token", "check.token_file",
-	"envoy.ratelimit_config", "envoy.algorithm", "envoy.token", "envoy.token_file",
+	"envoy.ratelimit_config", "envoy.algorithm", "envoy.token", "envoy.token_file", "envoy.lease", "envoy.lease_max",
 	"postgres.rate_limit", "postgres.connections", "postgres.concurrency",
 	"admin.token", "admin.token_file",
 	"log.level",
