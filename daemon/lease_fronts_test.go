@@ -160,6 +160,9 @@ func TestEnvoyLeaseReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	conf := func(lease string) string {
+		if lease == "auto" {
+			lease = "auto\n  lease_max: 40"
+		}
 		return fmt.Sprintf(`
 storage:
   engine: redis
@@ -189,6 +192,9 @@ admin: {listen: ""}
 	envoyCalls(t, rc, "big", calls)
 	if n := redisCalls(t, srv) - before; n*3 > exact {
 		t.Fatalf("after a reload to lease: auto: %d Redis calls for %d calls, %d before it", n, calls, exact)
+	}
+	if c := d.engine.leaseCap("d.big"); c != 40 {
+		t.Fatalf("after a reload to lease_max: 40, the rule's cap is %d", c)
 	}
 }
 

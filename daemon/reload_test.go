@@ -666,6 +666,8 @@ var reloadTestedElsewhere = map[string]string{
 	"storage.redis.username":      "TestReloadRedisPassword",
 	"storage.redis.password":      "TestReloadRedisPassword",
 	"storage.redis.password_file": "TestReloadRedisPassword",
+	"envoy.lease":                 "TestEnvoyLeaseReload",
+	"envoy.lease_max":             "TestEnvoyLeaseReload",
 }
 
 // TestReloadProxyTLS: a reload that points the proxy at other certificate
