@@ -89,7 +89,7 @@ func TestLoopParkedResumes(t *testing.T) {
 		t.Fatalf("first query: %s", code)
 	}
 	b.query("SELECT 2")
-	eventually(t, "the second query waits in line", func() bool { return obs.waiting.Load() == 1 })
+	testkit.Eventually(t, 20*time.Second, "the second query waits in line", func() bool { return obs.waiting.Load() == 1 })
 	// The loop serves the other connections while b is parked: empty
 	// queries are not charged, and reach the server.
 	for range 3 {
@@ -130,7 +130,7 @@ func TestLoopSlowReader(t *testing.T) {
 	// Nothing is read: the relayed count stops where the sockets' buffers
 	// are full.
 	last := int64(-1)
-	eventually(t, "the relay stalls behind the client", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the relay stalls behind the client", func() bool {
 		n := obs.toClient.Load()
 		stalled := n == last && n > 0
 		last = n
@@ -196,7 +196,7 @@ func TestLoopClose(t *testing.T) {
 		t.Fatal(code)
 	}
 	parked.query("SELECT 2")
-	eventually(t, "the query waits in line", func() bool { return obs.waiting.Load() == 1 })
+	testkit.Eventually(t, 20*time.Second, "the query waits in line", func() bool { return obs.waiting.Load() == 1 })
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -87,18 +87,6 @@ func (c *fakeClock) hasTimerAt(at time.Time) bool {
 	return false
 }
 
-// eventually waits until cond holds; the deadline only detects a hang.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // session is a raw client session through the proxy.
 type session struct {
 	t  *testing.T
@@ -210,7 +198,7 @@ func TestWaitQueueOrder(t *testing.T) {
 	enqueue := func(i int, n int64) {
 		t.Helper()
 		s[i].query("SELECT 1")
-		eventually(t, "the query queues", func() bool { return waiting() == n })
+		testkit.Eventually(t, 20*time.Second, "the query queues", func() bool { return waiting() == n })
 	}
 	enqueue(1, 1)
 	if !clk.hasTimerAt(t0.Add(time.Second)) {
@@ -228,10 +216,10 @@ func TestWaitQueueOrder(t *testing.T) {
 	defer pc.Close(ctx)
 	canceled := make(chan error, 1)
 	go func() { _, err := pc.Exec(ctx, "SELECT 'cancelled'", pgx.QueryExecModeSimpleProtocol); canceled <- err }()
-	eventually(t, "the pgx query queues", func() bool { return waiting() == 4 })
+	testkit.Eventually(t, 20*time.Second, "the pgx query queues", func() bool { return waiting() == 4 })
 	gone := openSession(t, addr)
 	gone.query("SELECT 'gone'")
-	eventually(t, "the query that will disconnect queues", func() bool { return waiting() == 5 })
+	testkit.Eventually(t, 20*time.Second, "the query that will disconnect queues", func() bool { return waiting() == 5 })
 	enqueue(4, 6)
 
 	if err := pc.PgConn().CancelRequest(ctx); err != nil {
@@ -241,9 +229,9 @@ func TestWaitQueueOrder(t *testing.T) {
 	if err := <-canceled; !errors.As(err, &pe) || pe.Code != "57014" {
 		t.Fatalf("the cancelled query: %v; want 57014", err)
 	}
-	eventually(t, "the cancelled query leaves the line", func() bool { return waiting() == 5 })
+	testkit.Eventually(t, 20*time.Second, "the cancelled query leaves the line", func() bool { return waiting() == 5 })
 	gone.nc.Close()
-	eventually(t, "the disconnected query leaves the line", func() bool { return waiting() == 4 })
+	testkit.Eventually(t, 20*time.Second, "the disconnected query leaves the line", func() bool { return waiting() == 4 })
 
 	clk.Advance(600 * time.Millisecond)
 	enqueue(5, 5)
@@ -255,7 +243,7 @@ func TestWaitQueueOrder(t *testing.T) {
 		if code := s[passes].answer(); code != "" {
 			t.Fatalf("at t0+%s: s%d answered %s; want its rows (its turn)", to, passes, code)
 		}
-		eventually(t, "the next head sleeps until it is due", func() bool {
+		testkit.Eventually(t, 20*time.Second, "the next head sleeps until it is due", func() bool {
 			return allowed() == wantAllowed && clk.hasTimerAt(t0.Add(to+time.Second))
 		})
 	}
@@ -270,7 +258,7 @@ func TestWaitQueueOrder(t *testing.T) {
 	if code := s[4].answer(); code != "53400" {
 		t.Fatalf("s4: %q; want 53400 (its turn comes after its max_wait)", code)
 	}
-	eventually(t, "s5 heads the line", func() bool { return clk.hasTimerAt(t0.Add(4 * time.Second)) })
+	testkit.Eventually(t, 20*time.Second, "s5 heads the line", func() bool { return clk.hasTimerAt(t0.Add(4 * time.Second)) })
 	clk.Advance(time.Second)
 	if code := s[5].answer(); code != "" {
 		t.Fatalf("s5: %s; want its rows", code)

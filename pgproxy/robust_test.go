@@ -240,10 +240,10 @@ func TestRedisKilled(t *testing.T) {
 					}
 				})
 			}
-			waitFor(t, func() bool { return before.Load() >= 50 })
+			testkit.Eventually(t, 20*time.Second, "the condition", func() bool { return before.Load() >= 50 })
 			rs.Kill()
 			killed.Store(true)
-			waitFor(t, func() bool { return afterOK.Load()+afterDenied.Load() >= 50 })
+			testkit.Eventually(t, 20*time.Second, "the condition", func() bool { return afterOK.Load()+afterDenied.Load() >= 50 })
 			close(stop)
 			wg.Wait()
 			switch policy {

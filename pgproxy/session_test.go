@@ -167,7 +167,7 @@ func TestSessions(t *testing.T) {
 				_, err := c.Exec(ctx, "SELECT pg_sleep(30)")
 				done <- err
 			}()
-			waitFor(t, func() bool {
+			testkit.Eventually(t, 20*time.Second, "the condition", func() bool {
 				return pg.Exec("SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)' AND state = 'active'") == "1"
 			})
 			if err := c.PgConn().CancelRequest(ctx); err != nil {
@@ -190,7 +190,7 @@ func TestSessions(t *testing.T) {
 		}
 		nc.Write([]byte{0, 0, 0, 16, 0x04, 0xd2, 0x16, 0x2e, 0, 0, 0, 1, 1, 2, 3, 4})
 		nc.Close()
-		waitFor(t, func() bool {
+		testkit.Eventually(t, 20*time.Second, "the condition", func() bool {
 			return tp.metric(t, "floodgate_pg_cancel_requests_total", "result", "unknown_key") == 1
 		})
 	})
@@ -215,7 +215,7 @@ func TestSessions(t *testing.T) {
 				_, err := c.Exec(ctx, "SELECT 2")
 				done <- err
 			}()
-			waitFor(t, func() bool { return tp.metric(t, "floodgate_pg_queries_waiting") == 1 })
+			testkit.Eventually(t, 20*time.Second, "the condition", func() bool { return tp.metric(t, "floodgate_pg_queries_waiting") == 1 })
 			if err := c.PgConn().CancelRequest(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -232,9 +232,9 @@ func TestSessions(t *testing.T) {
 		// A client that disconnects ends its wait too.
 		rs := rawConnect(t, tp.Addr, testkit.PostgresTrustUser)
 		rs.write(msg('Q', "SELECT 3\x00"))
-		waitFor(t, func() bool { return tp.metric(t, "floodgate_pg_queries_waiting") == 1 })
+		testkit.Eventually(t, 20*time.Second, "the condition", func() bool { return tp.metric(t, "floodgate_pg_queries_waiting") == 1 })
 		rs.nc.Close()
-		waitFor(t, func() bool {
+		testkit.Eventually(t, 20*time.Second, "the condition", func() bool {
 			return tp.metric(t, "floodgate_pg_query_waits_total", "scope", "global", "outcome", "canceled") == rounds+1
 		})
 	})
@@ -360,7 +360,7 @@ func TestSessions(t *testing.T) {
 		sctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- tp.Shutdown(sctx) }()
-		waitFor(t, func() bool {
+		testkit.Eventually(t, 20*time.Second, "the condition", func() bool {
 			nc, err := net.Dial("tcp", tp.Addr)
 			if err == nil {
 				nc.Close()
@@ -404,18 +404,6 @@ func TestSessions(t *testing.T) {
 			}
 		}
 	})
-}
-
-// waitFor polls cond until it holds, failing the test after a while.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 20s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // testCerts makes a CA and a server certificate for 127.0.0.1 and
@@ -505,6 +493,6 @@ func enableServerTLS(t *testing.T, pg *testkit.PostgresServer) (caFile string) {
 	pg.Exec("ALTER SYSTEM SET ssl_key_file = 'floodgate-server.key'")
 	pg.Exec("ALTER SYSTEM SET ssl = on")
 	pg.Exec("SELECT pg_reload_conf()")
-	waitFor(t, func() bool { return pg.Exec("SHOW ssl") == "on" })
+	testkit.Eventually(t, 20*time.Second, "the condition", func() bool { return pg.Exec("SHOW ssl") == "on" })
 	return ca
 }
