@@ -16,9 +16,7 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -657,13 +655,9 @@ func withClientCA(tc *tls.Config, caFile string) (*tls.Config, error) {
 	if caFile == "" {
 		return tc, nil
 	}
-	pem, err := os.ReadFile(caFile)
+	pool, err := certfile.Pool(caFile)
 	if err != nil {
 		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", caFile)
 	}
 	tc = tc.Clone()
 	tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert

@@ -3,11 +3,9 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync/atomic"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/hybrid"
+	"github.com/floodgate-go/floodgate/internal/certfile"
 	leasestore "github.com/floodgate-go/floodgate/lease"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/metrics"
@@ -241,13 +240,9 @@ func redisClient(r *config.Redis, creds func() (username, password string)) (red
 func clientTLS(t *config.ClientTLS) (*tls.Config, error) {
 	c := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
 	if t.CA != "" {
-		pem, err := os.ReadFile(t.CA)
+		pool, err := certfile.Pool(t.CA)
 		if err != nil {
 			return nil, fmt.Errorf("ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca: %s holds no PEM certificate", t.CA)
 		}
 		c.RootCAs = pool
 	}

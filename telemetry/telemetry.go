@@ -19,7 +19,6 @@ package telemetry
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,6 +47,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/config"
 	"github.com/floodgate-go/floodgate/internal/buildinfo"
+	"github.com/floodgate-go/floodgate/internal/certfile"
 )
 
 // ScopeName is the instrumentation scope of floodgate's spans and of the
@@ -160,13 +160,9 @@ func tlsConfig(c *config.Telemetry) (*tls.Config, error) {
 	if c.CAFile == "" || c.Insecure {
 		return nil, nil
 	}
-	pem, err := os.ReadFile(c.CAFile)
+	pool, err := certfile.Pool(c.CAFile)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: ca_file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("telemetry: ca_file %s holds no PEM certificate", c.CAFile)
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
 }

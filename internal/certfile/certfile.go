@@ -6,6 +6,7 @@ package certfile
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"os"
@@ -115,4 +116,20 @@ func (c *Pair) TLSConfig(nextProtos ...string) *tls.Config {
 		NextProtos:     nextProtos,
 		MinVersion:     tls.VersionTLS12,
 	}
+}
+
+// Pool reads the PEM file path into a certificate pool: the certificate
+// authorities a connection trusts (a client's RootCAs, a listener's
+// ClientCAs). A file with no PEM certificate is an error, not an empty
+// pool that would trust nothing in silence.
+func Pool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
 }
