@@ -14,6 +14,7 @@ import (
 	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/lease"
 	"github.com/floodgate-go/floodgate/redisstore"
 	"github.com/floodgate-go/floodgate/testkit"
 )
@@ -30,6 +31,7 @@ var redisImpls = []struct {
 	new  func(tb testing.TB, client *redis.Client, q quota) engine
 }{
 	{"floodgate", newFloodgateRedis},
+	{"floodgate-leased", newFloodgateLeased},
 	{"redis_rate", newRedisRate},
 	{"ulule", newUluleRedis},
 }
@@ -41,24 +43,45 @@ func newRedisClient(addr string) *redis.Client {
 // --- floodgate redisstore ---------------------------------------------------
 
 type floodgateRedis struct {
-	store *redisstore.Store
-	lim   *floodgate.PolicyLimiter
+	store  *redisstore.Store
+	leases *lease.Store // nil: every decision asks Redis
+	lim    *floodgate.PolicyLimiter
 }
 
 func newFloodgateRedis(tb testing.TB, client *redis.Client, q quota) engine {
+	return newFloodgateOn(tb, client, q, false)
+}
+
+// newFloodgateLeased decides from blocks leased from Redis (package
+// lease, its defaults): a hot key asks Redis once a block, a key seen
+// rarely on every decision, as without leases.
+func newFloodgateLeased(tb testing.TB, client *redis.Client, q quota) engine {
+	return newFloodgateOn(tb, client, q, true)
+}
+
+func newFloodgateOn(tb testing.TB, client *redis.Client, q quota, leased bool) engine {
 	tb.Helper()
 	store, err := redisstore.New(client, redisstore.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	lim, err := floodgate.New(store, floodgate.Policy{
+	e := &floodgateRedis{store: store}
+	var decider floodgate.Store = store
+	if leased {
+		if e.leases, err = lease.New(store, lease.Options{}); err != nil {
+			tb.Fatal(err)
+		}
+		decider = e.leases
+	}
+	lim, err := floodgate.New(decider, floodgate.Policy{
 		Name:   "bench",
 		Limits: []floodgate.Limit{{Rate: q.rate, Period: q.period}},
 	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &floodgateRedis{store: store, lim: lim}
+	e.lim = lim
+	return e
 }
 
 func (e *floodgateRedis) allow(key string) (bool, error) {
@@ -66,7 +89,12 @@ func (e *floodgateRedis) allow(key string) (bool, error) {
 	return r.Allowed, err
 }
 
-func (e *floodgateRedis) close() { e.store.Close() }
+func (e *floodgateRedis) close() {
+	if e.leases != nil {
+		e.leases.Close() // before the Redis store: unused units go back
+	}
+	e.store.Close()
+}
 
 // --- go-redis/redis_rate v10 ------------------------------------------------
 
@@ -171,6 +199,26 @@ func BenchmarkRedis(b *testing.B) {
 			e := im.new(b, client, throughputQuota)
 			defer e.close()
 			// One decision first, so that script loading is not timed.
+			if _, err := e.allow(keys[0]); err != nil {
+				b.Fatal(err)
+			}
+			runCallers(b, e, keys, redisCallers)
+		})
+	}
+}
+
+// BenchmarkRedisHotKey is BenchmarkRedis on one key, the workload leases
+// are for: 64 callers deciding one client's requests, under a quota that
+// admits them all (10 million a second).
+func BenchmarkRedisHotKey(b *testing.B) {
+	srv := testkit.Redis(b)
+	keys := ipKeys(1)
+	for _, im := range redisImpls {
+		b.Run("impl="+im.name+"/callers=64", func(b *testing.B) {
+			client := newRedisClient(srv.Addr)
+			defer client.Close()
+			e := im.new(b, client, quota{rate: 10_000_000, period: time.Second})
+			defer e.close()
 			if _, err := e.allow(keys[0]); err != nil {
 				b.Fatal(err)
 			}

@@ -45,10 +45,10 @@ if [[ ${#families[@]} -eq 0 ]]; then
 	[[ -d ../httplimit ]] && families+=(http)
 fi
 
-declare -A bench=([memory]=BenchmarkMemory [redis]=BenchmarkRedis [http]=BenchmarkHTTP [wait]=BenchmarkWait)
+declare -A bench=([memory]=BenchmarkMemory [redis]=BenchmarkRedis [redishot]=BenchmarkRedisHotKey [http]=BenchmarkHTTP [wait]=BenchmarkWait)
 # benchstat's first column is the base the others are compared with:
 # floodgate in every family.
-declare -A cols=([memory]=/impl [redis]=/impl [wait]=/impl [http]='/impl@(floodgate bare httprate httprate-chi ulule)')
+declare -A cols=([memory]=/impl [redis]=/impl [redishot]=/impl [wait]=/impl [http]='/impl@(floodgate bare httprate httprate-chi ulule)')
 
 mkdir -p results
 bin=$(mktemp -d)/bench.test
@@ -85,7 +85,7 @@ wait_quiet() {
 } >results/machine.txt
 
 for f in "${families[@]}"; do
-	name=${bench[$f]:?unknown family $f (use memory, redis or http)}
+	name=${bench[$f]:?unknown family $f (use memory, redis, redishot, http or wait)}
 	out=results/$f.txt
 	: >"$out"
 	wait_quiet
