@@ -13,6 +13,7 @@ import (
 	"github.com/floodgate-go/floodgate/lease"
 	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/metrics"
+	"github.com/floodgate-go/floodgate/testkit"
 )
 
 func TestLeaseMetrics(t *testing.T) {
@@ -28,18 +29,27 @@ func TestLeaseMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Watch(s)
-	set, err := floodgatetest.NewSet("api", "", floodgate.Limit{Rate: 1000, Period: time.Hour})
+	// A limit far above what the test decides: a key that ran out would
+	// never get a block. Decisions come in bursts, with the store's
+	// background refill given time between them.
+	set, err := floodgatetest.NewSet("api", "", floodgate.Limit{Rate: 1_000_000, Period: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for s.Held() == 0 {
-		if _, err := s.Decide(context.Background(), set, "k", 1); err != nil {
-			t.Fatal(err)
+	testkit.Eventually(t, 10*time.Second, "a block held for the hot key", func() bool {
+		for range 50 {
+			if _, err := s.Decide(context.Background(), set, "k", 1); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	if held := gauge(t, reg, "floodgate_lease_held_units"); held != float64(s.Held()) || held <= 0 {
-		t.Fatalf("held gauge %g; the store holds %d", held, s.Held())
-	}
+		return s.Held() > 0
+	})
+	// A refill started by the last decisions may land after the gauge is
+	// read: with no more decisions none starts, and the two agree.
+	testkit.Eventually(t, 10*time.Second, "the held gauge to show what the store holds", func() bool {
+		held := gauge(t, reg, "floodgate_lease_held_units")
+		return held > 0 && held == float64(s.Held())
+	})
 	s.Close()
 	if held := gauge(t, reg, "floodgate_lease_held_units"); held != 0 {
 		t.Fatalf("held gauge %g after Close", held)
