@@ -16,6 +16,7 @@ import (
 	"github.com/floodgate-go/floodgate/clock"
 	"github.com/floodgate-go/floodgate/failover"
 	"github.com/floodgate-go/floodgate/floodgatetest"
+	"github.com/floodgate-go/floodgate/memstore"
 	"github.com/floodgate-go/floodgate/outbound"
 )
 
@@ -413,8 +414,14 @@ func TestPauseDuringBudgetWait(t *testing.T) {
 	host := strings.TrimPrefix(up.URL, "http://")
 	pauses := outbound.NewMemoryPauses()
 	// A unit every 2 s: the second request finds none left unless the
-	// first took that long.
-	inner := floodgatetest.MemLimiter(t, "upstream", floodgate.Limit{Rate: 1, Period: 2 * time.Second})
+	// first took that long. The engine reads the system clock, the one the
+	// wait sleeps by: the default coarse clock may still read a moment
+	// before the reservation's instant when the wait ends, and a refund
+	// then finds the charge future-dated and keeps the unit (RefundN's
+	// rule), which is not what this test is about.
+	mem := memstore.New(memstore.Options{Clock: clock.System})
+	t.Cleanup(func() { mem.Close() })
+	inner := floodgatetest.NewLimiter(t, mem, "upstream", floodgate.Limit{Rate: 1, Period: 2 * time.Second})
 	lim := &pausingLimiter{Limiter: inner, pauses: pauses, upstream: host}
 	rec := newRecorder()
 	c := newTransport(t, outbound.Options{Limiter: lim, Pauses: pauses, Observer: rec}).Client()
