@@ -38,6 +38,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/floodgate-go/floodgate/algo"
@@ -198,6 +199,24 @@ func (l *PolicyLimiter) Overrides() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Derive returns a limiter of the same policy, store and penalty that
+// applies limits to every key, keeping its state apart from the policy's
+// under the set variant (LimitSet.Variant), which must start with
+// "runtime:". It is how limits set while the service runs (package
+// override) are decided: a key's own state under the file's limits is left
+// as it was, and meets it again once the runtime limits end. The limits are
+// validated as New validates a policy's.
+func (l *PolicyLimiter) Derive(variant string, limits []Limit) (*PolicyLimiter, error) {
+	if !strings.HasPrefix(variant, "runtime:") {
+		return nil, fmt.Errorf("%w: policy %s: a derived variant starts with \"runtime:\", not %q", ErrInvalidPolicy, l.p.name, variant)
+	}
+	set, err := newLimitSet(l.p.name, variant, limits, l.store.ValidateLimit)
+	if err != nil {
+		return nil, err
+	}
+	return &PolicyLimiter{store: l.store, p: &compiled{name: l.p.name, def: set, penalty: l.p.penalty}}, nil
 }
 
 // AllowN implements Limiter.

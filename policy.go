@@ -76,7 +76,9 @@ type LimitSet struct {
 func (s *LimitSet) Policy() string { return s.policy }
 
 // Variant says which of the policy's lists the set is: "" for its default
-// limits, "override:"+key for an override, "tier:"+tier for a tier.
+// limits, "override:"+key for an override, "tier:"+tier for a tier,
+// "penalty" for its penalty, and "runtime:..." for limits set while the
+// service runs (PolicyLimiter.Derive).
 func (s *LimitSet) Variant() string { return s.variant }
 
 // Len is the number of limits.
