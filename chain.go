@@ -53,7 +53,7 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, int, error) {
 	drove := 0
 	for i := range checks {
 		c := &checks[i]
-		res, err := c.Decide(ctx)
+		res, err := c.Run(ctx)
 		if err != nil || !res.Allowed {
 			if rerr := refundChecks(ctx, checks[:i]); rerr != nil {
 				err = errors.Join(err, rerr)
@@ -121,9 +121,9 @@ func (c *Check) Units() int64 {
 	return c.Cost
 }
 
-// Decide decides the check alone, as AllowAll decides each link, and
+// Run decides the check alone, as AllowAll decides each link, and
 // sets its Result: AllowN with Units, or for a peek PeekN with Cost.
-func (c *Check) Decide(ctx context.Context) (Result, error) {
+func (c *Check) Run(ctx context.Context) (Result, error) {
 	var res Result
 	var err error
 	if c.Peek {

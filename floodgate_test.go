@@ -395,12 +395,12 @@ func TestCheckZeroValues(t *testing.T) {
 		}
 	}
 	c := peek
-	res, err := c.Decide(ctx)
+	res, err := c.Run(ctx)
 	if err != nil || res.Allowed || res.RetryAfter != 30*time.Second || c.Result != res {
 		t.Fatalf("peek at the exhausted key: %+v, %v; want refused for 30s", res, err)
 	}
 	look := floodgate.Check{Limiter: lim, Key: "k", Peek: true}
-	if res, err := look.Decide(ctx); err != nil || !res.Allowed || look.Units() != 0 {
+	if res, err := look.Run(ctx); err != nil || !res.Allowed || look.Units() != 0 {
 		t.Fatalf("a plain look (Peek, Cost 0): %+v, %v; want it to pass", res, err)
 	}
 	if got := (&floodgate.Check{Cost: 3}).Units(); got != 3 {

@@ -127,12 +127,12 @@ type API struct {
 }
 
 // policySet is one generation of policies and header selection, with the
-// Decider that writes their headers (it caches a description per limit set,
+// Evaluator that writes their headers (it caches a description per limit set,
 // so it is renewed with either).
 type policySet struct {
-	m       map[string]floodgate.Limiter
-	hdr     httplimit.Headers
-	decider *httplimit.Decider
+	m    map[string]floodgate.Limiter
+	hdr  httplimit.Headers
+	eval *httplimit.Evaluator
 }
 
 // New returns the check API of cfg.
@@ -184,12 +184,12 @@ func (c *API) SetHeaders(h httplimit.Headers) {
 // set stores the policies p with the header selection h; the caller holds
 // setMu (or is New).
 func (c *API) set(p map[string]floodgate.Limiter, h httplimit.Headers) {
-	// The 429 body is the check API's own JSON, so the Decider's is off.
-	d, err := httplimit.NewDecider(httplimit.DeciderConfig{Headers: h, Body: httplimit.BodyNone, Logger: c.sample.Logger()})
+	// The 429 body is the check API's own JSON, so the Evaluator's is off.
+	d, err := httplimit.NewEvaluator(httplimit.EvaluatorConfig{Headers: h, Body: httplimit.BodyNone, Logger: c.sample.Logger()})
 	if err != nil {
 		panic(err) // the config is fixed and valid
 	}
-	c.policies.Store(&policySet{m: p, hdr: h, decider: d})
+	c.policies.Store(&policySet{m: p, hdr: h, eval: d})
 }
 
 // checkRequest is one check of a request body. Cost is a pointer so that an
@@ -349,7 +349,7 @@ func (c *API) serveCheck(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithTimeout(r.Context(), c.timeout)
 	v := &st.v
-	ps.decider.Decide(ctx, v, st.charges...)
+	ps.eval.Evaluate(ctx, v, st.charges...)
 	cancel()
 	res, drive, err := v.Result(), v.Drive(), v.Err()
 	if err != nil {

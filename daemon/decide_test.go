@@ -14,10 +14,10 @@ import (
 
 // With Options.Clock the daemon decides on a memory engine at that
 // clock's time, whatever the storage section says (here a Redis nobody
-// listens on, never dialled), and DecideHTTP decides as the proxy's
+// listens on, never dialled), and EvaluateHTTP evaluates as the proxy's
 // listener would without forwarding: a request after the period passes
 // again only once the clock says so.
-func TestDecideHTTPOnAClock(t *testing.T) {
+func TestEvaluateHTTPOnAClock(t *testing.T) {
 	cfg := mustParse(t, `
 storage:
   engine: redis
@@ -46,7 +46,7 @@ proxy:
 	decide := func() int {
 		t.Helper()
 		r := httptest.NewRequest("GET", "/x", nil)
-		dec, err := d.DecideHTTP(r, http.StatusOK, nil)
+		dec, err := d.EvaluateHTTP(r, http.StatusOK, nil)
 		if err != nil || dec.Route != "api" {
 			t.Fatalf("decision %+v, %v", dec, err)
 		}
@@ -73,7 +73,7 @@ proxy:
 		t.Fatal(err)
 	}
 	defer d2.Close()
-	if _, err := d2.DecideHTTP(httptest.NewRequest("GET", "/", nil), 200, nil); !errors.Is(err, ErrNoProxy) {
+	if _, err := d2.EvaluateHTTP(httptest.NewRequest("GET", "/", nil), 200, nil); !errors.Is(err, ErrNoProxy) {
 		t.Fatalf("without a proxy: %v; want ErrNoProxy", err)
 	}
 }

@@ -740,7 +740,7 @@ func ceilSecond(d time.Duration) time.Duration {
 
 // addHeaders adds the rate-limit header fields of the decided checks to
 // resp (the driving check: the first enforced denial, else the fewest
-// units left), through the Decider, so they read as the proxy's.
+// units left), through the Evaluator, so they read as the proxy's.
 func (s *Service) addHeaders(ctx context.Context, rs *ruleSet, resp *rlsv3.RateLimitResponse, checks []check, drive int) {
 	var fc []floodgate.Check
 	best := -1
@@ -758,7 +758,7 @@ func (s *Service) addHeaders(ctx context.Context, rs *ruleSet, resp *rlsv3.RateL
 		return
 	}
 	var v httplimit.Answer
-	rs.decider.Decided(ctx, &v, best, fc...)
+	rs.eval.FromChecks(ctx, &v, best, fc...)
 	v.Headers(func(name, value string) {
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: strings.ToLower(name), Value: value})
 	})

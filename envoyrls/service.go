@@ -265,13 +265,13 @@ type Service struct {
 	stopped bool
 }
 
-// ruleSet is one generation of rules and limiters, with the Decider that
-// decides and describes their limits (it caches a description per limit
+// ruleSet is one generation of rules and limiters, with the Evaluator that
+// evaluates and describes their limits (it caches a description per limit
 // set, so it is renewed with them).
 type ruleSet struct {
 	rules    *envoyrules.Rules
 	limiters map[string]floodgate.Limiter
-	decider  *httplimit.Decider
+	eval     *httplimit.Evaluator
 }
 
 // New validates cfg and returns its service.
@@ -305,11 +305,11 @@ func New(cfg Config) (*Service, error) {
 // SetRules replaces the rules and their limiters atomically: a call is
 // decided under the old pair or the new one.
 func (s *Service) SetRules(rules *envoyrules.Rules, limiters map[string]floodgate.Limiter) {
-	dec, err := httplimit.NewDecider(httplimit.DeciderConfig{Headers: s.hdr, Body: httplimit.BodyNone, Logger: s.sample.Logger()})
+	dec, err := httplimit.NewEvaluator(httplimit.EvaluatorConfig{Headers: s.hdr, Body: httplimit.BodyNone, Logger: s.sample.Logger()})
 	if err != nil {
 		panic(err) // the config is fixed and valid
 	}
-	s.rules.Store(&ruleSet{rules: rules, limiters: limiters, decider: dec})
+	s.rules.Store(&ruleSet{rules: rules, limiters: limiters, eval: dec})
 }
 
 // SetMode replaces how descriptors are counted and answered: a call is

@@ -18,10 +18,10 @@ import (
 	"github.com/floodgate-go/floodgate/tokencost"
 )
 
-// DeciderConfig configures a Decider: how its verdicts are written. The
+// EvaluatorConfig configures an Evaluator: how its verdicts are written. The
 // fields mean what the fields of the same names in Config mean, and so do
 // their zero values.
-type DeciderConfig struct {
+type EvaluatorConfig struct {
 	// Headers selects the rate-limit fields; the zero value sends them all.
 	Headers Headers
 	// Body selects the body of refusals; the zero value is BodyProblem.
@@ -35,14 +35,14 @@ type DeciderConfig struct {
 	LogKeys bool
 }
 
-// A Decider is the part of a Middleware that does not depend on net/http:
-// it decides a request's charges and turns the decision into header fields,
+// An Evaluator is the part of a Middleware that does not depend on net/http:
+// it evaluates a request's charges and turns the answer into header fields,
 // a status and a body. Front ends that have no *http.Request (Fiber's
 // fasthttp, gRPC) build a Charge per limit of a request themselves and write
 // the Answer in their own protocol, so every front end sends the same
-// fields, the same 429 body, and keeps the same counting rules. A Decider
+// fields, the same 429 body, and keeps the same counting rules. An Evaluator
 // is safe for concurrent use.
-type Decider struct {
+type Evaluator struct {
 	hdr     Headers
 	body    Body
 	log     *slog.Logger
@@ -61,17 +61,17 @@ type Decider struct {
 	lastNoKey  atomic.Int64
 }
 
-// NewDecider validates cfg and returns its Decider. Errors wrap
+// NewEvaluator validates cfg and returns its Evaluator. Errors wrap
 // ErrInvalidConfig.
-func NewDecider(cfg DeciderConfig) (*Decider, error) {
-	d := new(Decider)
+func NewEvaluator(cfg EvaluatorConfig) (*Evaluator, error) {
+	d := new(Evaluator)
 	if errs := d.init(cfg); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return d, nil
 }
 
-func (d *Decider) init(cfg DeciderConfig) []error {
+func (d *Evaluator) init(cfg EvaluatorConfig) []error {
 	if cfg.Body > BodyNone {
 		return []error{fmt.Errorf("%w: unknown Body %d", ErrInvalidConfig, cfg.Body)}
 	}
@@ -108,12 +108,12 @@ type Charge struct {
 	ResponseCost func(status int, h http.Header) int64
 }
 
-// Decide checks the request that charges describe and fills v with the
+// Evaluate checks the request that charges describe and fills v with the
 // decision. With no charges the request is served without headers. More
 // than MaxRules charges is an error of the front end, reported through
 // v.Err. v may be a zero Answer or one used before. ctx is the request's
 // context; refunds made by Settle outlive its cancellation.
-func (d *Decider) Decide(ctx context.Context, v *Answer, charges ...Charge) {
+func (d *Evaluator) Evaluate(ctx context.Context, v *Answer, charges ...Charge) {
 	v.begin(d, ctx)
 	if len(charges) > MaxRules {
 		v.err = fmt.Errorf("%w: %d charges, more than the %d one decision checks", ErrInvalidConfig, len(charges), MaxRules)
@@ -190,11 +190,11 @@ func Status(res floodgate.Result) int {
 // An Answer is the decision for one request and everything a front end
 // writes about it: Status, Headers, ContentType and AppendBody, then, for a
 // request that is served, Settle with its response. It is filled by
-// Middleware.Decide or Decider.Decide. An Answer is large and meant to live
+// Middleware.Evaluate or Evaluator.Evaluate. An Answer is large and meant to live
 // on the stack of one request's handling; it is not safe for concurrent
 // use.
 type Answer struct {
-	d        *Decider
+	d        *Evaluator
 	ctx      context.Context
 	cs       checks
 	v        verdict
@@ -203,7 +203,7 @@ type Answer struct {
 	counting bool
 }
 
-func (v *Answer) begin(d *Decider, ctx context.Context) {
+func (v *Answer) begin(d *Evaluator, ctx context.Context) {
 	v.d, v.ctx, v.cs.n, v.err, v.out, v.counting = d, ctx, 0, nil, outNone, false
 }
 
@@ -306,11 +306,11 @@ func (v *Answer) refuseCost(lim floodgate.Limiter, cost int64) {
 	v.d.logError(v.ctx, fmt.Errorf("%w: policy %s: the rule's Cost returned %d; costs are 0 (peek) or more", floodgate.ErrInvalidCost, lim.Name(), cost), "")
 }
 
-// Decided fills v with checks that a front end decided itself (each
+// FromChecks fills v with checks that a front end decided itself (each
 // check's Result set, at most MaxRules of them; more are ignored), drive
 // being the index of the one whose Result drives the answer, so that v
-// describes them as Decide would have (Headers, Result, ResultOf).
-func (d *Decider) Decided(ctx context.Context, v *Answer, drive int, checks ...floodgate.Check) {
+// describes them as Evaluate would have (Headers, Result, ResultOf).
+func (d *Evaluator) FromChecks(ctx context.Context, v *Answer, drive int, checks ...floodgate.Check) {
 	v.begin(d, ctx)
 	checks = checks[:min(len(checks), MaxRules)]
 	if len(checks) == 0 || drive < 0 || drive >= len(checks) {
@@ -326,7 +326,7 @@ func (d *Decider) Decided(ctx context.Context, v *Answer, drive int, checks ...f
 }
 
 // decide decides v's checks.
-func (d *Decider) decide(v *Answer) {
+func (d *Evaluator) decide(v *Answer) {
 	cs := &v.cs
 	if cs.n == 0 {
 		return
@@ -345,7 +345,7 @@ func (d *Decider) decide(v *Answer) {
 	if cs.n == 1 {
 		// One check: its Result is the verdict's (ResultOf reads it there).
 		v.v.drive = 0
-		v.v.res, err = cs.c[0].Decide(v.ctx)
+		v.v.res, err = cs.c[0].Run(v.ctx)
 	} else {
 		v.v.res, v.v.drive, err = floodgate.AllowAll(v.ctx, cs.c[:cs.n]...)
 	}
@@ -363,7 +363,7 @@ func (d *Decider) decide(v *Answer) {
 }
 
 // conclude sets v's outcome from its driving Result.
-func (d *Decider) conclude(v *Answer) {
+func (d *Evaluator) conclude(v *Answer) {
 	cs := &v.cs
 	switch v.v.res.Source {
 	case floodgate.SourceFailOpen:
@@ -428,7 +428,7 @@ func (v *Answer) Result() floodgate.Result {
 	return v.v.res
 }
 
-// Drive returns the index, among the charges given to Decide, of the one
+// Drive returns the index, among the charges given to Evaluate, of the one
 // whose Result drove the decision (see floodgate.AllowAll).
 func (v *Answer) Drive() int { return v.v.drive }
 
@@ -616,7 +616,7 @@ const (
 // redacted unless the config says otherwise.
 // logNoKey logs, at most once a second, that a rule let a request through
 // because its key function found no key (Rule.SkipNoKey).
-func (d *Decider) logNoKey(ctx context.Context, lim floodgate.Limiter) {
+func (d *Evaluator) logNoKey(ctx context.Context, lim floodgate.Limiter) {
 	now := time.Now().UnixNano()
 	last := d.lastNoKey.Load()
 	if now-last < int64(time.Second) || !d.lastNoKey.CompareAndSwap(last, now) {
@@ -625,7 +625,7 @@ func (d *Decider) logNoKey(ctx context.Context, lim floodgate.Limiter) {
 	d.log.LogAttrs(ctx, slog.LevelInfo, "httplimit: a request had no key, and its rule skips such requests", slog.String("policy", lim.Name()))
 }
 
-func (d *Decider) logError(ctx context.Context, err error, key string) {
+func (d *Evaluator) logError(ctx context.Context, err error, key string) {
 	now := time.Now().UnixNano()
 	last := d.lastLog.Load()
 	if now-last < int64(time.Second) || !d.lastLog.CompareAndSwap(last, now) {

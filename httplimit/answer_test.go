@@ -14,21 +14,21 @@ import (
 	"github.com/floodgate-go/floodgate/httplimit"
 )
 
-// A Decider's verdict, written through Headers, ContentType and AppendBody,
+// An Evaluator's answer, written through Headers, ContentType and AppendBody,
 // is the response the middleware writes for the same limits.
-func TestDeciderMatchesMiddleware(t *testing.T) {
+func TestEvaluatorMatchesMiddleware(t *testing.T) {
 	e := newEnv(t)
 	limit := floodgate.PerMinute(2)
 	mwLim, dLim := e.limiter("mw", limit), e.limiter("mw2", limit)
 	h := mustNew(t, httplimit.Config{Rules: []httplimit.Rule{{Limiter: mwLim, Key: httplimit.KeyConst("k")}}}).Handler(ok)
-	d, err := httplimit.NewDecider(httplimit.DeciderConfig{})
+	d, err := httplimit.NewEvaluator(httplimit.EvaluatorConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 4 {
 		rec := get(h, "/", "192.0.2.1:1")
 		var v httplimit.Answer
-		d.Decide(context.Background(), &v, httplimit.Charge{Limiter: dLim, Key: "k", Cost: 1})
+		d.Evaluate(context.Background(), &v, httplimit.Charge{Limiter: dLim, Key: "k", Cost: 1})
 		got := make(http.Header)
 		v.Headers(func(name, value string) { got.Add(name, value) })
 		wantStatus := rec.Code
@@ -75,11 +75,11 @@ func flatten(h http.Header) map[string]string {
 func TestVerdictServe(t *testing.T) {
 	e := newEnv(t)
 	lim := e.limiter("login", floodgate.PerHour(3))
-	d, _ := httplimit.NewDecider(httplimit.DeciderConfig{})
+	d, _ := httplimit.NewEvaluator(httplimit.EvaluatorConfig{})
 	attempt := func(status int, panics bool) (remaining int64) {
 		t.Helper()
 		var v httplimit.Answer
-		d.Decide(context.Background(), &v, httplimit.Charge{Limiter: lim, Key: "alice", Cost: 1, Count: httplimit.CountFailed})
+		d.Evaluate(context.Background(), &v, httplimit.Charge{Limiter: lim, Key: "alice", Cost: 1, Count: httplimit.CountFailed})
 		if !v.Counts() {
 			t.Fatal("Counts() = false for an admitted count-failed charge")
 		}
@@ -111,25 +111,25 @@ func TestVerdictServe(t *testing.T) {
 
 // A negative cost, too many charges and a failing limiter are reported, not
 // served unlimited.
-func TestDeciderErrors(t *testing.T) {
+func TestEvaluatorErrors(t *testing.T) {
 	e := newEnv(t)
 	lim := e.limiter("x", floodgate.PerHour(3))
-	d, _ := httplimit.NewDecider(httplimit.DeciderConfig{Logger: slog.New(slog.DiscardHandler)})
+	d, _ := httplimit.NewEvaluator(httplimit.EvaluatorConfig{Logger: slog.New(slog.DiscardHandler)})
 	var v httplimit.Answer
-	d.Decide(context.Background(), &v, httplimit.Charge{Limiter: lim, Key: "k", Cost: -1})
+	d.Evaluate(context.Background(), &v, httplimit.Charge{Limiter: lim, Key: "k", Cost: -1})
 	if v.Status() != http.StatusInternalServerError || v.ContentType() != "application/problem+json" || len(v.AppendBody(nil)) == 0 {
 		t.Errorf("negative cost: status %d, type %q", v.Status(), v.ContentType())
 	}
 	many := make([]httplimit.Charge, httplimit.MaxRules+1)
-	d.Decide(context.Background(), &v, many...)
+	d.Evaluate(context.Background(), &v, many...)
 	if v.Err() == nil {
 		t.Error("too many charges: no error")
 	}
-	d.Decide(context.Background(), &v, httplimit.Charge{Limiter: failing{}, Key: "k", Cost: 1})
+	d.Evaluate(context.Background(), &v, httplimit.Charge{Limiter: failing{}, Key: "k", Cost: 1})
 	if v.Err() == nil || v.Status() != 0 {
 		t.Errorf("failing limiter: err %v, status %d", v.Err(), v.Status())
 	}
-	if _, err := httplimit.NewDecider(httplimit.DeciderConfig{Body: 9}); err == nil {
+	if _, err := httplimit.NewEvaluator(httplimit.EvaluatorConfig{Body: 9}); err == nil {
 		t.Error("unknown Body accepted")
 	}
 }

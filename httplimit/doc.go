@@ -112,13 +112,13 @@
 //
 // # Other frameworks
 //
-// The middleware is two halves that front ends can use apart. Decide runs
+// The middleware is two halves that front ends can use apart. Evaluate runs
 // the rules on an *http.Request into an Answer, and Begin writes the
 // headers and, for a request that is not to be served, the whole answer;
 // then the front end runs its handler and settles the Answer with the
 // response (Answer.Serve). That is how the gin and echo adapters work. A
 // front end without an *http.Request (fasthttp, gRPC) builds a Charge per
-// limit itself, lets a Decider decide, and writes Answer.Headers, Status,
+// limit itself, lets an Evaluator evaluate them, and writes Answer.Headers, Status,
 // ContentType and AppendBody in its own protocol; PeerKeyer keys it by
 // client address through the same trusted-proxy rules as KeyByIP. Every
 // front end thus sends the same fields and body and keeps the same count

@@ -112,7 +112,7 @@ func Quota(l floodgate.Limit) (q, w int64) {
 
 // describe returns the description of set, the limit set a Result of the
 // check in slot names, or nil when the Result named none (it failed open).
-func (d *Decider) describe(slot int, set *floodgate.LimitSet) *desc {
+func (d *Evaluator) describe(slot int, set *floodgate.LimitSet) *desc {
 	if set == nil || set.Len() == 0 {
 		return nil
 	}

@@ -257,7 +257,7 @@ type Config struct {
 // Middleware is rate-limiting net/http middleware. It is safe for concurrent
 // use.
 type Middleware struct {
-	core      Decider
+	core      Evaluator
 	rules     []Rule
 	skip      func(*http.Request) bool
 	onLimited func(http.ResponseWriter, *http.Request, floodgate.Result)
@@ -317,7 +317,7 @@ func New(cfg Config) (*Middleware, error) {
 			}
 		}
 	}
-	errs = append(errs, m.core.init(DeciderConfig{
+	errs = append(errs, m.core.init(EvaluatorConfig{
 		Headers: cfg.Headers, Body: cfg.Body, Logger: cfg.Logger, Clock: cfg.Clock, LogKeys: cfg.LogKeys,
 	})...)
 	if len(errs) > 0 {
@@ -343,7 +343,7 @@ type handler struct {
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
 	var v Answer
-	m.Decide(r, &v)
+	m.Evaluate(r, &v)
 	serve, sw := m.respond(w, r, &v, true)
 	if !serve {
 		return
@@ -367,13 +367,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v.settle(sw.Status, sw.Header())
 }
 
-// Decide checks r against the rules of m and fills v with the decision,
+// Evaluate checks r against the rules of m and fills v with the decision,
 // without writing anything: the first half of the middleware, for front
 // ends that hold an *http.Request but write responses their own way (gin,
 // echo). A request that Config.Skip exempts, or that no rule matches, gets
 // an Answer that serves it without headers. v may be a zero Answer or one
 // used before; its previous contents are dropped.
-func (m *Middleware) Decide(r *http.Request, v *Answer) {
+func (m *Middleware) Evaluate(r *http.Request, v *Answer) {
 	v.begin(&m.core, r.Context())
 	if m.skip != nil && m.skip(r) {
 		return
@@ -433,8 +433,8 @@ func (s Skip) String() string {
 }
 
 // plan is what rule i does with r: the limiter, key and cost it checks, or
-// why it leaves r alone. Decide and Explain both run it, so what Explain
-// says is what Decide does.
+// why it leaves r alone. Evaluate and Explain both run it, so what Explain
+// says is what Evaluate does.
 func (m *Middleware) plan(i int, r *http.Request, ts *tallies) (lim floodgate.Limiter, key string, cost int64, skip Skip) {
 	ru := &m.rules[i]
 	if ru.Match != nil && !ru.Match(r) {
@@ -476,7 +476,7 @@ type Planned struct {
 
 // Explain returns what each rule of m would check r against — limiter, key
 // and cost — or why it leaves r alone, without asking any limiter: the
-// same steps as Decide (Config.Skip, then each rule's Match, LimiterFor,
+// same steps as Evaluate (Config.Skip, then each rule's Match, LimiterFor,
 // Key, NoKey and Cost), short of deciding. Key and cost functions run, so
 // one that reads the body (KeyByFormValue) reads it here too.
 func (m *Middleware) Explain(r *http.Request) []Planned {
@@ -495,7 +495,7 @@ func (m *Middleware) Explain(r *http.Request) []Planned {
 	return out
 }
 
-// Begin is Decide followed by the response the verdict calls for, written
+// Begin is Evaluate followed by the response the verdict calls for, written
 // to w as the middleware writes it: the rate-limit headers, and for a
 // request that must not be served, the whole answer (Config.OnLimited, the
 // 429 body, 503 when the limiter failed closed, Config.OnError's response
@@ -503,7 +503,7 @@ func (m *Middleware) Explain(r *http.Request) []Planned {
 // served; the caller then runs its handler and, when v.Counts, settles v
 // with the response (Answer.Serve does both).
 func (m *Middleware) Begin(w http.ResponseWriter, r *http.Request, v *Answer) (serve bool) {
-	m.Decide(r, v)
+	m.Evaluate(r, v)
 	serve, _ = m.respond(w, r, v, false)
 	return serve
 }

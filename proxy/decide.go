@@ -9,9 +9,9 @@ import (
 	"github.com/floodgate-go/floodgate/internal/pathnet"
 )
 
-// A Decision is what the proxy decided about one request without serving
-// it (see Decide).
-type Decision struct {
+// An Evaluation is what the proxy decided about one request without serving
+// it (see Evaluate).
+type Evaluation struct {
 	// Route is the name of the route that matched, "" when none did (the
 	// request is forwarded unlimited).
 	Route string
@@ -45,31 +45,31 @@ type Decision struct {
 	Checks []floodgate.Check
 }
 
-// Decide routes r as ServeHTTP does and decides it with the matched route's
+// Evaluate routes r as ServeHTTP does and decides it with the matched route's
 // limits, charging them as serving it would, but forwards nothing, writes
 // nothing and logs no denial: a decision at the time of the limiters'
 // engine, for tools that run recorded traffic through a configuration
 // (floodgate replay). status and h are the response the request got, which
 // settle the route's count rules and response costs as the upstream's
-// answer would; h may be nil. Decide is safe for concurrent use, but a
+// answer would; h may be nil. Evaluate is safe for concurrent use, but a
 // replay decides requests in order.
-func (p *Proxy) Decide(r *http.Request, status int, h http.Header) Decision {
+func (p *Proxy) Evaluate(r *http.Request, status int, h http.Header) Evaluation {
 	if err := httpmatch.CheckPath(r.URL.Path); err != nil {
-		return Decision{BadPath: err, Status: http.StatusBadRequest}
+		return Evaluation{BadPath: err, Status: http.StatusBadRequest}
 	}
 	if clean := pathnet.CleanPath(r.URL.Path); clean != r.URL.Path && r.URL.Path != "*" {
-		return Decision{Redirect: true}
+		return Evaluation{Redirect: true}
 	}
 	for _, rt := range *p.routes.Load() {
 		if !rt.match.Match(r) {
 			continue
 		}
-		d := Decision{Route: rt.name, Shadow: rt.shadow}
+		d := Evaluation{Route: rt.name, Shadow: rt.shadow}
 		if rt.mw == nil {
 			return d // an unlimited route
 		}
 		var v httplimit.Answer
-		rt.mw.Decide(r, &v)
+		rt.mw.Evaluate(r, &v)
 		d.Status, d.Result = v.Status(), v.Result()
 		if n := v.Checked(); n > 0 {
 			d.Checks = make([]floodgate.Check, n)
@@ -86,5 +86,5 @@ func (p *Proxy) Decide(r *http.Request, status int, h http.Header) Decision {
 		}
 		return d
 	}
-	return Decision{}
+	return Evaluation{}
 }

@@ -14,11 +14,11 @@ import (
 	"github.com/floodgate-go/floodgate/httpmatch"
 )
 
-// Decide decides as ServeHTTP does — the same route, key and charge — but
+// Evaluate decides as ServeHTTP does — the same route, key and charge — but
 // forwards nothing: the upstream never sees a request, the limiter's state
 // does. Count rules settle with the status given; an unclean path is a
 // redirect; a shadow route reports what it would refuse.
-func TestDecide(t *testing.T) {
+func TestEvaluate(t *testing.T) {
 	var upstream atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { upstream.Add(1) }))
 	defer up.Close()
@@ -39,35 +39,35 @@ func TestDecide(t *testing.T) {
 		return r
 	}
 	for i, want := range []int{0, 0, http.StatusTooManyRequests} {
-		d := p.Decide(req("/api/x"), 200, nil)
+		d := p.Evaluate(req("/api/x"), 200, nil)
 		if d.Route != "api" || d.Status != want || len(d.Checks) != 1 || d.Checks[0].Key != "k" || d.Checks[0].Limiter.Name() != "api" {
 			t.Fatalf("request %d: %+v; want route api, status %d, key k", i+1, d, want)
 		}
 	}
 	// Successful logins are refunded: the limit of 1 never denies them.
 	for range 3 {
-		if d := p.Decide(req("/login"), 200, nil); d.Status != 0 {
+		if d := p.Evaluate(req("/login"), 200, nil); d.Status != 0 {
 			t.Fatalf("successful login denied: %+v", d)
 		}
 	}
-	p.Decide(req("/login"), 401, nil)
-	if d := p.Decide(req("/login"), 401, nil); d.Status != http.StatusTooManyRequests {
+	p.Evaluate(req("/login"), 401, nil)
+	if d := p.Evaluate(req("/login"), 401, nil); d.Status != http.StatusTooManyRequests {
 		t.Fatalf("second failed login: status %d; want 429", d.Status)
 	}
-	p.Decide(req("/beta/a"), 200, nil)
-	if d := p.Decide(req("/beta/a"), 200, nil); !d.Shadow || d.Status != http.StatusTooManyRequests {
+	p.Evaluate(req("/beta/a"), 200, nil)
+	if d := p.Evaluate(req("/beta/a"), 200, nil); !d.Shadow || d.Status != http.StatusTooManyRequests {
 		t.Fatalf("shadow: %+v; want shadow, would be 429", d)
 	}
-	if d := p.Decide(req("/api/../login"), 200, nil); !d.Redirect || d.Route != "" {
+	if d := p.Evaluate(req("/api/../login"), 200, nil); !d.Redirect || d.Route != "" {
 		t.Fatalf("unclean path: %+v; want a redirect", d)
 	}
-	if d := p.Decide(req("/elsewhere"), 200, nil); d.Route != "" || d.Redirect || d.Checks != nil {
+	if d := p.Evaluate(req("/elsewhere"), 200, nil); d.Route != "" || d.Redirect || d.Checks != nil {
 		t.Fatalf("unmatched: %+v", d)
 	}
 	if n := upstream.Load(); n != 0 {
-		t.Fatalf("Decide forwarded %d requests", n)
+		t.Fatalf("Evaluate forwarded %d requests", n)
 	}
-	// Serving sees the state Decide left: the api key is spent.
+	// Serving sees the state Evaluate left: the api key is spent.
 	res, err := api.AllowN(context.Background(), "k", 0)
 	if err != nil || res.Remaining != 0 {
 		t.Fatalf("api remaining %d, %v; want 0", res.Remaining, err)

@@ -173,7 +173,7 @@ type route struct {
 	match  *httpmatch.Matcher
 	desc   string // the Match, as written
 	shadow bool
-	mw     *httplimit.Middleware // nil for a route without limits; Decide and Explain use it
+	mw     *httplimit.Middleware // nil for a route without limits; Evaluate and Explain use it
 	h      http.Handler
 }
 

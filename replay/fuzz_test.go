@@ -53,7 +53,7 @@ func checkRequest(t *testing.T, sim *Sim, r Request, err error) {
 	if r.Peer == "" {
 		r.Peer = "192.0.2.99"
 	}
-	if _, err := sim.Decide(context.Background(), &r); err != nil && strings.Contains(err.Error(), "proxy section") {
+	if _, err := sim.Evaluate(context.Background(), &r); err != nil && strings.Contains(err.Error(), "proxy section") {
 		t.Fatal(err)
 	}
 }

@@ -59,14 +59,14 @@ func NewSim(cfg *config.Config) (*Sim, error) {
 // Close releases the Sim's engine.
 func (s *Sim) Close() { s.d.Close() }
 
-// Decide decides req at its time: the clock is set to req.Time, or kept
+// Evaluate decides req at its time: the clock is set to req.Time, or kept
 // where it is when req is older than a request decided before (logs are
 // nearly, not strictly, in order), so time never runs backwards for the
 // engine.
-func (s *Sim) Decide(ctx context.Context, req *Request) (proxy.Decision, error) {
+func (s *Sim) Evaluate(ctx context.Context, req *Request) (proxy.Evaluation, error) {
 	r, err := httpRequest(ctx, req)
 	if err != nil {
-		return proxy.Decision{}, err
+		return proxy.Evaluation{}, err
 	}
 	if t := req.Time.UnixNano(); t > s.now.Load() {
 		s.now.Store(t)
@@ -75,7 +75,7 @@ func (s *Sim) Decide(ctx context.Context, req *Request) (proxy.Decision, error) 
 	if status == 0 {
 		status = http.StatusInternalServerError // no response: a failure
 	}
-	return s.d.DecideHTTP(r, status, req.ResponseHeader)
+	return s.d.EvaluateHTTP(r, status, req.ResponseHeader)
 }
 
 // httpRequest is req as the proxy's listener would hand it over.

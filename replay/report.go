@@ -136,7 +136,7 @@ func newSide(cfg *config.Config) (*side, error) {
 	return s, nil
 }
 
-func (s *side) count(d *proxy.Decision) {
+func (s *side) count(d *proxy.Evaluation) {
 	name := d.Route
 	switch {
 	case d.BadPath != nil:
@@ -182,7 +182,7 @@ func (s *side) count(d *proxy.Decision) {
 }
 
 // denier is the policy and key that refused d.
-func denier(d *proxy.Decision) (policy, key string) {
+func denier(d *proxy.Evaluation) (policy, key string) {
 	for i := len(d.Checks) - 1; i >= 0; i-- {
 		c := &d.Checks[i]
 		if c.Result.Source != "" && !c.Result.Allowed {
@@ -259,14 +259,14 @@ func Run(ctx context.Context, log io.Reader, candidate, against *config.Config, 
 			malformed(&LineError{Line: rd.Line(), Err: bad(rd.Format(), "no peer address: the line names no client; give -peer (the address the requests come from)")})
 			continue
 		}
-		dc, err := cand.sim.Decide(ctx, &req)
+		dc, err := cand.sim.Evaluate(ctx, &req)
 		if err != nil {
 			malformed(&LineError{Line: rd.Line(), Err: bad(rd.Format(), "%v", err)})
 			continue
 		}
-		var da proxy.Decision
+		var da proxy.Evaluation
 		if ag != nil {
-			if da, err = ag.sim.Decide(ctx, &req); err != nil {
+			if da, err = ag.sim.Evaluate(ctx, &req); err != nil {
 				// The same request was built for the candidate: only a
 				// configuration-level failure gets here.
 				return nil, fmt.Errorf("against: %w", err)

@@ -295,7 +295,7 @@ func NewHandler(cfg Config) (fiber.Handler, error) {
 	if cfg.DisableHeaders {
 		hdr = httplimit.Headers{DisableXRateLimit: true, DisableRateLimit: true, DisableRetryAfter: true}
 	}
-	d, err := httplimit.NewDecider(httplimit.DeciderConfig{
+	d, err := httplimit.NewEvaluator(httplimit.EvaluatorConfig{
 		Headers: hdr, Body: cfg.Body, Logger: cfg.Logger, LogKeys: cfg.DisableValueRedaction,
 	})
 	if err != nil {
@@ -357,7 +357,7 @@ func fixedLimiter(l floodgate.Limiter) func(fiber.Ctx) floodgate.Limiter {
 }
 
 type middleware struct {
-	d            *httplimit.Decider
+	d            *httplimit.Evaluator
 	next         func(fiber.Ctx) bool
 	rules        []rule
 	limitReached fiber.Handler
@@ -536,7 +536,7 @@ func (m *middleware) handle(c fiber.Ctx) error {
 		return c.Next()
 	}
 	var v httplimit.Answer
-	m.d.Decide(c.Context(), &v, charges[:n]...)
+	m.d.Evaluate(c.Context(), &v, charges[:n]...)
 	if err := v.Err(); err != nil {
 		if m.onError == nil || m.onError(c, err) {
 			return c.Next()

@@ -128,7 +128,7 @@ type Config struct {
 
 // Interceptors limits gRPC calls. It is safe for concurrent use.
 type Interceptors struct {
-	d         *httplimit.Decider
+	d         *httplimit.Evaluator
 	rules     []Rule
 	onError   func(context.Context, string, error) error
 	onLimited func(context.Context, string, floodgate.Result) error
@@ -140,7 +140,7 @@ func New(cfg Config) (*Interceptors, error) {
 	if n := len(cfg.Rules); n == 0 || n > httplimit.MaxRules {
 		errs = append(errs, fmt.Errorf("%w: %d rules; give 1 to %d", ErrInvalidConfig, n, httplimit.MaxRules))
 	}
-	d, err := httplimit.NewDecider(httplimit.DeciderConfig{Headers: cfg.Headers, Logger: cfg.Logger, LogKeys: cfg.LogKeys})
+	d, err := httplimit.NewEvaluator(httplimit.EvaluatorConfig{Headers: cfg.Headers, Logger: cfg.Logger, LogKeys: cfg.LogKeys})
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -238,7 +238,7 @@ func (in *Interceptors) decide(ctx context.Context, method string, v *httplimit.
 		charges[n] = httplimit.Charge{Limiter: r.Limiter, Key: r.Key(ctx, method), Cost: cost, Count: r.Count}
 		n++
 	}
-	in.d.Decide(ctx, v, charges[:n]...)
+	in.d.Evaluate(ctx, v, charges[:n]...)
 	if err := v.Err(); err != nil {
 		if in.onError != nil {
 			return in.onError(ctx, method, err)

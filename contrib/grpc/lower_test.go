@@ -15,14 +15,14 @@ import (
 // (so it costs no allocation), and the table agrees with strings.ToLower.
 func TestLowerName(t *testing.T) {
 	lim, _ := httplimittest.Limiters(t, floodgate.PerHour(1), floodgate.PerHour(1))
-	d, err := httplimit.NewDecider(httplimit.DeciderConfig{Headers: httplimit.Headers{Source: true}})
+	d, err := httplimit.NewEvaluator(httplimit.EvaluatorConfig{Headers: httplimit.Headers{Source: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
 	for range 2 { // allowed, then denied with Retry-After
 		var v httplimit.Answer
-		d.Decide(context.Background(), &v, httplimit.Charge{Limiter: lim, Key: "k", Cost: 1})
+		d.Evaluate(context.Background(), &v, httplimit.Charge{Limiter: lim, Key: "k", Cost: 1})
 		v.Headers(func(name, _ string) { seen[name] = true })
 	}
 	if len(seen) != 7 {
