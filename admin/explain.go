@@ -56,7 +56,7 @@ type Explanation struct {
 	Front    string   `json:"front"`              // proxy, postgres or envoy
 	Redirect string   `json:"redirect,omitempty"` // the proxy first redirects (308) to this clean path
 	Routes   []Route  `json:"routes,omitempty"`   // the proxy's routes up to the one that matched; Envoy's descriptors
-	Checks   []Check  `json:"checks"`             // what would be checked, in order
+	Checks   []Step   `json:"checks"`             // what would be checked, in order
 	Notes    []string `json:"notes,omitempty"`    // what else the front end does with the request
 }
 
@@ -69,8 +69,8 @@ type Route struct {
 	Shadow  bool   `json:"shadow,omitempty"`
 }
 
-// A Check is one limit the request would be checked against.
-type Check struct {
+// A Step is one limit the request would be checked against.
+type Step struct {
 	Where  string    `json:"where"` // the route's limit, the descriptor or the scope it comes from
 	Policy string    `json:"policy,omitempty"`
 	Key    string    `json:"key,omitempty"`

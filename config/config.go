@@ -45,7 +45,7 @@ type Config struct {
 	Proxy *Proxy `yaml:"proxy,omitempty"`
 
 	// Check is the decision API (POST /v1/check). Absent: off.
-	Check *Check `yaml:"check,omitempty"`
+	Check *CheckAPI `yaml:"check,omitempty"`
 
 	// Envoy is the Envoy rate limit service (gRPC). Absent: off.
 	Envoy *Envoy `yaml:"envoy,omitempty"`
@@ -733,9 +733,9 @@ func (l *RouteLimit) setDefaults() {
 	l.Cost = Cost{Units: 1}
 }
 
-// Check configures the decision API: POST /v1/check with a policy, key and
+// CheckAPI configures the decision API: POST /v1/check with a policy, key and
 // cost, answered with the decision.
-type Check struct {
+type CheckAPI struct {
 	// Listen is the address to serve on. Default "127.0.0.1:8081".
 	Listen string `yaml:"listen"`
 
@@ -761,11 +761,11 @@ type Check struct {
 	// POST /v1/concurrency/acquire, by name. The slots live in the store of
 	// the proxy routes' concurrency limits: this process's with memory,
 	// leases in Redis shared by every instance with redis or hybrid.
-	Concurrency map[string]CheckConcurrency `yaml:"concurrency,omitempty"`
+	Concurrency map[string]CheckAPIConcurrency `yaml:"concurrency,omitempty"`
 }
 
-// CheckConcurrency is one concurrency limit of the check API.
-type CheckConcurrency struct {
+// CheckAPIConcurrency is one concurrency limit of the check API.
+type CheckAPIConcurrency struct {
 	// Limit is the number of slots per key held at once.
 	Limit int `yaml:"limit"`
 
@@ -778,7 +778,7 @@ type CheckConcurrency struct {
 // DefaultCheckLease is CheckConcurrency.Lease's default.
 const DefaultCheckLease = 30 * time.Second
 
-func (c *Check) setDefaults() { c.Listen = DefaultCheckListen; c.Bounds.defaults(boundsHTTP) }
+func (c *CheckAPI) setDefaults() { c.Listen = DefaultCheckListen; c.Bounds.defaults(boundsHTTP) }
 
 // Envoy configures the Envoy rate limit service
 // (envoy.service.ratelimit.v3.RateLimitService).

@@ -148,7 +148,7 @@ func (c *concLimits) throttler(route string, rc *config.RouteConcurrency, key ht
 // check API's clients and the proxy share one store, its failure mode and
 // its breaker. A reload cannot change them (check.concurrency is not
 // Reloadable): a lease outlives a configuration.
-func (c *concLimits) checkLimits(m map[string]config.CheckConcurrency) (map[string]checkapi.ConcurrencyLimit, error) {
+func (c *concLimits) checkLimits(m map[string]config.CheckAPIConcurrency) (map[string]checkapi.ConcurrencyLimit, error) {
 	out := make(map[string]checkapi.ConcurrencyLimit, len(m))
 	for name, cc := range m {
 		lim, err := concurrency.New(c.store, concurrency.Options{Name: "check:" + name, Limit: cc.Limit})

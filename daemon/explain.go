@@ -94,7 +94,7 @@ func (d *Daemon) explainHTTP(ctx context.Context, g *generation, h *admin.HTTPRe
 		return nil, err
 	}
 	px := g.proxy.Explain(r)
-	ex := &admin.Explanation{Front: "proxy", Redirect: px.Redirect, Checks: []admin.Check{}}
+	ex := &admin.Explanation{Front: "proxy", Redirect: px.Redirect, Checks: []admin.Step{}}
 	if px.BadPath != nil {
 		ex.Notes = append(ex.Notes, "the proxy answers 400 and no route sees the request: "+px.BadPath.Error())
 		return ex, nil
@@ -117,7 +117,7 @@ func (d *Daemon) explainHTTP(ctx context.Context, g *generation, h *admin.HTTPRe
 		ex.Notes = append(ex.Notes, fmt.Sprintf("route %q is a shadow route: its limits decide and count, but never refuse", rt.Name))
 	}
 	for i, p := range px.Checks {
-		c := admin.Check{Where: fmt.Sprintf("route %q limit %d", rt.Name, i+1), Key: p.Key, Cost: p.Cost, Shadow: rt.Shadow}
+		c := admin.Step{Where: fmt.Sprintf("route %q limit %d", rt.Name, i+1), Key: p.Key, Cost: p.Cost, Shadow: rt.Shadow}
 		if p.Limiter != nil {
 			c.Policy = p.Limiter.Name()
 		}
@@ -160,7 +160,7 @@ func (d *Daemon) explainEnvoy(g *generation, e *admin.EnvoyDescriptor) (*admin.E
 		}
 	}
 	cost := max(e.HitsAddend, 1)
-	ex := &admin.Explanation{Front: "envoy", Checks: []admin.Check{}}
+	ex := &admin.Explanation{Front: "envoy", Checks: []admin.Step{}}
 	for i, m := range c.Rules.Explain(e.Domain, descs, nil) {
 		name := fmt.Sprintf("descriptor %d (%s)", i+1, envoyrules.Key(descs[i]))
 		rt := admin.Route{Name: name, Matched: m.Rule != nil, Why: m.Why}
@@ -172,7 +172,7 @@ func (d *Daemon) explainEnvoy(g *generation, e *admin.EnvoyDescriptor) (*admin.E
 		if r == nil {
 			continue
 		}
-		ck := admin.Check{Where: name, Policy: r.Policy, Key: r.Key, Cost: cost, Shadow: r.Shadow || c.ShadowMode}
+		ck := admin.Step{Where: name, Policy: r.Policy, Key: r.Key, Cost: cost, Shadow: r.Shadow || c.ShadowMode}
 		switch {
 		case r.Unlimited:
 			ck.Skip = "the rule is unlimited: the descriptor is never limited"
@@ -203,7 +203,7 @@ func (d *Daemon) explainPostgres(p *admin.PostgresClient) (*admin.Explanation, e
 			return nil, fmt.Errorf("%w: peer %q: give the client's address, e.g. 203.0.113.7", admin.ErrExplain, peer)
 		}
 	}
-	ex := &admin.Explanation{Front: "postgres", Checks: []admin.Check{}}
+	ex := &admin.Explanation{Front: "postgres", Checks: []admin.Step{}}
 	for _, pl := range d.pg.Explain(p.User, addr) {
 		where := "each query, scope " + pl.Scope
 		if pl.Connection {
@@ -212,7 +212,7 @@ func (d *Daemon) explainPostgres(p *admin.PostgresClient) (*admin.Explanation, e
 		if pl.MaxWait {
 			where += " (a denied query waits up to max_wait)"
 		}
-		ex.Checks = append(ex.Checks, admin.Check{Where: where, Policy: pl.Limiter.Name(), Key: pl.Key, Cost: 1})
+		ex.Checks = append(ex.Checks, admin.Step{Where: where, Policy: pl.Limiter.Name(), Key: pl.Key, Cost: 1})
 	}
 	if len(ex.Checks) == 0 {
 		ex.Notes = append(ex.Notes, "the PostgreSQL proxy has no limits: its queries and connections pass unlimited")
