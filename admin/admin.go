@@ -85,7 +85,7 @@ type Config struct {
 	KeyShapes func() map[string][]string
 
 	// Recent, when set, returns a key's last decisions for /v1/keys.
-	Recent func(policy, key string) []status.Decision
+	Recent func(policy, key string) []status.Record
 
 	// Explain, when set, serves POST /v1/explain: what the front ends
 	// would do with a described request (see ExplainRequest).

@@ -21,7 +21,7 @@ import (
 type keys struct {
 	policies func() map[string]floodgate.Limiter
 	shapes   func() map[string][]string
-	recent   func(policy, key string) []status.Decision
+	recent   func(policy, key string) []status.Record
 	log      *slog.Logger
 	raw      bool
 	resets   *prometheus.CounterVec
@@ -69,7 +69,7 @@ type KeyState struct {
 
 	// Recent are the key's last decisions, oldest first, while it is
 	// among the policy's top limited keys (see status.Status.Recent).
-	Recent []status.Decision `json:"recent,omitempty"`
+	Recent []status.Record `json:"recent,omitempty"`
 }
 
 // Inspect returns key's state under lim, read with a peek (cost 0) that

@@ -58,7 +58,7 @@ func valid(s failover.BreakerState) bool { return s >= failover.Closed && s <= f
 // floodgate_breaker_state. Several Guards (one per Redis, say) can be
 // watched under different names; an empty name, a nil g or a name already
 // watched is an error.
-func (m *Metrics) WatchGuard(engine string, g Guard) error {
+func (m *Metrics) WatchGuard(engine string, g GuardStats) error {
 	if isNil(g) {
 		return fmt.Errorf("metrics: engine %q: no Guard given", engine)
 	}
@@ -77,9 +77,9 @@ func (m *Metrics) WatchMemory(engine string, s Memory) error {
 	return m.engines.add(engine, nil, s)
 }
 
-// A Guard is what WatchGuard reads at every scrape: a *failover.Guard (or
+// A GuardStats is what WatchGuard reads at every scrape: a *failover.GuardStats (or
 // anything that keeps its counters).
-type Guard interface {
+type GuardStats interface {
 	Stats() failover.Stats
 }
 
@@ -98,7 +98,7 @@ type engines struct {
 	keys, evictions                                       *prometheus.Desc
 
 	mu     sync.Mutex
-	guards []watched[Guard]
+	guards []watched[GuardStats]
 	mems   []watched[Memory]
 }
 
@@ -124,7 +124,7 @@ func newEngines(cl prometheus.Labels) *engines {
 	}
 }
 
-func (e *engines) add(engine string, g Guard, s Memory) error {
+func (e *engines) add(engine string, g GuardStats, s Memory) error {
 	if engine == "" {
 		return errors.New("metrics: the engine needs a name, e.g. \"redis\"")
 	}
@@ -132,10 +132,10 @@ func (e *engines) add(engine string, g Guard, s Memory) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if g != nil {
-		if slices.ContainsFunc(e.guards, func(w watched[Guard]) bool { return w.engine == engine }) {
+		if slices.ContainsFunc(e.guards, func(w watched[GuardStats]) bool { return w.engine == engine }) {
 			return fmt.Errorf("metrics: a Guard is already watched as engine %q; give each a name of its own", engine)
 		}
-		e.guards = append(e.guards, watched[Guard]{engine, g})
+		e.guards = append(e.guards, watched[GuardStats]{engine, g})
 		return nil
 	}
 	if slices.ContainsFunc(e.mems, func(w watched[Memory]) bool { return w.engine == engine }) {

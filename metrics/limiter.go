@@ -99,10 +99,10 @@ func decisionOf(res floodgate.Result, err error) int {
 	return decDenied
 }
 
-// Decision names a limiter's answer as the decision label does: allowed,
+// Outcome names a limiter's answer as the decision label does: allowed,
 // denied, or error when err is not nil (a ReserveN's is allowed when the
 // units were taken, whatever their wait). The daemon's spans use it too.
-func Decision(res floodgate.Result, err error) string { return decisionNames[decisionOf(res, err)] }
+func Outcome(res floodgate.Result, err error) string { return decisionNames[decisionOf(res, err)] }
 
 // sourceCounters are the counters of one (policy, source) pair.
 type sourceCounters struct {

@@ -97,7 +97,7 @@ func NewPostgres(reg prometheus.Registerer, o PostgresOptions) (*Postgres, error
 	connDenied := counterVec("pg_connections_denied_total",
 		"New connections refused by a connection rate limit (or its failure), by scope.", "scope")
 	for _, l := range levels {
-		for _, d := range []pgproxy.Decision{pgproxy.Allowed, pgproxy.Denied, pgproxy.Failed} {
+		for _, d := range []pgproxy.QueryOutcome{pgproxy.Allowed, pgproxy.Denied, pgproxy.Failed} {
 			m.queries[l][d] = queries.WithLabelValues(l.String(), d.String())
 		}
 		for _, w := range []pgproxy.WaitOutcome{pgproxy.WaitPassed, pgproxy.WaitRejected, pgproxy.WaitCanceled} {
@@ -147,8 +147,8 @@ func (m *Postgres) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// QueryDecided implements pgproxy.Observer.
-func (m *Postgres) QueryDecided(l pgproxy.Level, d pgproxy.Decision) {
+// QueryChecked implements pgproxy.Observer.
+func (m *Postgres) QueryChecked(l pgproxy.Level, d pgproxy.QueryOutcome) {
 	if int(l) < len(m.queries) && int(d) < len(m.queries[l]) {
 		m.queries[l][d].Inc()
 	}

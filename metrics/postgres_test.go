@@ -31,8 +31,8 @@ func TestPostgres(t *testing.T) {
 		t.Fatalf("%d series at the start, %v; want 34", n, err)
 	}
 	var o pgproxy.Observer = m
-	o.QueryDecided(pgproxy.LevelIP, pgproxy.Allowed)
-	o.QueryDecided(pgproxy.LevelUser, pgproxy.Failed)
+	o.QueryChecked(pgproxy.LevelIP, pgproxy.Allowed)
+	o.QueryChecked(pgproxy.LevelUser, pgproxy.Failed)
 	o.QueryUncharged(pgproxy.UnchargedEmpty)
 	o.WaitStarted()
 	o.WaitStarted()
@@ -42,7 +42,7 @@ func TestPostgres(t *testing.T) {
 	o.ConnectionDenied(pgproxy.LevelGlobal) // no such series: ignored
 	o.CancelRequest(pgproxy.CancelUnknownKey)
 	o.Relayed(pgproxy.ServerToClient, 4096)
-	o.QueryDecided(pgproxy.Level(9), pgproxy.Decision(9)) // out of range: ignored
+	o.QueryChecked(pgproxy.Level(9), pgproxy.QueryOutcome(9)) // out of range: ignored
 	for name, want := range map[string]float64{
 		`floodgate_pg_queries_total{decision="allowed",scope="ip"}`:         1,
 		`floodgate_pg_queries_total{decision="error",scope="user"}`:         1,
@@ -62,7 +62,7 @@ func TestPostgres(t *testing.T) {
 		}
 	}
 	if n := testing.AllocsPerRun(100, func() {
-		o.QueryDecided(pgproxy.LevelGlobal, pgproxy.Allowed)
+		o.QueryChecked(pgproxy.LevelGlobal, pgproxy.Allowed)
 		o.Relayed(pgproxy.ClientToServer, 100)
 		o.WaitStarted()
 		o.WaitEnded(pgproxy.LevelUser, pgproxy.WaitPassed, time.Millisecond)

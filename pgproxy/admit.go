@@ -185,7 +185,7 @@ func (c *conn) waitInLine(extended bool, due time.Time) (bool, func() error, err
 		default:
 			if !now.Before(deadline) {
 				outcome = WaitRejected
-				m.QueryDecided(scope, Denied)
+				m.QueryChecked(scope, Denied)
 				e := c.waitedOut(scope, lim.scope(scope).MaxWait)
 				return false, func() error { return c.replyDenied(e, extended) }, nil
 			}
@@ -221,11 +221,11 @@ func (c *conn) deny(scope scopeID, res floodgate.Result, err error, extended boo
 	m := c.p.obs
 	p := c.p
 	if err != nil {
-		m.QueryDecided(scope, Failed)
+		m.QueryChecked(scope, Failed)
 		p.rejectLog[scope].log(p, slog.LevelError, "pgproxy: rate limit check failed; query rejected",
 			"scope", scope.String(), "user", c.params.User, "client", c.ipLog, "err", err)
 	} else {
-		m.QueryDecided(scope, Denied)
+		m.QueryChecked(scope, Denied)
 		p.rejectLog[scope].log(p, slog.LevelInfo, "pgproxy: query rate limit exceeded",
 			"scope", scope.String(), "user", c.params.User, "client", c.ipLog,
 			"source", string(res.Source), "retry_after", res.RetryAfter)

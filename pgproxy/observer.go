@@ -8,11 +8,11 @@ import "time"
 // every query and every chunk relayed, and must be quick and safe for
 // concurrent use. One Observer may watch several Proxies.
 type Observer interface {
-	// QueryDecided reports a query decided under level l: Allowed for
+	// QueryChecked reports a query checked under level l: Allowed for
 	// every level with a limiter when all passed it, Denied or Failed
 	// (the check failed, and the query was refused) for the one level
 	// that refused it.
-	QueryDecided(l Level, d Decision)
+	QueryChecked(l Level, o QueryOutcome)
 	// QueryUncharged reports a query passed without a charge, and why.
 	QueryUncharged(r UnchargedReason)
 	// WaitStarted and WaitEnded bracket a query's wait under level l's
@@ -66,19 +66,20 @@ func (l Level) String() string {
 	return "none"
 }
 
-// A Decision is what a level decided about a query.
-type Decision uint8
+// A QueryOutcome is what a level's check made of a query.
+type QueryOutcome uint8
 
-// The decisions.
+// The outcomes.
 const (
-	Allowed Decision = iota // every level passed the query
-	Denied                  // this level refused it
-	Failed                  // this level could not decide, and the query was refused
+	Allowed QueryOutcome = iota // every level passed the query
+	Denied                      // this level refused it
+	Failed                      // this level could not decide, and the query was refused
 )
 
-// String is the decision's name in metrics: allowed, denied or error.
-func (d Decision) String() string {
-	switch d {
+// String is the outcome's name in metrics (the decision label): allowed,
+// denied or error.
+func (o QueryOutcome) String() string {
+	switch o {
 	case Allowed:
 		return "allowed"
 	case Denied:
@@ -181,7 +182,7 @@ func (d Direction) String() string {
 // nopObserver is the Observer of a Config without one.
 type nopObserver struct{}
 
-func (nopObserver) QueryDecided(Level, Decision)                {}
+func (nopObserver) QueryChecked(Level, QueryOutcome)            {}
 func (nopObserver) QueryUncharged(UnchargedReason)              {}
 func (nopObserver) WaitStarted()                                {}
 func (nopObserver) WaitEnded(Level, WaitOutcome, time.Duration) {}

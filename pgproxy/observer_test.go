@@ -13,8 +13,8 @@ type counts struct {
 	waiting atomic.Int64
 }
 
-func (o *counts) QueryDecided(l Level, d Decision) { o.queries[l][d].Add(1) }
-func (o *counts) WaitStarted()                     { o.waiting.Add(1) }
+func (o *counts) QueryChecked(l Level, d QueryOutcome) { o.queries[l][d].Add(1) }
+func (o *counts) WaitStarted()                         { o.waiting.Add(1) }
 func (o *counts) WaitEnded(l Level, w WaitOutcome, _ time.Duration) {
 	o.waits[l][w].Add(1)
 	o.waiting.Add(-1)

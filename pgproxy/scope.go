@@ -98,7 +98,7 @@ func (a *admission) allow(ctx context.Context) (res floodgate.Result, denied sco
 func (a *admission) countAllowed() {
 	for i := range a.lims {
 		if a.lims[i] != nil {
-			a.obs.QueryDecided(scopeID(i), Allowed)
+			a.obs.QueryChecked(scopeID(i), Allowed)
 		}
 	}
 }

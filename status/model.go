@@ -59,7 +59,7 @@ type KeyCount struct {
 
 	// Recent are the key's last decisions, oldest first, for a top limited
 	// key once a Tick has found it among them (see Status.Recent).
-	Recent []Decision `json:"recent,omitempty"`
+	Recent []Record `json:"recent,omitempty"`
 }
 
 // Engine is the engine's health.

@@ -11,9 +11,9 @@ import (
 // keeps.
 const RecentPerKey = 16
 
-// A Decision is one decision of a key among a policy's top limited keys:
+// A Record is one past decision of a key among a policy's top limited keys:
 // what an operator asked "why was this client denied at 12:03?" reads.
-type Decision struct {
+type Record struct {
 	At        time.Time `json:"at"`
 	Route     string    `json:"route,omitempty"` // the proxy route that asked, when one did
 	Allowed   bool      `json:"allowed"`
@@ -23,7 +23,7 @@ type Decision struct {
 	Source    string    `json:"source"`
 }
 
-// decision is a Decision as recorded: the Limit kept as it is and
+// decision is a Record as kept: the Limit kept as it is and
 // spelled only when read.
 type decision struct {
 	at        time.Time
@@ -51,17 +51,17 @@ func (r *ring) push(d decision) {
 }
 
 // decisions returns the ring's decisions, oldest first.
-func (r *ring) decisions() []Decision {
+func (r *ring) decisions() []Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := min(r.n, RecentPerKey)
 	if n == 0 {
 		return nil
 	}
-	out := make([]Decision, 0, n)
+	out := make([]Record, 0, n)
 	for i := r.n - n; i < r.n; i++ {
 		d := &r.last[i%RecentPerKey]
-		e := Decision{At: d.at, Route: d.route, Allowed: d.allowed, Cost: d.cost, Remaining: d.remaining, Source: string(d.source)}
+		e := Record{At: d.at, Route: d.route, Allowed: d.allowed, Cost: d.cost, Remaining: d.remaining, Source: string(d.source)}
 		if d.hasLimit {
 			e.Limit = d.limit.String()
 		}
@@ -112,7 +112,7 @@ func (p *policy) refreshHot(top []Count) {
 }
 
 // recent returns key's last decisions, nil when it is not a hot key.
-func (p *policy) recent(key string) []Decision {
+func (p *policy) recent(key string) []Record {
 	h := p.hot.Load()
 	if h == nil {
 		return nil
@@ -130,7 +130,7 @@ func (p *policy) recent(key string) []Decision {
 // first, while the key is among the policy's top limited keys (nil
 // otherwise): decisions are kept from the Tick that found the key among
 // them, at most RecentPerKey per key.
-func (s *Status) Recent(policy, key string) []Decision {
+func (s *Status) Recent(policy, key string) []Record {
 	s.mu.Lock()
 	ps := s.policies[policy]
 	s.mu.Unlock()

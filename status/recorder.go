@@ -114,7 +114,7 @@ type limiter struct {
 }
 
 // WithRoute returns l recording its decisions as asked by the named route
-// (Decision.Route), into the same record, when l is a limiter that
+// (Record.Route), into the same record, when l is a limiter that
 // Status.Limiter returned; any other l as it is.
 func WithRoute(l floodgate.Limiter, route string) floodgate.Limiter {
 	if w, ok := l.(*limiter); ok {

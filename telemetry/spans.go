@@ -66,7 +66,7 @@ func (l *limiter) start(ctx context.Context, key string, cost int64) (context.Co
 
 func end(span trace.Span, res floodgate.Result, err error) {
 	if span.IsRecording() {
-		span.SetAttributes(AttrDecision.String(metrics.Decision(res, err)))
+		span.SetAttributes(AttrDecision.String(metrics.Outcome(res, err)))
 		if res.Source != "" {
 			span.SetAttributes(AttrSource.String(string(res.Source)))
 		}
