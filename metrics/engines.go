@@ -77,8 +77,8 @@ func (m *Metrics) WatchMemory(engine string, s Memory) error {
 	return m.engines.add(engine, nil, s)
 }
 
-// A GuardStats is what WatchGuard reads at every scrape: a *failover.GuardStats (or
-// anything that keeps its counters).
+// GuardStats is what WatchGuard reads at every scrape: the counters of a
+// *failover.Guard (or of a *failover.Breaker, or anything that keeps them).
 type GuardStats interface {
 	Stats() failover.Stats
 }
