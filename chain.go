@@ -8,7 +8,8 @@ import (
 
 // A Check is one link of a chain: a limiter, the key it limits and the cost.
 // Its zero values are safe: a Check{Limiter: l, Key: k} charges one unit,
-// as one request costs; looking without charging is said with Peek.
+// as one request costs. Asking without charging is said with Peek, reading
+// the state without asking anything with Look.
 type Check struct {
 	// Limiter decides the check. It must be set.
 	Limiter Limiter
@@ -18,16 +19,23 @@ type Check struct {
 	// global link of a chain).
 	Key string
 
-	// Cost is the units the check charges. Zero charges 1, the cost of one
-	// request, so that a check whose Cost was never set limits; a negative
-	// Cost is an error (ErrInvalidCost). Units reports what is charged.
+	// Cost is the units the check is about, charged or, with Peek, asked
+	// about. Zero means 1, the cost of one request, so that a check whose
+	// Cost was never set limits; a negative Cost is an error
+	// (ErrInvalidCost). Units reports what is charged.
 	Cost int64
 
-	// Peek makes the check look without charging anything: it passes when
-	// Cost units would pass now (PeekN), so a peek at the next request is
-	// Cost 1 with Peek; with a Cost of 0 it is a plain look, which always
-	// passes. The zero value, false, charges.
+	// Peek makes the check ask, charging nothing, what charging it would
+	// answer now: it passes when its units (Cost, 1 when Cost is 0) would
+	// pass (PeekN). Check{Limiter: l, Key: k, Peek: true} asks whether the
+	// next request would pass. The zero value, false, charges.
 	Peek bool
+
+	// Look makes the check read its key's state and pass, charging nothing
+	// and asking nothing of the limit (AllowN with a cost of 0): its Result
+	// shows the quota left, for a request that costs nothing (an OPTIONS
+	// request, an Envoy hits_addend of 0). Cost and Peek are then not used.
+	Look bool
 
 	// Result is set by AllowAll to the check's own Result, for every check
 	// it decided, so that a front end can describe each of them (the
@@ -109,26 +117,36 @@ func refundChecks(ctx context.Context, checks []Check) error {
 	return errors.Join(errs...)
 }
 
-// Units is what the check charges: 0 for a peek, 1 when Cost is 0, else
-// Cost.
+// Units is what the check charges: 0 for a peek or a look, else Cost, 1
+// when Cost is 0.
 func (c *Check) Units() int64 {
-	switch {
-	case c.Peek:
+	if c.Peek || c.Look {
 		return 0
-	case c.Cost == 0:
+	}
+	return c.units()
+}
+
+// units is what the check is about, charged or peeked at: Cost, 1 when
+// Cost is 0.
+func (c *Check) units() int64 {
+	if c.Cost == 0 {
 		return 1
 	}
 	return c.Cost
 }
 
-// Run decides the check alone, as AllowAll decides each link, and
-// sets its Result: AllowN with Units, or for a peek PeekN with Cost.
+// Run decides the check alone, as AllowAll decides each link, and sets
+// its Result: AllowN with Units, for a peek PeekN with the units a charge
+// would take, for a look AllowN with a cost of 0.
 func (c *Check) Run(ctx context.Context) (Result, error) {
 	var res Result
 	var err error
-	if c.Peek {
-		res, err = PeekN(ctx, c.Limiter, c.Key, c.Cost)
-	} else {
+	switch {
+	case c.Look:
+		res, err = c.Limiter.AllowN(ctx, c.Key, 0)
+	case c.Peek:
+		res, err = PeekN(ctx, c.Limiter, c.Key, c.units())
+	default:
 		res, err = c.Limiter.AllowN(ctx, c.Key, c.Units())
 	}
 	c.Result = res
@@ -142,8 +160,12 @@ func (c *Check) Run(ctx context.Context) (Result, error) {
 // request pass?" asks, where AllowN with a cost of 0 always passes. The
 // RetryAfter of a refusal comes from asking the limiter for cost itself,
 // which charges nothing when refused; should the key have refilled in
-// between, the units pass and are refunded at once.
+// between, the units pass and are refunded at once. A negative cost is an
+// error wrapping ErrInvalidCost.
 func PeekN(ctx context.Context, l Limiter, key string, cost int64) (Result, error) {
+	if cost < 0 {
+		return Result{Policy: l.Name()}, fmt.Errorf("%w: policy %s: a peek at %d units; costs are 0 or more", ErrInvalidCost, l.Name(), cost)
+	}
 	res, err := l.AllowN(ctx, key, 0)
 	if err != nil || cost == 0 || res.Source == SourceFailOpen || res.Set != nil && res.Remaining >= cost {
 		return res, err

@@ -374,8 +374,8 @@ func TestRefundErrorsRedactKeys(t *testing.T) {
 	}
 }
 
-// A Check whose Cost was never set charges one unit, and a peek is said
-// with Peek: it charges nothing and passes only when its cost would.
+// A Check whose Cost was never set charges one unit; Peek asks whether the
+// check would pass, charging nothing, and Look reads the state and passes.
 func TestCheckZeroValues(t *testing.T) {
 	store := memstore.New(memstore.Options{Clock: floodgatetest.NewClock(floodgatetest.Start), SweepInterval: -1})
 	defer store.Close()
@@ -399,9 +399,19 @@ func TestCheckZeroValues(t *testing.T) {
 	if err != nil || res.Allowed || res.RetryAfter != 30*time.Second || c.Result != res {
 		t.Fatalf("peek at the exhausted key: %+v, %v; want refused for 30s", res, err)
 	}
-	look := floodgate.Check{Limiter: lim, Key: "k", Peek: true}
-	if res, err := look.Run(ctx); err != nil || !res.Allowed || look.Units() != 0 {
-		t.Fatalf("a plain look (Peek, Cost 0): %+v, %v; want it to pass", res, err)
+	// Peek means one thing whatever the Cost: the check as it would be
+	// charged, asked without charging. A Cost of 0 is one unit here too.
+	bare := floodgate.Check{Limiter: lim, Key: "k", Peek: true}
+	if res, err := bare.Run(ctx); err != nil || res.Allowed || res.RetryAfter != 30*time.Second || bare.Units() != 0 {
+		t.Fatalf("Check{Peek: true} at the exhausted key: %+v, %v; want refused for 30s, as Cost 1 is, charging nothing", res, err)
+	}
+	look := floodgate.Check{Limiter: lim, Key: "k", Look: true, Cost: 5, Peek: true}
+	if res, err := look.Run(ctx); err != nil || !res.Allowed || res.Remaining != 0 || look.Units() != 0 {
+		t.Fatalf("a look at the exhausted key: %+v, %v; want it to pass, showing 0 left", res, err)
+	}
+	neg := floodgate.Check{Limiter: lim, Key: "k", Cost: -1, Peek: true}
+	if _, err := neg.Run(ctx); !errors.Is(err, floodgate.ErrInvalidCost) {
+		t.Fatalf("a peek at a negative cost: %v; want ErrInvalidCost", err)
 	}
 	if got := (&floodgate.Check{Cost: 3}).Units(); got != 3 {
 		t.Errorf("Units of Cost 3: %d", got)

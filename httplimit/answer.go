@@ -97,9 +97,10 @@ type Charge struct {
 	// charging it (a plain look). A negative cost makes the Answer reply
 	// 500 (see Rule.Cost).
 	Cost int64
-	// Peek makes the charge a look: nothing is charged, and the request
-	// passes when Cost units would (floodgate.PeekN), so a look at whether
-	// the next request would pass is Cost 1 with Peek. False charges.
+	// Peek makes the charge ask, charging nothing, whether Cost units
+	// would pass now (floodgate.PeekN): a peek at whether the next request
+	// would pass is Cost 1 with Peek. A Cost of 0 is a look with or
+	// without it, as no units always pass. False charges.
 	Peek bool
 	// Count and ResponseCost mean what Rule's fields of the same names
 	// mean, zero values included (all responses count; the cost stands);
@@ -212,9 +213,9 @@ func (v *Answer) add(slot int, lim floodgate.Limiter, key string, cost int64, pe
 	// Field by field: the check's Result is written by the decision, and
 	// copying a whole Check here would write it twice.
 	c := &v.cs.c[n]
-	// A cost of 0 passes without charging: a plain look (floodgate's Check
-	// would charge 1 for it).
-	c.Limiter, c.Key, c.Cost, c.Peek = lim, key, cost, peek || cost == 0
+	// A cost of 0 passes without charging: a look (floodgate's Check would
+	// charge 1 for a Cost of 0).
+	c.Limiter, c.Key, c.Cost, c.Peek, c.Look = lim, key, cost, peek, cost == 0
 	v.cs.slot[n], v.cs.count[n], v.cs.respCost[n], v.cs.tally[n] = uint8(slot), count, rc, nil
 	v.cs.n++
 	v.counting = v.counting || count != CountAll || rc != nil

@@ -62,7 +62,7 @@ func (b *TokenBudget) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	tl := b.Tokens.Begin(req)
 	est := tl.Estimate(b.Count)
-	c := floodgate.Check{Limiter: b.Limiter, Key: key, Cost: est, Peek: est == 0}
+	c := floodgate.Check{Limiter: b.Limiter, Key: key, Cost: est, Look: est == 0}
 	if est > 0 {
 		res, err := floodgate.WaitN(ctx, b.Limiter, key, est)
 		if err != nil {
