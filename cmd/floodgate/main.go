@@ -409,6 +409,16 @@ func adminAddrFlag(fs *flag.FlagSet) *string {
 	return fs.String("addr", "http://"+config.DefaultAdminListen, "the daemon's admin listener `URL`")
 }
 
+// answerError is the message of an error answer from the daemon: the
+// "error" of its JSON body, or the body itself.
+func answerError(b []byte) string {
+	var e struct{ Error string }
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return e.Error
+	}
+	return string(bytes.TrimSpace(b))
+}
+
 // callDaemon makes one request to a running daemon, with its token when
 // given, and returns the response with its body (at most 1 MiB), giving up
 // after 10 seconds.
