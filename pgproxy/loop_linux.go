@@ -159,12 +159,13 @@ func newLoop(p *Proxy) (*loop, error) {
 	return &loop{p: p, epfd: epfd, evfd: evfd, conns: make(map[int32]*loopConn), events: make([]unix.EpollEvent, 128)}, nil
 }
 
-// send puts m in the loop's inbox and wakes it.
-func (lp *loop) send(m loopMsg) {
+// send puts m in the loop's inbox and wakes it, and reports whether it
+// did: a loop that has stopped takes nothing.
+func (lp *loop) send(m loopMsg) bool {
 	lp.mu.Lock()
 	if lp.stopped {
 		lp.mu.Unlock()
-		return
+		return false
 	}
 	lp.inbox = append(lp.inbox, m)
 	wake := !lp.woken
@@ -175,6 +176,7 @@ func (lp *loop) send(m loopMsg) {
 		binary.NativeEndian.PutUint64(one[:], 1)
 		_, _ = unix.Write(lp.evfd, one[:])
 	}
+	return true
 }
 
 func (lp *loop) run() {
@@ -344,10 +346,23 @@ func (p *Proxy) toLoop(c *conn) bool {
 		return false
 	}
 	c.lc = lc
+	cr := c.cr
 	c.cr = nil // the startup's reader: the loop reads from here on
+	// Sent under connMu: before any loopClose close sends.
+	if !lp.send(loopMsg{lc: lc, ev: loopAdd}) {
+		// The loop has stopped (its epoll_wait failed; a proxy stops its
+		// loops only once its connections have ended): the goroutines
+		// relay, over both sockets, which close closes if the proxy is
+		// closing.
+		c.lc, c.cr = nil, cr
+		c.connMu.Unlock()
+		lc.dropClientBuf()
+		unix.Close(cfd)
+		unix.Close(ufd)
+		return false
+	}
 	ct.Close() // the loop holds duplicates of both sockets; c.raw, when it wraps ct, is closed with the connection
 	c.up.Close()
-	lp.send(loopMsg{lc: lc, ev: loopAdd}) // before any loopClose close sends
 	c.connMu.Unlock()
 	p.loopStats.conns.Add(1)
 	return true
