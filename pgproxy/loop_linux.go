@@ -761,31 +761,15 @@ func (lc *loopConn) pump() {
 		return
 	}
 	c := lc.c
-	if len(lc.uout) > lc.uw {
-		n, err := unix.Write(int(lc.ufd), lc.uout[lc.uw:])
-		if n > 0 {
-			lc.uw += n
-		}
-		if lc.uw == len(lc.uout) {
-			lc.uout, lc.uw = release(lc.uout), 0
-		} else if err != nil && err != unix.EAGAIN && err != unix.EINTR {
-			lc.end(nil, err)
-			return
-		}
+	if err := writeOut(lc.ufd, &lc.uout, &lc.uw); err != nil {
+		lc.end(nil, err)
+		return
 	}
 	c.wmu.Lock()
-	if len(lc.cout) > lc.cwo {
-		n, err := unix.Write(int(lc.cfd), lc.cout[lc.cwo:])
-		if n > 0 {
-			lc.cwo += n
-		}
-		if lc.cwo == len(lc.cout) {
-			lc.cout, lc.cwo = release(lc.cout), 0
-		} else if err != nil && err != unix.EAGAIN && err != unix.EINTR {
-			c.wmu.Unlock()
-			lc.end(err, nil)
-			return
-		}
+	if err := writeOut(lc.cfd, &lc.cout, &lc.cwo); err != nil {
+		c.wmu.Unlock()
+		lc.end(err, nil)
+		return
 	}
 	coutBusy := len(lc.cout) > 0
 	waitFatal := c.fatalQueued && !c.clientDone // a FATAL waits for the server's message in transit
@@ -815,6 +799,28 @@ func (lc *loopConn) pump() {
 	}
 	lc.register(lc.cfd, &lc.cev, cev)
 	lc.register(lc.ufd, &lc.uev, uev)
+}
+
+// writeOut writes what it can of an output, (*out)[*w:], in one write to
+// fd, and gives the output back to its pool once it is all written. It
+// returns the write's error unless the socket is merely full (EAGAIN), the
+// write interrupted or the output written.
+func writeOut(fd int32, out *[]byte, w *int) error {
+	if len(*out) <= *w {
+		return nil
+	}
+	n, err := unix.Write(int(fd), (*out)[*w:])
+	if n > 0 {
+		*w += n
+	}
+	if *w == len(*out) {
+		*out, *w = release(*out), 0
+		return nil
+	}
+	if err == unix.EAGAIN || err == unix.EINTR {
+		return nil
+	}
+	return err
 }
 
 // register sets the events fd waits for; none takes it out of the epoll
