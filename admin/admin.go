@@ -1,6 +1,6 @@
 // Package admin is floodgate's operators' listener: Prometheus /metrics,
 // /healthz and /readyz for probes, the effective configuration, key
-// inspection and reset (/v1/keys), pprof when asked for, and the routes other
+// inspection and reset (/v1/keys), runtime overrides (/v1/overrides), pprof when asked for, and the routes other
 // packages add (the status page). Everything but the probes and the metrics
 // needs the admin token when one is set; off loopback without one, nothing
 // that changes state is served.
@@ -87,6 +87,10 @@ type Config struct {
 	// Recent, when set, returns a key's last decisions for /v1/keys.
 	Recent func(policy, key string) []status.Record
 
+	// Overrides, when set with Keys, serves the runtime overrides
+	// (/v1/overrides; see Overrides).
+	Overrides *Overrides
+
 	// Explain, when set, serves POST /v1/explain: what the front ends
 	// would do with a described request (see ExplainRequest).
 	Explain func(ctx context.Context, req *ExplainRequest) (*Explanation, error)
@@ -154,6 +158,12 @@ func New(cfg Config) (*Admin, error) {
 		}
 		a.mux.Handle("GET /v1/keys", a.auth(k))
 		a.mux.Handle("DELETE /v1/keys", a.auth(k))
+		if cfg.Overrides != nil {
+			o := &overridesHandler{o: cfg.Overrides, keys: k, log: k.log, raw: cfg.RawKeys}
+			for _, m := range []string{"GET", "PUT", "DELETE"} {
+				a.mux.Handle(m+" /v1/overrides", a.auth(o))
+			}
+		}
 	}
 	if cfg.Explain != nil {
 		a.mux.Handle("POST /v1/explain", a.auth(explainHandler(cfg.Explain)))

@@ -22,6 +22,7 @@ type keys struct {
 	policies func() map[string]floodgate.Limiter
 	shapes   func() map[string][]string
 	recent   func(policy, key string) []status.Record
+	runtime  *Overrides
 	log      *slog.Logger
 	raw      bool
 	resets   *prometheus.CounterVec
@@ -34,7 +35,7 @@ func newKeys(cfg Config) (*keys, error) {
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
-	k := &keys{policies: cfg.Keys, shapes: cfg.KeyShapes, recent: cfg.Recent, log: cfg.Logger, raw: cfg.RawKeys,
+	k := &keys{policies: cfg.Keys, shapes: cfg.KeyShapes, recent: cfg.Recent, runtime: cfg.Overrides, log: cfg.Logger, raw: cfg.RawKeys,
 		resets: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "floodgate", Name: "key_resets_total",
 			Help: "Keys reset (forgiven) through the admin API, by policy."}, []string{"policy"})}
 	if k.log == nil {
@@ -57,13 +58,16 @@ type KeyState struct {
 	// remains under Limit.
 	Limited bool `json:"limited"`
 
-	Remaining         int64    `json:"remaining"`
-	Limit             string   `json:"limit"`               // the limit that binds the key now
-	Limits            []string `json:"limits"`              // every limit that applies to the key
-	LimitSet          string   `json:"limit_set,omitempty"` // override:KEY or tier:NAME, when not the defaults
-	ResetAfterSeconds float64  `json:"reset_after_seconds"` // until the key is back to full capacity
-	RetryAfterSeconds float64  `json:"retry_after_seconds"` // until a request would pass; 0 while one would
-	Source            string   `json:"source"`
+	Remaining int64    `json:"remaining"`
+	Limit     string   `json:"limit"`               // the limit that binds the key now
+	Limits    []string `json:"limits"`              // every limit that applies to the key
+	LimitSet  string   `json:"limit_set,omitempty"` // override:KEY or tier:NAME, when not the defaults
+	// RuntimeOverride is the override set at runtime that gives the key
+	// its limits (LimitSet runtime:key:KEY or runtime:tier:TIER).
+	RuntimeOverride   *OverrideView `json:"runtime_override,omitempty"`
+	ResetAfterSeconds float64       `json:"reset_after_seconds"` // until the key is back to full capacity
+	RetryAfterSeconds float64       `json:"retry_after_seconds"` // until a request would pass; 0 while one would
+	Source            string        `json:"source"`
 
 	Reset bool `json:"reset,omitempty"` // DELETE: the key was reset
 
@@ -94,6 +98,12 @@ func Inspect(ctx context.Context, lim floodgate.Limiter, key string, cost int64)
 	return st, nil
 }
 
+// unknownPolicy is the answer about a policy not in service.
+func (k *keys) unknownPolicy(name string) string {
+	names := slices.Sorted(maps.Keys(k.policies()))
+	return "no policy " + quote(name) + " in service; the policies are: " + strings.Join(names, ", ")
+}
+
 // shapeError is the answer to a key that has none of the shapes the
 // configuration makes for the policy, or "" when it has one (or the policy
 // has no shapes to check).
@@ -122,11 +132,9 @@ func (k *keys) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "give ?policy=NAME&key=KEY, e.g. /v1/keys?policy=api&key=user:42")
 		return
 	}
-	policies := k.policies()
-	lim := policies[name]
+	lim := k.policies()[name]
 	if lim == nil {
-		names := slices.Sorted(maps.Keys(policies))
-		writeError(w, http.StatusNotFound, "no policy "+quote(name)+" in service; the policies are: "+strings.Join(names, ", "))
+		writeError(w, http.StatusNotFound, k.unknownPolicy(name))
 		return
 	}
 	if msg := k.shapeError(name, key); msg != "" && !q.Has("any_shape") {
@@ -158,6 +166,9 @@ func (k *keys) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st.Policy, st.Reset = name, r.Method == http.MethodDelete
+	if k.runtime != nil {
+		AnnotateOverride(k.runtime.Table, &st)
+	}
 	if k.recent != nil {
 		st.Recent = k.recent(name, key)
 	}

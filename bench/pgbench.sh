@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command for the PostgreSQL proxy's end-to-end numbers: pgbench -S
-# directly and through floodgate's proxy, pgbouncer in session and in
+# directly and through floodgate's proxy (plain and with clients over TLS), pgbouncer in session and in
 # transaction mode, floodgate in front of pgbouncer in transaction mode, a
 # Go io.Copy relay and a Go epoll relay (the floor of a Go hop), in the
 # simple and prepared query modes at 8 and 32 clients, interleaved round by

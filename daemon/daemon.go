@@ -60,6 +60,7 @@ type Daemon struct {
 	m         *metrics.Metrics
 	engine    *engine
 	conc      *concLimits // the routes' concurrency limits, kept across reloads
+	overrides *runtimeOverrides
 	run       *runner
 	check     *checkapi.API        // nil without a check listener
 	envoy     *envoyrls.Service    // nil without an envoy listener
@@ -146,6 +147,10 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	if d.engine, err = newEngine(cfg.Storage, o.Clock, m, d.reg, d.log); err != nil {
 		return nil, errAt(cfg, "storage", err)
 	}
+	if d.overrides, err = newRuntimeOverrides(d.engine, cfg.Storage, o.Clock, d.log); err != nil {
+		d.engine.close()
+		return nil, errAt(cfg, "storage", err)
+	}
 	if d.conc, err = newConcLimits(d.engine, cfg.Storage); err != nil {
 		d.engine.close()
 		return nil, errAt(cfg, "storage", err)
@@ -217,7 +222,9 @@ func (d *Daemon) Addrs() Addrs {
 // Start binds the listeners and serves in the background. When one cannot
 // be bound, none is left open.
 func (d *Daemon) Start() error {
+	d.overrides.start()
 	if err := d.run.start(); err != nil {
+		d.overrides.shutdown()
 		return err
 	}
 	d.status.start()
@@ -234,6 +241,7 @@ func (d *Daemon) Failed() <-chan error { return d.run.failed() }
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	err := d.run.shutdown(ctx)
 	d.status.shutdown()
+	d.overrides.shutdown()
 	d.engine.close()
 	// Last, so that the metrics exported hold every decision made. A
 	// receiver that is down is logged, not an error of the shutdown.
@@ -247,6 +255,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 // (`floodgate validate`).
 func (d *Daemon) Close() {
 	d.status.shutdown()
+	d.overrides.shutdown()
 	d.engine.close()
 	d.dropTelemetry()
 }
@@ -410,7 +419,7 @@ func (d *Daemon) build(cfg *config.Config) (*generation, error) {
 			errs = append(errs, errorsAt(cfg, yamlpos.MapKeyPath("policies", name), err)...)
 			continue
 		}
-		wrapped := d.tel.Limiter(d.m.Limiter(lim), rawKeys(cfg))
+		wrapped := d.tel.Limiter(d.m.Limiter(d.overrides.table.Limiter(lim)), rawKeys(cfg))
 		if !d.noStatus {
 			wrapped = d.status.wrap(wrapped)
 		}
@@ -579,6 +588,7 @@ func (d *Daemon) newFrontEnds(g *generation) config.Errors {
 			RawKeys:      a.RawKeys,
 			AllowedHosts: a.AllowedHosts,
 			Keys:         func() map[string]floodgate.Limiter { return d.cur.Load().limiters },
+			Overrides:    &admin.Overrides{Table: d.overrides.table, Entry: d.overrideEntry},
 			KeyShapes:    func() map[string][]string { return configKeyShapes(d.cur.Load().cfg) },
 			Explain:      d.Explain,
 			Config:       func() ([]byte, error) { return config.MarshalRedacted(d.cur.Load().cfg) },

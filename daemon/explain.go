@@ -53,6 +53,7 @@ func (d *Daemon) Explain(ctx context.Context, req *admin.ExplainRequest) (*admin
 		if !d.noStatus {
 			st.Recent = d.status.st.Recent(c.Policy, c.Key)
 		}
+		admin.AnnotateOverride(d.overrides.table, &st)
 		c.State = &st
 	}
 	return ex, nil

@@ -64,7 +64,7 @@ func (d *Daemon) newStatus(cfg *config.Config) (*statusPage, error) {
 		}
 		sp.failure = m.String()
 	}
-	sp.st = status.New(status.Options{RawKeys: rawKeys(cfg), Engine: sp.health})
+	sp.st = status.New(status.Options{RawKeys: rawKeys(cfg), Engine: sp.health, RuntimeOverrides: d.overrides.byPolicy})
 	sp.st.ConfigLoaded(cfg.File, cfg.Digest, time.Now())
 	return sp, nil
 }

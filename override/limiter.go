@@ -39,6 +39,9 @@ type derivedCache struct {
 
 // entryFor returns the entry that decides key, or nil.
 func (l *limiter) entryFor(s *snapshot, key string) *Entry {
+	if len(s.byPolicy) == 0 {
+		return nil
+	}
 	pe := s.byPolicy[l.base.Name()]
 	if pe == nil {
 		return nil
@@ -130,13 +133,16 @@ func Variant(id ID) string {
 
 // IDOf returns the ID of the entry whose limits set is, and whether set is
 // one of runtime limits at all.
-func IDOf(set *floodgate.LimitSet) (ID, bool) {
-	v := set.Variant()
-	if k, ok := strings.CutPrefix(v, "runtime:key:"); ok {
-		return ID{Policy: set.Policy(), Key: k}, true
+func IDOf(set *floodgate.LimitSet) (ID, bool) { return ParseVariant(set.Policy(), set.Variant()) }
+
+// ParseVariant is IDOf for a policy's name and a set's Variant, as the
+// admin API's answers spell them.
+func ParseVariant(policy, variant string) (ID, bool) {
+	if k, ok := strings.CutPrefix(variant, "runtime:key:"); ok {
+		return ID{Policy: policy, Key: k}, true
 	}
-	if t, ok := strings.CutPrefix(v, "runtime:tier:"); ok {
-		return ID{Policy: set.Policy(), Tier: t}, true
+	if t, ok := strings.CutPrefix(variant, "runtime:tier:"); ok {
+		return ID{Policy: policy, Tier: t}, true
 	}
 	return ID{}, false
 }

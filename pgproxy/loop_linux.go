@@ -159,12 +159,13 @@ func newLoop(p *Proxy) (*loop, error) {
 	return &loop{p: p, epfd: epfd, evfd: evfd, conns: make(map[int32]*loopConn), events: make([]unix.EpollEvent, 128)}, nil
 }
 
-// send puts m in the loop's inbox and wakes it.
-func (lp *loop) send(m loopMsg) {
+// send puts m in the loop's inbox and wakes it, and reports whether it
+// did: a loop that has stopped takes nothing.
+func (lp *loop) send(m loopMsg) bool {
 	lp.mu.Lock()
 	if lp.stopped {
 		lp.mu.Unlock()
-		return
+		return false
 	}
 	lp.inbox = append(lp.inbox, m)
 	wake := !lp.woken
@@ -175,6 +176,7 @@ func (lp *loop) send(m loopMsg) {
 		binary.NativeEndian.PutUint64(one[:], 1)
 		_, _ = unix.Write(lp.evfd, one[:])
 	}
+	return true
 }
 
 func (lp *loop) run() {
@@ -344,10 +346,23 @@ func (p *Proxy) toLoop(c *conn) bool {
 		return false
 	}
 	c.lc = lc
+	cr := c.cr
 	c.cr = nil // the startup's reader: the loop reads from here on
+	// Sent under connMu: before any loopClose close sends.
+	if !lp.send(loopMsg{lc: lc, ev: loopAdd}) {
+		// The loop has stopped (its epoll_wait failed; a proxy stops its
+		// loops only once its connections have ended): the goroutines
+		// relay, over both sockets, which close closes if the proxy is
+		// closing.
+		c.lc, c.cr = nil, cr
+		c.connMu.Unlock()
+		lc.dropClientBuf()
+		unix.Close(cfd)
+		unix.Close(ufd)
+		return false
+	}
 	ct.Close() // the loop holds duplicates of both sockets; c.raw, when it wraps ct, is closed with the connection
 	c.up.Close()
-	lp.send(loopMsg{lc: lc, ev: loopAdd}) // before any loopClose close sends
 	c.connMu.Unlock()
 	p.loopStats.conns.Add(1)
 	return true
@@ -746,31 +761,15 @@ func (lc *loopConn) pump() {
 		return
 	}
 	c := lc.c
-	if len(lc.uout) > lc.uw {
-		n, err := unix.Write(int(lc.ufd), lc.uout[lc.uw:])
-		if n > 0 {
-			lc.uw += n
-		}
-		if lc.uw == len(lc.uout) {
-			lc.uout, lc.uw = release(lc.uout), 0
-		} else if err != nil && err != unix.EAGAIN && err != unix.EINTR {
-			lc.end(nil, err)
-			return
-		}
+	if err := writeOut(lc.ufd, &lc.uout, &lc.uw); err != nil {
+		lc.end(nil, err)
+		return
 	}
 	c.wmu.Lock()
-	if len(lc.cout) > lc.cwo {
-		n, err := unix.Write(int(lc.cfd), lc.cout[lc.cwo:])
-		if n > 0 {
-			lc.cwo += n
-		}
-		if lc.cwo == len(lc.cout) {
-			lc.cout, lc.cwo = release(lc.cout), 0
-		} else if err != nil && err != unix.EAGAIN && err != unix.EINTR {
-			c.wmu.Unlock()
-			lc.end(err, nil)
-			return
-		}
+	if err := writeOut(lc.cfd, &lc.cout, &lc.cwo); err != nil {
+		c.wmu.Unlock()
+		lc.end(err, nil)
+		return
 	}
 	coutBusy := len(lc.cout) > 0
 	waitFatal := c.fatalQueued && !c.clientDone // a FATAL waits for the server's message in transit
@@ -800,6 +799,28 @@ func (lc *loopConn) pump() {
 	}
 	lc.register(lc.cfd, &lc.cev, cev)
 	lc.register(lc.ufd, &lc.uev, uev)
+}
+
+// writeOut writes what it can of an output, (*out)[*w:], in one write to
+// fd, and gives the output back to its pool once it is all written. It
+// returns the write's error unless the socket is merely full (EAGAIN), the
+// write interrupted or the output written.
+func writeOut(fd int32, out *[]byte, w *int) error {
+	if len(*out) <= *w {
+		return nil
+	}
+	n, err := unix.Write(int(fd), (*out)[*w:])
+	if n > 0 {
+		*w += n
+	}
+	if *w == len(*out) {
+		*out, *w = release(*out), 0
+		return nil
+	}
+	if err == unix.EAGAIN || err == unix.EINTR {
+		return nil
+	}
+	return err
 }
 
 // register sets the events fd waits for; none takes it out of the epoll

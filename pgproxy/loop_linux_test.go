@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -217,6 +218,60 @@ func TestLoopClose(t *testing.T) {
 	if left != 0 {
 		t.Errorf("%d loops left after Close", left)
 	}
+}
+
+// TestLoopStoppedFallsBack: a session handed to a loop that has stopped
+// (a loop stops when epoll_wait fails, and the proxy goes on picking it)
+// is relayed by goroutines. The loop dropped its add: the session never got
+// its answer, its duplicated sockets stayed open, and Close waited for it
+// for ever.
+func TestLoopStoppedFallsBack(t *testing.T) {
+	pg := testkit.Postgres(t)
+	p, err := New(Config{Upstream: pg.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.loops.n = 1
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go p.Serve(ln)
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			go p.Close() // it may wait for a session the loop dropped
+		}
+	})
+	lp := p.loops.pick(p)
+	lp.send(loopMsg{}) // it shuts down as on a failure of epoll_wait
+	p.loops.wg.Wait()
+	before := openFDs(t)
+
+	s := openSession(t, ln.Addr().String())
+	s.query("SELECT 1")
+	if code := s.answer(); code != "" {
+		t.Fatalf("a query on the session: %s", code)
+	}
+	if n := p.LoopStats().Connections; n != 0 {
+		t.Errorf("%d connections taken by a stopped loop", n)
+	}
+	s.nc.Close()
+	p.Close() // waits for the session to end
+	closed = true
+	if after := openFDs(t); after > before {
+		t.Errorf("%d descriptors open after Close, %d before the session", after, before)
+	}
+}
+
+// openFDs counts the process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }
 
 func isReset(err error) bool {

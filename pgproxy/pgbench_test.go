@@ -2,6 +2,7 @@ package pgproxy_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -31,6 +32,8 @@ import (
 //   - floodgate: this proxy, all three query scopes on, with limits too
 //     high to bite (every query is decided by three limiters, on a memory
 //     store, inline on the event loop);
+//   - floodgate-tls: this proxy as floodgate, with clients over TLS
+//     (sslmode=require), which the goroutine relay carries;
 //   - pgbouncer: pgbouncer in session mode (one server connection per
 //     client, as floodgate);
 //   - pgbouncer-tx: pgbouncer in transaction mode (pooling);
@@ -99,8 +102,12 @@ func BenchmarkPgbench(b *testing.B) {
 	}
 	withConc := limits
 	withConc.ConcurrentQueries = conc
-	proxyWith := func(upstream string, limits pgproxy.Limits) string {
-		p, err := pgproxy.New(pgproxy.Config{Upstream: upstream, Limits: limits})
+	proxyWith := func(upstream string, limits pgproxy.Limits, tc ...*tls.Config) string {
+		cfg := pgproxy.Config{Upstream: upstream, Limits: limits}
+		if len(tc) > 0 {
+			cfg.TLS = tc[0]
+		}
+		p, err := pgproxy.New(cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -113,21 +120,25 @@ func BenchmarkPgbench(b *testing.B) {
 		return ln.Addr().String()
 	}
 	proxyTo := func(upstream string) string { return proxyWith(upstream, limits) }
+	_, cert := testCerts(b)
+	withTLS := &tls.Config{Certificates: []tls.Certificate{cert}}
 	self := os.Getpid()
 	type target struct {
 		name, addr string
 		hops       []int // the processes whose CPU is the hop's
 		prepared   bool  // runs -M prepared
+		sslmode    string
 	}
 	targets := []target{
-		{"direct", pg.Addr, nil, true},
-		{"floodgate", proxyTo(pg.Addr), []int{self}, true},
-		{"floodgate+concurrency", proxyWith(pg.Addr, withConc), []int{self}, true},
-		{"pgbouncer", bouncer.Addr, []int{bouncer.Pid()}, true},
-		{"pgbouncer-tx", bouncerTx.Addr, []int{bouncerTx.Pid()}, false},
-		{"floodgate+pgbouncer-tx", proxyTo(bouncerTx.Addr), []int{self, bouncerTx.Pid()}, false},
-		{"relay", startRelay(b, pg.Addr), []int{self}, true},
-		{"epoll-relay", startEpollRelay(b, pg.Addr), []int{self}, true},
+		{"direct", pg.Addr, nil, true, ""},
+		{"floodgate", proxyTo(pg.Addr), []int{self}, true, ""},
+		{"floodgate-tls", proxyWith(pg.Addr, limits, withTLS), []int{self}, true, "require"},
+		{"floodgate+concurrency", proxyWith(pg.Addr, withConc), []int{self}, true, ""},
+		{"pgbouncer", bouncer.Addr, []int{bouncer.Pid()}, true, ""},
+		{"pgbouncer-tx", bouncerTx.Addr, []int{bouncerTx.Pid()}, false, ""},
+		{"floodgate+pgbouncer-tx", proxyTo(bouncerTx.Addr), []int{self, bouncerTx.Pid()}, false, ""},
+		{"relay", startRelay(b, pg.Addr), []int{self}, true, ""},
+		{"epoll-relay", startEpollRelay(b, pg.Addr), []int{self}, true, ""},
 	}
 	if only := envList("PGBENCH_TARGETS", ""); len(only) > 0 {
 		targets = slices.DeleteFunc(targets, func(tg target) bool { return !slices.Contains(only, tg.name) })
@@ -158,6 +169,9 @@ func BenchmarkPgbench(b *testing.B) {
 					cmd := exec.CommandContext(ctx, pgbench, "-n", "-S", "-M", mode,
 						"-c", strconv.Itoa(clients), "-j", strconv.Itoa(jobs), "-T", strconv.Itoa(dur),
 						"-h", host, "-p", port, "-U", testkit.PostgresSuperuser, "postgres")
+					if tg.sslmode != "" {
+						cmd.Env = append(os.Environ(), "PGSSLMODE="+tg.sslmode)
+					}
 					load := loadAvg()
 					cpu0 := hopCPU(b, tg.hops)
 					out, err := cmd.CombinedOutput()

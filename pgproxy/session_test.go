@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -122,6 +123,18 @@ func TestSessions(t *testing.T) {
 		if err == nil {
 			t.Error("verify-full accepted a host the certificate does not name")
 		}
+		// Sessions over TLS stay on the goroutine relay; a plain one on the
+		// same listener goes to an event loop (on Linux).
+		if n := tp.LoopStats().Connections; n != 0 {
+			t.Errorf("%d TLS sessions taken by an event loop, want none", n)
+		}
+		c := tp.connect(t, testkit.PostgresTrustUser, "", "sslmode=disable")
+		if _, err := c.Exec(ctx, "SELECT 1"); err != nil {
+			t.Fatal(err)
+		}
+		if n, want := tp.LoopStats().Connections, onLoop(); n != want {
+			t.Errorf("%d plain sessions taken by an event loop, want %d", n, want)
+		}
 	})
 
 	t.Run("NoTLS", func(t *testing.T) {
@@ -153,6 +166,9 @@ func TestSessions(t *testing.T) {
 		c := tp.connect(t, testkit.PostgresSCRAMUser, testkit.PostgresPassword)
 		if v, err := query(ctxT(t), c, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"); err != nil || v != "true" {
 			t.Fatalf("the server's side is not TLS: %q, %v", v, err)
+		}
+		if n := tp.LoopStats().Connections; n != 0 {
+			t.Errorf("%d sessions with TLS to the server taken by an event loop, want none", n)
 		}
 	})
 
@@ -406,10 +422,19 @@ func TestSessions(t *testing.T) {
 	})
 }
 
+// onLoop is how many plain sessions an event loop takes of one: on Linux
+// it does.
+func onLoop() uint64 {
+	if runtime.GOOS == "linux" {
+		return 1
+	}
+	return 0
+}
+
 // testCerts makes a CA and a server certificate for 127.0.0.1 and
 // localhost, and returns the CA's PEM file and the server's key pair. It
 // also writes server.crt and server.key next to the CA, for a server.
-func testCerts(t *testing.T) (caFile string, server tls.Certificate) {
+func testCerts(t testing.TB) (caFile string, server tls.Certificate) {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{

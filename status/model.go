@@ -23,6 +23,11 @@ type PolicyStatus struct {
 	// configuration writes them.
 	Overrides []Override `json:"overrides,omitempty"`
 
+	// RuntimeOverrides are the policy's overrides set at runtime (the
+	// admin API's /v1/overrides) and in force, keys redacted as the top
+	// keys are.
+	RuntimeOverrides []RuntimeOverride `json:"runtime_overrides,omitempty"`
+
 	Total       Point   `json:"total"`       // decisions since the daemon started
 	LastMinute  Point   `json:"last_minute"` // decisions in the last minute
 	DenialRatio float64 `json:"denial_ratio"`
@@ -41,6 +46,19 @@ type PolicyStatus struct {
 type Override struct {
 	Key    string   `json:"key"`
 	Limits []string `json:"limits"`
+}
+
+// A RuntimeOverride is an override set at runtime: for a key or a tier,
+// limits or a multiplier, until Expires, by whom and why.
+type RuntimeOverride struct {
+	Key        string    `json:"key,omitempty"`
+	Tier       string    `json:"tier,omitempty"`
+	Limits     []string  `json:"limits,omitempty"`
+	Multiplier float64   `json:"multiplier,omitempty"`
+	Expires    time.Time `json:"expires"`
+	Created    time.Time `json:"created"`
+	By         string    `json:"by,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
 }
 
 // A Point counts decisions.

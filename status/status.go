@@ -46,6 +46,10 @@ type Options struct {
 	// Engine describes the engine's health for the page; nil leaves the
 	// panel out.
 	Engine func() *Engine
+
+	// RuntimeOverrides returns the overrides set at runtime and in force,
+	// by policy; nil shows none.
+	RuntimeOverrides func() map[string][]RuntimeOverride
 }
 
 // A Status records the decisions of the limiters it wraps and describes
@@ -254,6 +258,18 @@ func (s *Status) Snapshot() *Snapshot {
 		out.Policies = append(out.Policies, ps.describe(recent))
 	}
 	s.mu.Unlock()
+	if s.o.RuntimeOverrides != nil {
+		runtime := s.o.RuntimeOverrides()
+		for i := range out.Policies {
+			p := &out.Policies[i]
+			for _, o := range runtime[p.Name] {
+				if !s.o.RawKeys && o.Key != "" {
+					o.Key = floodgate.RedactKey(o.Key)
+				}
+				p.RuntimeOverrides = append(p.RuntimeOverrides, o)
+			}
+		}
+	}
 
 	for i, ps := range states {
 		p := &out.Policies[i]

@@ -117,6 +117,36 @@ against; the request flags (-http, -host, -H, -peer, -pg-user,
 			run:  key,
 		},
 		{
+			name:  "override",
+			verbs: []string{"set", "delete", "list"},
+			synopsis: []string{
+				"override set -policy P (-key K | -tier T) (-rate R [-burst N] [-algorithm A] | -multiplier M) -ttl D [-by WHO] [-reason TEXT] [-addr URL] [-token T]",
+				"override delete -policy P (-key K | -tier T) [-addr URL] [-token T]",
+				"override list [-policy P] [-addr URL] [-token T]",
+			},
+			summary: "change a key's or a tier's limits at runtime, for a time, without a reload",
+			desc: `Sets, deletes or lists runtime overrides through a running daemon's admin
+listener (/v1/overrides): limits of their own (-rate) or a multiple of the
+limits it would get otherwise (-multiplier) for one key or every key of a
+tier, until -ttl has passed. With the redis and hybrid engines the override
+is kept in Redis and every instance on it applies it within a second; with
+the memory engine it is this daemon's. It survives reloads; a runtime
+override of a key wins over the file's override of the key, which wins over
+a runtime override of its tier. Every change is logged with -by and
+-reason; the status page, floodgate key show and floodgate explain show
+the override that applies. See docs/overrides.md.`,
+			examples: []string{
+				"floodgate override set -policy api -key user:42 -rate 500/s -ttl 2h -reason 'INC-4411 batch import'",
+				"# raise one customer's limit for two hours",
+				"floodgate override set -policy api -tier free -multiplier 0.5 -ttl 30m",
+				"# halve every free-tier key's limits during an incident",
+				"floodgate override list",
+				"floodgate override delete -policy api -key user:42",
+			},
+			exit: "0 on success, 1 when the daemon refuses or cannot be reached, 2 for a usage error.",
+			run:  override,
+		},
+		{
 			name: "explain",
 			synopsis: []string{
 				"explain [-addr URL] [-token T] [-json] -http 'METHOD /path?query' [-host HOST] [-H 'Name: value']... [-peer ADDRESS]",

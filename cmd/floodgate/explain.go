@@ -98,11 +98,7 @@ func askExplain(addr, token string, req *admin.ExplainRequest) (*admin.Explanati
 		return nil, fmt.Errorf("%v (is the daemon's admin listener on %s?)", err, addr)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error string }
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			return nil, fmt.Errorf("%s: %s", resp.Status, e.Error)
-		}
-		return nil, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("%s: %s", resp.Status, answerError(b))
 	}
 	var ex admin.Explanation
 	if err := json.Unmarshal(b, &ex); err != nil {
@@ -213,6 +209,16 @@ func printState(w io.Writer, st *admin.KeyState) {
 	set := "the policy's defaults"
 	if st.LimitSet != "" {
 		set = st.LimitSet
+	}
+	if o := st.RuntimeOverride; o != nil {
+		what := strings.Join(o.Limits, ", ")
+		if o.Multiplier != 0 {
+			what = fmt.Sprintf("×%g", o.Multiplier)
+		}
+		set = fmt.Sprintf("runtime override %s until %s, by %s", what, o.Expires.Local().Format(time.RFC3339), o.By)
+		if o.Reason != "" {
+			set += ": " + o.Reason
+		}
 	}
 	fmt.Fprintf(w, "state:      %s\nremaining:  %d under %s\nfull in:    %s\nlimits:     %s (%s)\nsource:     %s\n",
 		state, st.Remaining, st.Limit,

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,12 +88,7 @@ func key(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if resp.StatusCode != http.StatusOK {
-		msg := string(bytes.TrimSpace(b))
-		var e struct{ Error string }
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			msg = e.Error
-		}
-		fmt.Fprintf(stderr, "floodgate key %s: %s: %s\n", verb, resp.Status, msg)
+		fmt.Fprintf(stderr, "floodgate key %s: %s: %s\n", verb, resp.Status, answerError(b))
 		return 1
 	}
 	var st admin.KeyState

@@ -259,7 +259,7 @@ func banner(w io.Writer, d *daemon.Daemon, path string) {
 		fmt.Fprintf(w, "postgres:      %s -> %s\n", local(pa), cfg.Postgres.Upstream)
 	}
 	if a.Admin != nil {
-		fmt.Fprintf(w, "admin:         http://%s (the status page; /metrics /healthz /readyz /v1/config /v1/keys /v1/explain)\n", local(a.Admin))
+		fmt.Fprintf(w, "admin:         http://%s (the status page; /metrics /healthz /readyz /v1/config /v1/keys /v1/overrides /v1/explain)\n", local(a.Admin))
 	}
 	if a.Proxy != nil {
 		if try := tryLine(cfg, local(a.Proxy)); try != "" {
@@ -407,6 +407,16 @@ func adminFlags(fs *flag.FlagSet) (addr, token *string) {
 // adminAddrFlag defines -addr, the admin listener's URL.
 func adminAddrFlag(fs *flag.FlagSet) *string {
 	return fs.String("addr", "http://"+config.DefaultAdminListen, "the daemon's admin listener `URL`")
+}
+
+// answerError is the message of an error answer from the daemon: the
+// "error" of its JSON body, or the body itself.
+func answerError(b []byte) string {
+	var e struct{ Error string }
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return e.Error
+	}
+	return string(bytes.TrimSpace(b))
 }
 
 // callDaemon makes one request to a running daemon, with its token when

@@ -101,6 +101,9 @@
     const row = (k, v, cls) => { dl.append(el("dt", {}, k)); dl.append(el("dd", cls ? { class: cls } : {}, v)); };
     if (p.limits) row("Limits", p.limits.join(", "));
     if (p.overrides) row("Overrides", p.overrides.map((o) => `${o.key}: ${o.limits.join(", ")}`).join("; "));
+    if (p.runtime_overrides) row("Runtime overrides", p.runtime_overrides.map((o) =>
+      `${o.tier ? "tier " + o.tier : o.key}: ${o.limits ? o.limits.join(", ") : "×" + o.multiplier} until ` +
+      `${new Date(o.expires).toLocaleString()}` + (o.by ? `, by ${o.by}` : "") + (o.reason ? ` (${o.reason})` : "")).join("; "));
     row("Last minute", `${fmt(lm.allowed)} allowed, ${fmt(lm.denied)} denied` + (lm.errors ? `, ${fmt(lm.errors)} errors` : ""));
     row("Decisions/s", `${(lm.allowed / 60).toFixed(1)} allowed, ${(lm.denied / 60).toFixed(1)} denied`);
     row("Denial ratio", pct(p.denial_ratio), p.denial_ratio > 0.1 ? "bad" : "");

@@ -1,0 +1,94 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/override"
+)
+
+func overrideEntry(key string, expires time.Time) override.Entry {
+	return override.Entry{Policy: "api", Key: key, Limits: []floodgate.Limit{floodgate.PerMinute(5)},
+		Created: expires.Add(-time.Hour), Expires: expires, By: "alice"}
+}
+
+// TestOverridesStore: entries put by one store are listed by another on
+// the same Redis with their version moved on; a field someone else wrote
+// that does not decode is skipped and left alone; an entry expired more
+// than a minute ago is deleted as the list is read.
+func TestOverridesStore(t *testing.T) {
+	c := standalone(t)
+	ctx := context.Background()
+	a, err := NewOverrides(c, "fg:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewOverrides(newClient(t, c.Options().Addr), "fg:")
+	v0, err := b.Version(ctx)
+	if err != nil || v0 != 0 {
+		t.Fatalf("Version of an empty store = %d, %v", v0, err)
+	}
+	live := overrideEntry("user:42", time.Now().Add(time.Hour))
+	if err := a.Put(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Put(ctx, overrideEntry("old", time.Now().Add(-2*time.Minute))); err != nil {
+		t.Fatal(err)
+	}
+	c.HSet(ctx, "fg:{overrides}", "api\x00k\x00junk", "not json", "api\x00k\x00other", mustMarshal(t, live))
+	v1, _ := b.Version(ctx)
+	if v1 <= v0 {
+		t.Fatalf("Version did not move: %d then %d", v0, v1)
+	}
+	list, err := b.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Key != "user:42" || list[0].Limits[0] != floodgate.PerMinute(5) || list[0].By != "alice" {
+		t.Fatalf("List = %+v, want the one live entry", list)
+	}
+	if n, _ := c.HLen(ctx, "fg:{overrides}").Result(); n != 3 {
+		t.Fatalf("%d fields left, want 3: the expired one deleted, the foreign ones left alone", n)
+	}
+	if ok, err := b.Delete(ctx, live.ID()); err != nil || !ok {
+		t.Fatalf("Delete = %v, %v", ok, err)
+	}
+	if ok, _ := b.Delete(ctx, live.ID()); ok {
+		t.Fatal("a second Delete found the entry")
+	}
+}
+
+func mustMarshal(t *testing.T, e override.Entry) string {
+	b, err := override.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestOverridesStoreBound: a full hash refuses a new entry (after dropping
+// none, as none expired) but replaces an existing one.
+func TestOverridesStoreBound(t *testing.T) {
+	c := standalone(t)
+	ctx := context.Background()
+	s, _ := NewOverrides(c, "")
+	exp := time.Now().Add(time.Hour)
+	p := c.Pipeline()
+	for i := range override.MaxEntries {
+		e := overrideEntry(fmt.Sprint("k", i), exp)
+		p.HSet(ctx, "{overrides}", field(e.ID()), mustMarshal(t, e))
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, overrideEntry("new", exp)); !errors.Is(err, override.ErrFull) {
+		t.Fatalf("Put into a full store = %v, want ErrFull", err)
+	}
+	if err := s.Put(ctx, overrideEntry("k7", exp.Add(time.Minute))); err != nil {
+		t.Fatalf("replacing an entry of a full store: %v", err)
+	}
+}
