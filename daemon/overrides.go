@@ -110,7 +110,7 @@ func (d *Daemon) overrideEntry(id override.ID, body []byte) (override.Entry, err
 			return override.Entry{}, fmt.Errorf("policy %s has no tier %q; its tiers: %s", id.Policy, id.Tier, tiersOf(spec))
 		}
 	}
-	if err := override.Check(base, e, key); err != nil {
+	if err := override.ValidateFor(base, e, key); err != nil {
 		return override.Entry{}, err
 	}
 	return e, nil

@@ -147,11 +147,11 @@ func ParseVariant(policy, variant string) (ID, bool) {
 	return ID{}, false
 }
 
-// Check reports whether e could apply to key under base: its limits (or
+// ValidateFor reports whether e could apply to key under base: its limits (or
 // base's limits for key, multiplied) valid on base's store. The admin API
 // asks it before storing an entry, so that a mistake is an answer to the
 // operator rather than a warning in every instance's log.
-func Check(base *floodgate.PolicyLimiter, e Entry, key string) error {
+func ValidateFor(base *floodgate.PolicyLimiter, e Entry, key string) error {
 	if err := e.Validate(); err != nil {
 		return err
 	}
