@@ -345,7 +345,7 @@ func (p *Proxy) toLoop(c *conn) bool {
 	}
 	ct, ok1 := tcpConn(c.raw)
 	ut, ok2 := c.up.(*net.TCPConn)
-	if !ok1 || !ok2 || c.cr.Buffered() > bufSize {
+	if !ok1 || !ok2 {
 		return false
 	}
 	lp := p.loops.pick(p)
@@ -363,6 +363,9 @@ func (p *Proxy) toLoop(c *conn) bool {
 	}
 	lc := &loopConn{c: c, lp: lp, cfd: int32(cfd), ufd: int32(ufd), gone: make(chan struct{})}
 	if n := c.cr.Buffered(); n > 0 {
+		// What the client sent after its startup, read with it. It fits:
+		// the startup's reader and the loop's client buffer are both
+		// bufSize.
 		b, _ := c.cr.Peek(n)
 		lc.takeClientBuf()
 		lc.cw = copy(lc.cbuf, b)

@@ -3,6 +3,7 @@
 package pgproxy
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -119,6 +120,38 @@ func TestLoopParkedResumes(t *testing.T) {
 	}
 	if got := obs.waits[scopeGlobal][WaitPassed].Load(); got != 1 {
 		t.Errorf("%d waits passed, want 1", got)
+	}
+}
+
+// TestLoopStartupPipelined: what a client sends right behind its startup
+// (a trust login needs no answer first), read with the startup, goes to
+// the loop whole: a query larger than the startup's reader, sent with the
+// startup in one write, is answered on the loop.
+func TestLoopStartupPipelined(t *testing.T) {
+	pg := testkit.Postgres(t)
+	p, addr := startLoopProxy(t, Config{Upstream: pg.Addr})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	s := &session{t: t, nc: nc, r: bufio.NewReader(nc)}
+	startup := binary.BigEndian.AppendUint32(make([]byte, 4), 3<<16)
+	for _, f := range []string{"user", testkit.PostgresTrustUser, "database", "postgres"} {
+		startup = append(append(startup, f...), 0)
+	}
+	startup = append(startup, 0)
+	binary.BigEndian.PutUint32(startup, uint32(len(startup)))
+	sql := "SELECT '" + strings.Repeat("x", 3*bufSize/2) + "'"
+	s.send(append(startup, append(binary.BigEndian.AppendUint32([]byte{'Q'}, uint32(4+len(sql)+1)), append([]byte(sql), 0)...)...))
+	if code := s.answer(); code != "" {
+		t.Fatalf("the startup: %s", code)
+	}
+	if code := s.answer(); code != "" {
+		t.Fatalf("the query sent with the startup: %s", code)
+	}
+	if n := p.LoopStats().Connections; n != 1 {
+		t.Fatalf("%d sessions on the loop, want 1", n)
 	}
 }
 
