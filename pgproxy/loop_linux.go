@@ -770,19 +770,12 @@ func (lc *loopConn) armTimer() {
 	}
 }
 
-// flushOnce writes what it can of the outputs, once.
+// flushOnce writes what it can of the outputs, once each, before the
+// connection closes: a write's error changes nothing then.
 func (lc *loopConn) flushOnce() {
-	if len(lc.uout) > lc.uw {
-		if n, _ := unix.Write(int(lc.ufd), lc.uout[lc.uw:]); n > 0 {
-			lc.uw += n
-		}
-	}
+	_ = writeOut(lc.ufd, &lc.uout, &lc.uw)
 	lc.c.wmu.Lock()
-	if len(lc.cout) > lc.cwo {
-		if n, _ := unix.Write(int(lc.cfd), lc.cout[lc.cwo:]); n > 0 {
-			lc.cwo += n
-		}
-	}
+	_ = writeOut(lc.cfd, &lc.cout, &lc.cwo)
 	lc.c.wmu.Unlock()
 }
 

@@ -453,6 +453,40 @@ func (l *logRecords) String() string {
 	return b.String()
 }
 
+// TestLoopFlushOnceReleases: flushOnce, the last write of a connection
+// that ends at once, writes each output as pump does, through writeOut,
+// and gives what it has written back to its pool. It wrote on its own and
+// left the written outputs to the collector.
+func TestLoopFlushOnceReleases(t *testing.T) {
+	pair := func() (int, int) {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+		return fds[0], fds[1]
+	}
+	cfd, client := pair()
+	ufd, server := pair()
+	lc := &loopConn{c: &conn{}, cfd: int32(cfd), ufd: int32(ufd)}
+	lc.uout = append(clientOut(nil), "to the server"...)
+	lc.cout = append(serverOut(nil), "to the client"...)
+	lc.flushOnce()
+	if lc.uout != nil || lc.uw != 0 {
+		t.Errorf("the server's output, written, is kept: %d bytes, %d written", len(lc.uout), lc.uw)
+	}
+	if lc.cout != nil || lc.cwo != 0 {
+		t.Errorf("the client's output, written, is kept: %d bytes, %d written", len(lc.cout), lc.cwo)
+	}
+	for fd, want := range map[int]string{server: "to the server", client: "to the client"} {
+		b := make([]byte, 64)
+		n, err := unix.Read(fd, b)
+		if err != nil || string(b[:max(n, 0)]) != want {
+			t.Errorf("read %q, %v; want %q", b[:max(n, 0)], err, want)
+		}
+	}
+}
+
 // openFDs counts the process's open file descriptors.
 func openFDs(t *testing.T) int {
 	t.Helper()
