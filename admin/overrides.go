@@ -145,7 +145,7 @@ func (h *overridesHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if e.By == "" {
-			e.By = "from " + remoteIP(r)
+			e.By = remoteIP(r)
 		}
 		if err := h.o.Table.Put(r.Context(), e); err != nil {
 			h.answerStoreError(w, r, "set", err, target)

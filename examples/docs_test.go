@@ -56,6 +56,7 @@ var docPackages = map[string]string{
 	"lease":         "github.com/floodgate-go/floodgate/lease",
 	"outbound":      "github.com/floodgate-go/floodgate/outbound",
 	"tokencost":     "github.com/floodgate-go/floodgate/tokencost",
+	"override":      "github.com/floodgate-go/floodgate/override",
 	"prometheus":    "github.com/prometheus/client_golang/prometheus",
 	"promhttp":      "github.com/prometheus/client_golang/prometheus/promhttp",
 	"redis":         "github.com/redis/go-redis/v9",

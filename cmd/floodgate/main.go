@@ -259,7 +259,7 @@ func banner(w io.Writer, d *daemon.Daemon, path string) {
 		fmt.Fprintf(w, "postgres:      %s -> %s\n", local(pa), cfg.Postgres.Upstream)
 	}
 	if a.Admin != nil {
-		fmt.Fprintf(w, "admin:         http://%s (the status page; /metrics /healthz /readyz /v1/config /v1/keys /v1/explain)\n", local(a.Admin))
+		fmt.Fprintf(w, "admin:         http://%s (the status page; /metrics /healthz /readyz /v1/config /v1/keys /v1/overrides /v1/explain)\n", local(a.Admin))
 	}
 	if a.Proxy != nil {
 		if try := tryLine(cfg, local(a.Proxy)); try != "" {

@@ -75,8 +75,8 @@ func override(args []string, stdout, stderr io.Writer) int {
 			q.Set("any_shape", "1")
 		}
 		// The admin API checks the rest, with the configuration's words.
-		req := map[string]any{"ttl": ttl}
-		for name, v := range map[string]string{"rate": rate, "algorithm": algorithm, "by": by, "reason": reason} {
+		req := map[string]any{}
+		for name, v := range map[string]string{"rate": rate, "algorithm": algorithm, "ttl": ttl, "by": by, "reason": reason} {
 			if v != "" {
 				req[name] = v
 			}
