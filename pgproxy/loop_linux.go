@@ -274,7 +274,7 @@ func (lp *loop) fail(err error) {
 	if running == 0 {
 		then = "no event loop runs: new sessions are relayed by goroutines"
 	}
-	lp.p.log.Warn("pgproxy: an event loop stopped, its epoll_wait failed; its sessions are closed, "+then,
+	lp.p.log.Error("pgproxy: an event loop stopped, its epoll_wait failed; its sessions are closed, "+then,
 		"err", err, "sessions_closed", len(lp.conns)/2, "loops_running", running)
 	lp.shutdown()
 }

@@ -309,7 +309,7 @@ func TestLoopStoppedFallsBack(t *testing.T) {
 
 // TestLoopFailedLeavesRotation: a loop whose epoll_wait fails leaves the
 // rotation: the sessions after it go to the loop still running, and once
-// none runs, to the goroutine relay. Each failure is logged once, at Warn,
+// none runs, to the goroutine relay. Each failure is logged once, at Error (it closes live sessions),
 // and counted. The proxy went on picking the stopped loop, and every
 // session picked for it stayed on goroutines, for the proxy's life.
 func TestLoopFailedLeavesRotation(t *testing.T) {
@@ -329,7 +329,7 @@ func TestLoopFailedLeavesRotation(t *testing.T) {
 	addr := ln.Addr().String()
 	first := p.loops.pick(p) // starts both
 	failLoop(t, first)
-	if n := logs.count(slog.LevelWarn, "event loop stopped"); n != 1 {
+	if n := logs.count(slog.LevelError, "event loop stopped"); n != 1 {
 		t.Fatalf("%d warnings that the loop stopped, want 1: %s", n, logs)
 	}
 
@@ -373,11 +373,11 @@ func TestLoopFailedLeavesRotation(t *testing.T) {
 	if st.Stopped != 2 {
 		t.Errorf("LoopStats.Stopped %d, want 2", st.Stopped)
 	}
-	if n := logs.count(slog.LevelWarn, "event loop stopped"); n != 2 {
-		t.Errorf("%d warnings that a loop stopped, want 2: %s", n, logs)
+	if n := logs.count(slog.LevelError, "event loop stopped"); n != 2 {
+		t.Errorf("%d errors logged that a loop stopped, want 2: %s", n, logs)
 	}
-	if n := logs.count(slog.LevelWarn, "relayed by goroutines"); n != 1 {
-		t.Errorf("the last loop's warning does not say sessions are relayed by goroutines: %s", logs)
+	if n := logs.count(slog.LevelError, "relayed by goroutines"); n != 1 {
+		t.Errorf("the last loop's error does not say sessions are relayed by goroutines: %s", logs)
 	}
 }
 
