@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,23 +74,25 @@ type loopMsg struct {
 // loops are a proxy's event loops.
 type loops struct {
 	mu      sync.Mutex
-	all     []*loop
+	all     []*loop // the rotation: the loops running
 	next    atomic.Uint32
-	failed  bool // they could not be started: connections stay on goroutines
+	started bool // the loops were started (or could not be)
 	stopped bool
 	wg      sync.WaitGroup
 	n       int // how many loops to start; 0: half of GOMAXPROCS, at least one
 }
 
 // pick returns a loop for a new connection, starting the loops with the
-// first, or nil when there are none.
+// first, or nil when none runs: they could not be started, every one has
+// failed, or the proxy is closing.
 func (ls *loops) pick(p *Proxy) *loop {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ls.stopped || ls.failed {
+	if ls.stopped {
 		return nil
 	}
-	if ls.all == nil {
+	if !ls.started {
+		ls.started = true
 		n := ls.n
 		if n <= 0 {
 			n = (runtime.GOMAXPROCS(0) + 1) / 2
@@ -98,7 +101,6 @@ func (ls *loops) pick(p *Proxy) *loop {
 			lp, err := newLoop(p)
 			if err != nil {
 				p.log.Warn("pgproxy: cannot start an event loop; relaying with goroutines", "err", err)
-				ls.failed = true
 				for _, lp := range ls.all {
 					lp.send(loopMsg{}) // a nil connection stops it
 				}
@@ -109,7 +111,19 @@ func (ls *loops) pick(p *Proxy) *loop {
 			ls.wg.Go(lp.run)
 		}
 	}
+	if len(ls.all) == 0 {
+		return nil
+	}
 	return ls.all[int(ls.next.Add(1))%len(ls.all)]
+}
+
+// remove takes lp, which has failed, out of the rotation, and returns how
+// many loops are left in it.
+func (ls *loops) remove(lp *loop) int {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.all = slices.DeleteFunc(ls.all, func(l *loop) bool { return l == lp })
+	return len(ls.all)
 }
 
 // stop ends the loops, closing any connection left on them, and waits for
@@ -185,8 +199,7 @@ func (lp *loop) run() {
 	for {
 		n, err := unix.EpollWait(lp.epfd, lp.events, -1)
 		if err != nil && err != unix.EINTR {
-			lp.p.log.Error("pgproxy: event loop failed; closing its connections", "err", err)
-			lp.shutdown()
+			lp.fail(err)
 			return
 		}
 		for i := range max(n, 0) {
@@ -248,6 +261,22 @@ func (lp *loop) drain() bool {
 	}
 	lp.mu.Unlock()
 	return !stop
+}
+
+// fail stops a loop whose epoll_wait failed: it leaves the rotation, so
+// that new sessions go to the loops still running (to the goroutine relay
+// once none is), and closes its connections. It is logged once and
+// counted in LoopStats.Stopped.
+func (lp *loop) fail(err error) {
+	running := lp.p.loops.remove(lp)
+	lp.p.loopStats.stopped.Add(1)
+	then := "new sessions go to the event loops still running"
+	if running == 0 {
+		then = "no event loop runs: new sessions are relayed by goroutines"
+	}
+	lp.p.log.Error("pgproxy: an event loop stopped, its epoll_wait failed; its sessions are closed, "+then,
+		"err", err, "sessions_closed", len(lp.conns)/2, "loops_running", running)
+	lp.shutdown()
 }
 
 // shutdown closes the loop's connections and descriptors.
@@ -316,7 +345,7 @@ func (p *Proxy) toLoop(c *conn) bool {
 	}
 	ct, ok1 := tcpConn(c.raw)
 	ut, ok2 := c.up.(*net.TCPConn)
-	if !ok1 || !ok2 || c.cr.Buffered() > bufSize {
+	if !ok1 || !ok2 {
 		return false
 	}
 	lp := p.loops.pick(p)
@@ -334,6 +363,9 @@ func (p *Proxy) toLoop(c *conn) bool {
 	}
 	lc := &loopConn{c: c, lp: lp, cfd: int32(cfd), ufd: int32(ufd), gone: make(chan struct{})}
 	if n := c.cr.Buffered(); n > 0 {
+		// What the client sent after its startup, read with it. It fits:
+		// the startup's reader and the loop's client buffer are both
+		// bufSize.
 		b, _ := c.cr.Peek(n)
 		lc.takeClientBuf()
 		lc.cw = copy(lc.cbuf, b)
@@ -350,10 +382,10 @@ func (p *Proxy) toLoop(c *conn) bool {
 	c.cr = nil // the startup's reader: the loop reads from here on
 	// Sent under connMu: before any loopClose close sends.
 	if !lp.send(loopMsg{lc: lc, ev: loopAdd}) {
-		// The loop has stopped (its epoll_wait failed; a proxy stops its
-		// loops only once its connections have ended): the goroutines
-		// relay, over both sockets, which close closes if the proxy is
-		// closing.
+		// The loop has stopped since pick chose it (its epoll_wait
+		// failed; a proxy stops its loops only once its connections have
+		// ended): the goroutines relay, over both sockets, which close
+		// closes if the proxy is closing.
 		c.lc, c.cr = nil, cr
 		c.connMu.Unlock()
 		lc.dropClientBuf()
@@ -738,19 +770,12 @@ func (lc *loopConn) armTimer() {
 	}
 }
 
-// flushOnce writes what it can of the outputs, once.
+// flushOnce writes what it can of the outputs, once each, before the
+// connection closes: a write's error changes nothing then.
 func (lc *loopConn) flushOnce() {
-	if len(lc.uout) > lc.uw {
-		if n, _ := unix.Write(int(lc.ufd), lc.uout[lc.uw:]); n > 0 {
-			lc.uw += n
-		}
-	}
+	_ = writeOut(lc.ufd, &lc.uout, &lc.uw)
 	lc.c.wmu.Lock()
-	if len(lc.cout) > lc.cwo {
-		if n, _ := unix.Write(int(lc.cfd), lc.cout[lc.cwo:]); n > 0 {
-			lc.cwo += n
-		}
-	}
+	_ = writeOut(lc.cfd, &lc.cout, &lc.cwo)
 	lc.c.wmu.Unlock()
 }
 

@@ -3,14 +3,24 @@
 package pgproxy
 
 import (
+	"bufio"
+	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"runtime"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/concurrency"
@@ -56,8 +66,9 @@ func loopConns(p *Proxy) int {
 	n := 0
 	for _, lp := range all {
 		got := make(chan int)
-		lp.send(loopMsg{lc: &loopConn{lp: lp, count: got}, ev: loopCount})
-		n += <-got
+		if lp.send(loopMsg{lc: &loopConn{lp: lp, count: got}, ev: loopCount}) {
+			n += <-got
+		}
 	}
 	return n
 }
@@ -109,6 +120,38 @@ func TestLoopParkedResumes(t *testing.T) {
 	}
 	if got := obs.waits[scopeGlobal][WaitPassed].Load(); got != 1 {
 		t.Errorf("%d waits passed, want 1", got)
+	}
+}
+
+// TestLoopStartupPipelined: what a client sends right behind its startup
+// (a trust login needs no answer first), read with the startup, goes to
+// the loop whole: a query larger than the startup's reader, sent with the
+// startup in one write, is answered on the loop.
+func TestLoopStartupPipelined(t *testing.T) {
+	pg := testkit.Postgres(t)
+	p, addr := startLoopProxy(t, Config{Upstream: pg.Addr})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	s := &session{t: t, nc: nc, r: bufio.NewReader(nc)}
+	startup := binary.BigEndian.AppendUint32(make([]byte, 4), 3<<16)
+	for _, f := range []string{"user", testkit.PostgresTrustUser, "database", "postgres"} {
+		startup = append(append(startup, f...), 0)
+	}
+	startup = append(startup, 0)
+	binary.BigEndian.PutUint32(startup, uint32(len(startup)))
+	sql := "SELECT '" + strings.Repeat("x", 3*bufSize/2) + "'"
+	s.send(append(startup, append(binary.BigEndian.AppendUint32([]byte{'Q'}, uint32(4+len(sql)+1)), append([]byte(sql), 0)...)...))
+	if code := s.answer(); code != "" {
+		t.Fatalf("the startup: %s", code)
+	}
+	if code := s.answer(); code != "" {
+		t.Fatalf("the query sent with the startup: %s", code)
+	}
+	if n := p.LoopStats().Connections; n != 1 {
+		t.Fatalf("%d sessions on the loop, want 1", n)
 	}
 }
 
@@ -221,8 +264,8 @@ func TestLoopClose(t *testing.T) {
 }
 
 // TestLoopStoppedFallsBack: a session handed to a loop that has stopped
-// (a loop stops when epoll_wait fails, and the proxy goes on picking it)
-// is relayed by goroutines. The loop dropped its add: the session never got
+// (one picked for a loop as its epoll_wait fails, before the loop leaves
+// the rotation) is relayed by goroutines. The loop dropped its add: the session never got
 // its answer, its duplicated sockets stayed open, and Close waited for it
 // for ever.
 func TestLoopStoppedFallsBack(t *testing.T) {
@@ -261,6 +304,186 @@ func TestLoopStoppedFallsBack(t *testing.T) {
 	closed = true
 	if after := openFDs(t); after > before {
 		t.Errorf("%d descriptors open after Close, %d before the session", after, before)
+	}
+}
+
+// TestLoopFailedLeavesRotation: a loop whose epoll_wait fails leaves the
+// rotation: the sessions after it go to the loop still running, and once
+// none runs, to the goroutine relay. Each failure is logged once, at Error (it closes live sessions),
+// and counted. The proxy went on picking the stopped loop, and every
+// session picked for it stayed on goroutines, for the proxy's life.
+func TestLoopFailedLeavesRotation(t *testing.T) {
+	pg := testkit.Postgres(t)
+	logs := &logRecords{}
+	p, err := New(Config{Upstream: pg.Addr, Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.loops.n = 2
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go p.Serve(ln)
+	t.Cleanup(func() { p.Close() })
+	addr := ln.Addr().String()
+	first := p.loops.pick(p) // starts both
+	failLoop(t, first)
+	if n := logs.count(slog.LevelError, "event loop stopped"); n != 1 {
+		t.Fatalf("%d warnings that the loop stopped, want 1: %s", n, logs)
+	}
+
+	const n = 4
+	sessions := make([]*session, 0, n)
+	for range n {
+		s := openSession(t, addr)
+		s.query("SELECT 1")
+		if code := s.answer(); code != "" {
+			t.Fatalf("a query on the session: %s", code)
+		}
+		sessions = append(sessions, s)
+	}
+	if got := p.LoopStats().Connections; got != n {
+		t.Errorf("%d of %d sessions on the loop still running, want all", got, n)
+	}
+	if got := loopConns(p); got != n {
+		t.Errorf("%d sessions on the loops, want %d", got, n)
+	}
+	for _, s := range sessions {
+		s.nc.Close()
+	}
+
+	// The last one stops: sessions stay on goroutines.
+	p.loops.mu.Lock()
+	left := slices.Clone(p.loops.all)
+	p.loops.mu.Unlock()
+	if len(left) != 1 {
+		t.Fatalf("%d loops in the rotation, want 1", len(left))
+	}
+	failLoop(t, left[0])
+	s := openSession(t, addr)
+	s.query("SELECT 1")
+	if code := s.answer(); code != "" {
+		t.Fatalf("a query on a session after every loop stopped: %s", code)
+	}
+	st := p.LoopStats()
+	if st.Connections != n {
+		t.Errorf("%d sessions on the loops, want %d: none after every loop stopped", st.Connections, n)
+	}
+	if st.Stopped != 2 {
+		t.Errorf("LoopStats.Stopped %d, want 2", st.Stopped)
+	}
+	if n := logs.count(slog.LevelError, "event loop stopped"); n != 2 {
+		t.Errorf("%d errors logged that a loop stopped, want 2: %s", n, logs)
+	}
+	if n := logs.count(slog.LevelError, "relayed by goroutines"); n != 1 {
+		t.Errorf("the last loop's error does not say sessions are relayed by goroutines: %s", logs)
+	}
+}
+
+// failLoop makes lp's epoll_wait fail, as on a broken epoll descriptor
+// (EINVAL): the descriptor is replaced by one of /dev/null (a wait in
+// progress keeps the epoll instance), and the loop is woken, with nothing
+// in its inbox, to wait again.
+func failLoop(t *testing.T, lp *loop) {
+	t.Helper()
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Dup3(int(f.Fd()), lp.epfd, unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	lp.mu.Lock()
+	if !lp.stopped { // its eventfd is open
+		var one [8]byte
+		binary.NativeEndian.PutUint64(one[:], 1)
+		_, _ = unix.Write(lp.evfd, one[:])
+	}
+	lp.mu.Unlock()
+	testkit.Eventually(t, 20*time.Second, "the loop stops", func() bool {
+		lp.mu.Lock()
+		defer lp.mu.Unlock()
+		return lp.stopped
+	})
+}
+
+// logRecords is a slog.Handler that keeps the records it is given.
+type logRecords struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (*logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecords) WithAttrs([]slog.Attr) slog.Handler     { return l }
+func (l *logRecords) WithGroup(string) slog.Handler          { return l }
+
+func (l *logRecords) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, r.Clone())
+	return nil
+}
+
+// count returns how many records at level lv have msg in their message.
+func (l *logRecords) count(lv slog.Level, msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.recs {
+		if r.Level == lv && strings.Contains(r.Message, msg) {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *logRecords) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, r := range l.recs {
+		fmt.Fprintf(&b, "\n%s %s", r.Level, r.Message)
+		r.Attrs(func(a slog.Attr) bool {
+			fmt.Fprintf(&b, " %s", a)
+			return true
+		})
+	}
+	return b.String()
+}
+
+// TestLoopFlushOnceReleases: flushOnce, the last write of a connection
+// that ends at once, writes each output as pump does, through writeOut,
+// and gives what it has written back to its pool. It wrote on its own and
+// left the written outputs to the collector.
+func TestLoopFlushOnceReleases(t *testing.T) {
+	pair := func() (int, int) {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+		return fds[0], fds[1]
+	}
+	cfd, client := pair()
+	ufd, server := pair()
+	lc := &loopConn{c: &conn{}, cfd: int32(cfd), ufd: int32(ufd)}
+	lc.uout = append(clientOut(nil), "to the server"...)
+	lc.cout = append(serverOut(nil), "to the client"...)
+	lc.flushOnce()
+	if lc.uout != nil || lc.uw != 0 {
+		t.Errorf("the server's output, written, is kept: %d bytes, %d written", len(lc.uout), lc.uw)
+	}
+	if lc.cout != nil || lc.cwo != 0 {
+		t.Errorf("the client's output, written, is kept: %d bytes, %d written", len(lc.cout), lc.cwo)
+	}
+	for fd, want := range map[int]string{server: "to the server", client: "to the client"} {
+		b := make([]byte, 64)
+		n, err := unix.Read(fd, b)
+		if err != nil || string(b[:max(n, 0)]) != want {
+			t.Errorf("read %q, %v; want %q", b[:max(n, 0)], err, want)
+		}
 	}
 }
 

@@ -214,7 +214,7 @@ type Proxy struct {
 	obs       Observer
 	rejectLog [numScopes]sampler
 	loops     loops // the event loops (loop_linux.go)
-	loopStats struct{ conns, parked atomic.Uint64 }
+	loopStats struct{ conns, parked, stopped atomic.Uint64 }
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -354,11 +354,16 @@ type LoopStats struct {
 	// the server still owed. With Local limits and nothing to wait for it
 	// stays 0.
 	Parked uint64
+	// Stopped is the number of loops that stopped on their own (their
+	// epoll_wait failed), closing their connections; each is logged at
+	// Warn. New sessions go to the loops still running, and to goroutines
+	// once none runs.
+	Stopped uint64
 }
 
 // LoopStats returns what the event loops did.
 func (p *Proxy) LoopStats() LoopStats {
-	return LoopStats{Connections: p.loopStats.conns.Load(), Parked: p.loopStats.parked.Load()}
+	return LoopStats{Connections: p.loopStats.conns.Load(), Parked: p.loopStats.parked.Load(), Stopped: p.loopStats.stopped.Load()}
 }
 
 // Limits returns the limits in force.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,8 +20,11 @@ import (
 // Options.Prefix, so instances that share limits share overrides):
 //
 //	<prefix>{overrides}          field per entry, its encoding as value
-//	<prefix>{overrides}:version  incremented by every put and delete
+//	<prefix>{overrides}:version  a random number, replaced by every put and delete
 //
+// The version is random rather than a count so that a Redis that lost its
+// data and took as many changes since cannot show an instance the version
+// it last read.
 // The braces keep both in one Redis Cluster slot. At most
 // override.MaxEntries entries are kept; entries that expired more than a
 // minute ago (room for clocks that disagree) are deleted as the list is
@@ -43,19 +48,26 @@ type overrides struct {
 const expiredGrace = time.Minute
 
 // The put is one script so that the bound and the version change with the
-// entry: -1 when the hash is full and the field new, else the new version.
+// entry: -1 when the hash is full and the field new, else 1. ARGV: the new
+// version, the field, the entry, the bound.
 var putOverride = redis.NewScript(`
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 and redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then
+if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 0 and redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[4]) then
   return -1
 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return redis.call('INCR', KEYS[2])`)
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+redis.call('SET', KEYS[2], ARGV[1])
+return 1`)
 
+// ARGV: the new version, then the fields to delete.
 var deleteOverrides = redis.NewScript(`
 local n = 0
-for i = 1, #ARGV do n = n + redis.call('HDEL', KEYS[1], ARGV[i]) end
-if n > 0 then redis.call('INCR', KEYS[2]) end
+for i = 2, #ARGV do n = n + redis.call('HDEL', KEYS[1], ARGV[i]) end
+if n > 0 then redis.call('SET', KEYS[2], ARGV[1]) end
 return n`)
+
+// newVersion is a random version other than 0, which an absent counter
+// reads as.
+func newVersion() string { return strconv.FormatUint(rand.Uint64()|1, 10) }
 
 // field is the hash field of id: the policy, then k or t, then the target,
 // NUL-separated (NUL cannot occur in a policy name, and the target runs to
@@ -77,7 +89,7 @@ func (o *overrides) Put(ctx context.Context, e override.Entry) error {
 	}
 	keys := []string{o.hash, o.version}
 	for attempt := 0; ; attempt++ {
-		n, err := putOverride.Run(ctx, o.client, keys, field(e.ID()), b, override.MaxEntries).Int64()
+		n, err := putOverride.Run(ctx, o.client, keys, newVersion(), field(e.ID()), b, override.MaxEntries).Int64()
 		if err != nil {
 			return fmt.Errorf("redisstore: put override: %w", err)
 		}
@@ -95,7 +107,7 @@ func (o *overrides) Put(ctx context.Context, e override.Entry) error {
 }
 
 func (o *overrides) Delete(ctx context.Context, id override.ID) (bool, error) {
-	n, err := deleteOverrides.Run(ctx, o.client, []string{o.hash, o.version}, field(id)).Int64()
+	n, err := deleteOverrides.Run(ctx, o.client, []string{o.hash, o.version}, newVersion(), field(id)).Int64()
 	if err != nil {
 		return false, fmt.Errorf("redisstore: delete override: %w", err)
 	}
@@ -109,7 +121,7 @@ func (o *overrides) List(ctx context.Context) ([]override.Entry, error) {
 	}
 	cutoff := time.Now().Add(-expiredGrace)
 	out := make([]override.Entry, 0, len(all))
-	var stale []any
+	stale := []any{newVersion()}
 	for f, v := range all {
 		e, err := override.Unmarshal([]byte(v))
 		if err != nil || field(e.ID()) != f {
@@ -121,7 +133,7 @@ func (o *overrides) List(ctx context.Context) ([]override.Entry, error) {
 		}
 		out = append(out, e)
 	}
-	if len(stale) > 0 {
+	if len(stale) > 1 {
 		// Housekeeping: the list is right without it, and the next read
 		// tries again.
 		_ = deleteOverrides.Run(ctx, o.client, []string{o.hash, o.version}, stale...).Err()

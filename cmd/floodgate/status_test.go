@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,6 +146,21 @@ admin: {listen: 127.0.0.1:0, raw_keys: true}
 	charts, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg[role=img][aria-label]").length`))
 	if err != nil || charts != 2 {
 		t.Errorf("%d labelled charts (%v), want one per policy", charts, err)
+	}
+
+	// A runtime override is listed under its policy, with who and why.
+	req, _ := http.NewRequest("PUT", admin+"/v1/overrides?policy=api&key=x-user:dave",
+		strings.NewReader(`{"multiplier": 2, "ttl": "1h", "by": "ops", "reason": "INC-7"}`))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("PUT /v1/overrides: %v %v", resp, err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(
+		`(() => { const s = document.querySelector(%q); return s !== null && s.textContent.includes("Runtime overrides"); })()`,
+		section("api")), chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		t.Fatalf("the runtime override is not listed: %v\n%s", err, text(section("api")))
+	}
+	if s := text(section("api")); !strings.Contains(s, "x-user:dave: ×2 until") || !strings.Contains(s, "by ops (INC-7)") {
+		t.Errorf("the runtime override row:\n%s", s)
 	}
 
 	// Once the page's clock has found alice among the top limited keys,
