@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -32,7 +33,7 @@ type Overrides struct {
 	// Entry builds the entry a PUT asks for from its body, checked
 	// against the policy in service: ErrUnknownPolicy (404) for a policy
 	// not in service, any other error is the caller's (400).
-	Entry func(id override.ID, body []byte) (override.Entry, error)
+	Entry func(ctx context.Context, id override.ID, body []byte) (override.Entry, error)
 }
 
 // ErrUnknownPolicy is Overrides.Entry's error for a policy not in service.
@@ -110,7 +111,9 @@ func (h *overridesHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if h.keys.policies()[id.Policy] == nil {
+	// A DELETE needs no policy in service: an override of a policy a
+	// reload removed is listed, and can be removed.
+	if r.Method != http.MethodDelete && h.keys.policies()[id.Policy] == nil {
 		writeError(w, http.StatusNotFound, h.keys.unknownPolicy(id.Policy))
 		return
 	}
@@ -135,7 +138,7 @@ func (h *overridesHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusRequestEntityTooLarge, "the body is larger than 64 KiB; an override is limits, a ttl, by and reason")
 			return
 		}
-		e, err := h.o.Entry(id, body)
+		e, err := h.o.Entry(r.Context(), id, body)
 		switch {
 		case errors.Is(err, ErrUnknownPolicy):
 			writeError(w, http.StatusNotFound, h.keys.unknownPolicy(id.Policy))

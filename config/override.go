@@ -30,11 +30,11 @@ type OverrideSpec struct {
 }
 
 // ParseOverride reads a runtime override's body and builds its limits as
-// the file's overrides of policy are built: one that gives neither
-// algorithm nor align takes those of the policy's single limit. policy may
-// be nil (a policy of the Envoy rules). Unknown fields are errors, with the
-// nearest known name suggested, as in the file.
-func ParseOverride(data []byte, policy *PolicySpec) (*OverrideSpec, []floodgate.Limit, error) {
+// the file's overrides are built: when the limits it replaces (replaced,
+// those the key or tier gets otherwise) are one limit, an override that
+// gives neither algorithm nor align takes theirs. Unknown fields are
+// errors, with the nearest known name suggested, as in the file.
+func ParseOverride(data []byte, replaced []floodgate.Limit) (*OverrideSpec, []floodgate.Limit, error) {
 	d := yamlpos.New("body")
 	s := &OverrideSpec{}
 	body := d.Parse(data)
@@ -55,9 +55,10 @@ func ParseOverride(data []byte, policy *PolicySpec) (*OverrideSpec, []floodgate.
 		k.errf("multiplier", "give limits or a multiplier, not both")
 	case hasLimits:
 		var inherit LimitSpec
-		if policy != nil {
-			if list := policy.List(); len(list) == 1 {
-				inherit = LimitSpec{Algorithm: list[0].Algorithm, Align: list[0].Align}
+		if len(replaced) == 1 {
+			inherit.Algorithm = replaced[0].Algorithm.String()
+			if loc := replaced[0].Location; loc != nil {
+				inherit.Align = loc.String()
 			}
 		}
 		limits = k.limits("", &s.LimitsSpec, inherit)

@@ -10,13 +10,12 @@ import (
 )
 
 func TestParseOverride(t *testing.T) {
-	policy := &config.PolicySpec{LimitsSpec: config.LimitsSpec{LimitSpec: config.LimitSpec{
-		Rate: config.Rate{Count: 10, Period: time.Second}, Algorithm: "sliding_window"}}}
-	s, limits, err := config.ParseOverride([]byte(`{"rate": "500/s", "ttl": "2h", "by": "alice", "reason": "INC-1"}`), policy)
+	replaced := []floodgate.Limit{floodgate.PerSecond(10).WithAlgorithm(floodgate.SlidingWindow)}
+	s, limits, err := config.ParseOverride([]byte(`{"rate": "500/s", "ttl": "2h", "by": "alice", "reason": "INC-1"}`), replaced)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := floodgate.PerSecond(500).WithAlgorithm(floodgate.SlidingWindow) // the policy's algorithm
+	want := floodgate.PerSecond(500).WithAlgorithm(floodgate.SlidingWindow) // the replaced limit's algorithm
 	if len(limits) != 1 || limits[0] != want || s.TTL.D() != 2*time.Hour || s.By != "alice" || s.Reason != "INC-1" {
 		t.Fatalf("ParseOverride = %+v %v", s, limits)
 	}

@@ -81,7 +81,7 @@ func (ro *runtimeOverrides) byPolicy() map[string][]status.RuntimeOverride {
 // the configuration in service: the policy must be in service, a tier
 // one of its tiers, and the limits (or the multiplied ones) must be
 // decidable on its store.
-func (d *Daemon) overrideEntry(id override.ID, body []byte) (override.Entry, error) {
+func (d *Daemon) overrideEntry(ctx context.Context, id override.ID, body []byte) (override.Entry, error) {
 	g := d.cur.Load()
 	lim := g.limiters[id.Policy]
 	if lim == nil {
@@ -91,33 +91,35 @@ func (d *Daemon) overrideEntry(id override.ID, body []byte) (override.Entry, err
 	if !ok {
 		return override.Entry{}, fmt.Errorf("policy %s cannot take runtime overrides", id.Policy)
 	}
-	var spec *config.PolicySpec
-	if p, ok := g.cfg.Policies[id.Policy]; ok {
-		spec = &p
+	key := id.Key
+	if id.Tier != "" {
+		// The routes put a request's tier in front of its key.
+		key = "tier:" + id.Tier + "|"
+		if base.LimitsFor(key).Variant() != "tier:"+id.Tier {
+			return override.Entry{}, fmt.Errorf("policy %s has no tier %q; its tiers: %s", id.Policy, id.Tier, tiersOf(g.cfg, id.Policy))
+		}
 	}
-	s, limits, err := config.ParseOverride(body, spec)
+	set := base.LimitsFor(key)
+	replaced := make([]floodgate.Limit, set.Len())
+	for i := range replaced {
+		replaced[i] = set.Limit(i)
+	}
+	s, limits, err := config.ParseOverride(body, replaced)
 	if err != nil {
 		return override.Entry{}, err
 	}
 	now := time.Now()
 	e := override.Entry{Policy: id.Policy, Key: id.Key, Tier: id.Tier, Limits: limits, Multiplier: s.Multiplier,
 		Created: now, Expires: now.Add(s.TTL.D()), By: s.By, Reason: s.Reason}
-	key := id.Key
-	if id.Tier != "" {
-		// The routes put a request's tier in front of its key.
-		key = "tier:" + id.Tier + "|"
-		if base.LimitsFor(key).Variant() != "tier:"+id.Tier {
-			return override.Entry{}, fmt.Errorf("policy %s has no tier %q; its tiers: %s", id.Policy, id.Tier, tiersOf(spec))
-		}
-	}
-	if err := override.ValidateFor(base, e, key); err != nil {
+	if err := d.overrides.table.Validate(ctx, base, e, key); err != nil {
 		return override.Entry{}, err
 	}
 	return e, nil
 }
 
-func tiersOf(spec *config.PolicySpec) string {
-	if spec == nil || len(spec.Tiers) == 0 {
+func tiersOf(cfg *config.Config, policy string) string {
+	spec, ok := cfg.Policies[policy]
+	if !ok || len(spec.Tiers) == 0 {
 		return "none"
 	}
 	return strings.Join(slices.Sorted(maps.Keys(spec.Tiers)), ", ")

@@ -138,7 +138,7 @@ func TestRuntimeOverridesTwoDaemonsOneRedis(t *testing.T) {
 		t.Fatalf("on a, under the override: %d of 4 allowed, want 4", got)
 	}
 	testkit.Eventually(t, 5*time.Second, "b applies the override", func() bool {
-		return limitSet(t, b, "user:42") == "runtime:key:user:42"
+		return strings.HasPrefix(limitSet(t, b, "user:42"), "runtime:key:user:42@")
 	})
 	if code, body := adminCall(t, b, "GET", "/v1/keys?policy=api&key=user:42", ""); code != 200 ||
 		!strings.Contains(body, `"runtime_override":{`) || !strings.Contains(body, `"reason":"INC-4411"`) {
@@ -180,7 +180,7 @@ func TestRuntimeOverridesTwoDaemonsOneRedis(t *testing.T) {
 	if err := a.Apply(mustParse(t, overridesConf(storage, 3))); err != nil {
 		t.Fatal(err)
 	}
-	if got := limitSet(t, a, "user:42"); got != "runtime:key:user:42" {
+	if got := limitSet(t, a, "user:42"); !strings.HasPrefix(got, "runtime:key:user:42@") {
 		t.Fatalf("after a reload the key's limits are %q", got)
 	}
 	// A tier's multiplier.
@@ -243,5 +243,45 @@ func TestRuntimeOverrideRequests(t *testing.T) {
 	}
 	if got := checks(t, d, "k", 11); got != 10 {
 		t.Fatalf("×2 after a reload to 5/min: %d of 11 allowed, want 10", got)
+	}
+}
+
+// TestRuntimeOverrideHybridWithoutFraction: a hybrid engine with no
+// fraction cannot decide limits without local ones, which every runtime
+// override is: the PUT is refused with the reason, rather than accepted
+// and every request of the key refused.
+func TestRuntimeOverrideHybridWithoutFraction(t *testing.T) {
+	srv := testkit.Redis(t)
+	d := started(t, fmt.Sprintf(`
+storage: {engine: hybrid, redis: {addrs: [%q]}}
+policies:
+  api: {rate: 100/min, local: {rate: 50/min}}
+check: {listen: 127.0.0.1:0}
+admin: {listen: 127.0.0.1:0, token: s3cret}
+`, srv.Addr))
+	code, body := adminCall(t, d, "PUT", "/v1/overrides?policy=api&key=k", `{"multiplier": 2, "ttl": "1h"}`)
+	if code != 400 || !strings.Contains(body, "no fraction") {
+		t.Fatalf("PUT on a hybrid engine without a fraction: %d %s, want 400 naming the fraction", code, body)
+	}
+	if got := checks(t, d, "k", 1); got != 1 {
+		t.Fatalf("the key after the refused PUT: %d of 1 allowed", got)
+	}
+}
+
+// TestRuntimeOverrideOfARemovedPolicy: an override of a policy a reload
+// removed stays listed and can be deleted.
+func TestRuntimeOverrideOfARemovedPolicy(t *testing.T) {
+	d := started(t, overridesConf("", 2))
+	if code, body := adminCall(t, d, "PUT", "/v1/overrides?policy=api&key=k", `{"multiplier": 2, "ttl": "1h"}`); code != 200 {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	if err := d.Apply(mustParse(t, strings.Replace(overridesConf("", 2), "api:", "web:", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := adminCall(t, d, "GET", "/v1/overrides", ""); code != 200 || !strings.Contains(body, `"policy":"api"`) {
+		t.Fatalf("GET after the reload: %d %s", code, body)
+	}
+	if code, body := adminCall(t, d, "DELETE", "/v1/overrides?policy=api&key=k", ""); code != 200 {
+		t.Fatalf("DELETE of the removed policy's override: %d %s", code, body)
 	}
 }

@@ -343,7 +343,7 @@ func (s *Store) localSet(set *algo.Set) (*algo.Set, error) {
 		if set.Variant() != "" {
 			what += " " + set.Variant()
 		}
-		return nil, fmt.Errorf("hybrid: %s has no local limits and the store has no fraction; give the policy Local limits (overrides and tiers always need the fraction) or the store a Fraction", what)
+		return nil, fmt.Errorf("%w: hybrid: %s has no local limits and the store has no fraction; give the policy Local limits (overrides and tiers always need the fraction) or the store a Fraction", floodgate.ErrInvalidPolicy, what)
 	}
 	if ls := s.sets.find(set); ls != nil {
 		return ls, nil

@@ -340,3 +340,64 @@ func TestMemoryStoreBound(t *testing.T) {
 		t.Fatalf("Put beyond MaxEntries = %v, want ErrFull", err)
 	}
 }
+
+// TestEverySettingStartsFull: a second raise of a key, and an override put
+// again after one was used up, start with state of their own.
+func TestEverySettingStartsFull(t *testing.T) {
+	f := newFixture(t)
+	f.put(t, override.Entry{Policy: "api", Key: "u", Limits: []floodgate.Limit{floodgate.PerMinute(1)}})
+	if got := admitted(t, f.lim, "u", 2); got != 1 {
+		t.Fatalf("first setting: %d of 2 passed, want 1", got)
+	}
+	f.clk.add(time.Millisecond) // a later setting
+	f.put(t, override.Entry{Policy: "api", Key: "u", Limits: []floodgate.Limit{floodgate.PerMinute(100)}})
+	if got := admitted(t, f.lim, "u", 101); got != 100 {
+		t.Fatalf("the raise after it: %d of 101 passed, want 100", got)
+	}
+}
+
+// TestKeyMultiplierOverRuntimeTier: a key's multiplier multiplies what its
+// tier's runtime entry gives it, as the order says.
+func TestKeyMultiplierOverRuntimeTier(t *testing.T) {
+	f := newFixture(t)
+	f.put(t, override.Entry{Policy: "api", Tier: "free", Multiplier: 4}) // 1/min → 4/min
+	f.put(t, override.Entry{Policy: "api", Key: "free:a", Multiplier: 2})
+	if got := admitted(t, f.lim, "free:a", 10); got != 8 {
+		t.Fatalf("free:a ×2 over tier free ×4: %d of 10 passed, want 8", got)
+	}
+	f.put(t, override.Entry{Policy: "api", Tier: "free", Limits: []floodgate.Limit{floodgate.PerMinute(3)}})
+	if got := admitted(t, f.lim, "free:b", 5); got != 3 {
+		t.Fatalf("free:b under tier free's 3/min: %d of 5 passed, want 3", got)
+	}
+	f.clk.add(time.Minute)
+	if got := admitted(t, f.lim, "free:a", 10); got != 6 {
+		t.Fatalf("free:a ×2 over tier free's 3/min: %d of 10 passed, want 6", got)
+	}
+}
+
+// TestLongKeyByDigest: an override of the digest the engines and the
+// status page show for a key longer than MaxKeyLen applies to that key.
+func TestLongKeyByDigest(t *testing.T) {
+	f := newFixture(t)
+	long := strings.Repeat("k", floodgate.MaxKeyLen+1)
+	f.put(t, override.Entry{Policy: "api", Key: floodgate.NormalizeKey(long), Multiplier: 2})
+	if got := admitted(t, f.lim, long, 8); got != 6 {
+		t.Fatalf("the long key under its digest's override: %d of 8 passed, want 6", got)
+	}
+}
+
+// TestPutStoredWhenTheReadBackFails: a change the store took is not
+// reported as failed because reading it back failed.
+func TestPutStoredWhenTheReadBackFails(t *testing.T) {
+	clk := newFakeTime()
+	fs := &failingStore{Store: override.NewMemory()}
+	table := override.NewTable(fs, override.Options{Clock: clk})
+	fs.down.Store(true)
+	e := clk.entry(override.Entry{Policy: "api", Key: "k", Multiplier: 2})
+	if err := table.Put(ctx, e); err != nil {
+		t.Fatalf("Put = %v, want nil: the store holds the entry", err)
+	}
+	if ok, err := table.Delete(ctx, e.ID()); err != nil || !ok {
+		t.Fatalf("Delete = %v, %v, want true, nil", ok, err)
+	}
+}

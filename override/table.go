@@ -2,6 +2,8 @@ package override
 
 import (
 	"context"
+	"hash/fnv"
+	"strconv"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -45,14 +47,14 @@ type Table struct {
 	version uint64
 	loaded  bool
 	failing bool // the last read failed; logged once
-
-	noted sync.Map // problemKey → struct{}: entries whose failure to apply was logged
 }
 
 // snapshot is the entries read at one Version, indexed for decisions.
 type snapshot struct {
 	list     []Entry // sorted (Sort), for listings
 	byPolicy map[string]*policyEntries
+	stamps   map[*Entry]string // what each entry is: its version and content
+	byStamp  map[string]*Entry
 }
 
 type policyEntries struct {
@@ -84,7 +86,7 @@ func (t *Table) now() int64 { return t.o.Clock.UnixNano() }
 
 // newSnapshot indexes the entries of es that have not expired at now.
 func newSnapshot(es []Entry, now int64) *snapshot {
-	s := &snapshot{byPolicy: map[string]*policyEntries{}}
+	s := &snapshot{byPolicy: map[string]*policyEntries{}, stamps: map[*Entry]string{}, byStamp: map[string]*Entry{}}
 	for _, e := range es {
 		if e.Expires.UnixNano() <= now {
 			continue
@@ -99,6 +101,8 @@ func newSnapshot(es []Entry, now int64) *snapshot {
 			pe = &policyEntries{keys: map[string]*Entry{}, tiers: map[string]*Entry{}}
 			s.byPolicy[e.Policy] = pe
 		}
+		st := stamp(e)
+		s.stamps[e], s.byStamp[st] = st, e
 		if e.Tier != "" {
 			pe.tiers[e.Tier] = e
 		} else {
@@ -106,6 +110,16 @@ func newSnapshot(es []Entry, now int64) *snapshot {
 		}
 	}
 	return s
+}
+
+// stamp names e's setting and content: two entries of one stamp apply
+// the same limits under the same state, so a limiter built for one serves
+// the other.
+func stamp(e *Entry) string {
+	b, _ := Marshal(*e)
+	h := fnv.New64a()
+	h.Write(b)
+	return e.version() + "/" + strconv.FormatUint(h.Sum64(), 36)
 }
 
 // Refresh reads the store if its Version changed since the last read, and
@@ -171,8 +185,9 @@ func (t *Table) Run(ctx context.Context) {
 	}
 }
 
-// Put stores e and applies it on this instance at once; the others apply
-// it at their next refresh.
+// Put stores e and applies it on this instance at once (unless the store
+// cannot be read back right now: then at the next refresh); the others
+// apply it at their next refresh. The error is the store's refusal only.
 func (t *Table) Put(ctx context.Context, e Entry) error {
 	if err := e.Validate(); err != nil {
 		return err
@@ -180,8 +195,15 @@ func (t *Table) Put(ctx context.Context, e Entry) error {
 	if err := t.store.Put(ctx, e); err != nil {
 		return err
 	}
-	return t.Refresh(ctx)
+	t.refreshAfterChange(ctx)
+	return nil
 }
+
+// refreshAfterChange reads the store after this instance changed it, so
+// that the change applies here at once. The change is stored whatever the
+// read says: a failed read only delays it to the next refresh, and is
+// logged by Refresh, not returned.
+func (t *Table) refreshAfterChange(ctx context.Context) { _ = t.Refresh(ctx) }
 
 // Delete removes the entry of id, on this instance at once; the others
 // drop it at their next refresh. It reports whether there was one.
@@ -190,7 +212,8 @@ func (t *Table) Delete(ctx context.Context, id ID) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return ok, t.Refresh(ctx)
+	t.refreshAfterChange(ctx)
+	return ok, nil
 }
 
 // Entries returns the entries in force, sorted (Sort).

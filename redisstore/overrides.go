@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -26,10 +27,11 @@ import (
 // data and took as many changes since cannot show an instance the version
 // it last read.
 // The braces keep both in one Redis Cluster slot. At most
-// override.MaxEntries entries are kept; entries that expired more than a
-// minute ago (room for clocks that disagree) are deleted as the list is
-// read. A field that does not decode (written by something else) is left
-// alone and skipped.
+// override.MaxEntries entries are kept. As the list is read, entries that
+// expired more than a minute ago (room for clocks that disagree) and
+// fields that do not decode are deleted — each only if it still holds what
+// was read, so that an entry another instance put meanwhile stays — and
+// skipped.
 func NewOverrides(client redis.UniversalClient, prefix string) (override.Store, error) {
 	if isnil.Value(client) {
 		return nil, errors.New("redisstore: no client given; pass a redis.UniversalClient")
@@ -62,6 +64,16 @@ return 1`)
 var deleteOverrides = redis.NewScript(`
 local n = 0
 for i = 2, #ARGV do n = n + redis.call('HDEL', KEYS[1], ARGV[i]) end
+if n > 0 then redis.call('SET', KEYS[2], ARGV[1]) end
+return n`)
+
+// ARGV: the new version, then pairs of a field and the value it must still
+// hold to be deleted.
+var dropStaleOverrides = redis.NewScript(`
+local n = 0
+for i = 2, #ARGV, 2 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i+1] then n = n + redis.call('HDEL', KEYS[1], ARGV[i]) end
+end
 if n > 0 then redis.call('SET', KEYS[2], ARGV[1]) end
 return n`)
 
@@ -124,11 +136,8 @@ func (o *overrides) List(ctx context.Context) ([]override.Entry, error) {
 	stale := []any{newVersion()}
 	for f, v := range all {
 		e, err := override.Unmarshal([]byte(v))
-		if err != nil || field(e.ID()) != f {
-			continue
-		}
-		if e.Expires.Before(cutoff) {
-			stale = append(stale, f)
+		if err != nil || field(e.ID()) != f || e.Expires.Before(cutoff) {
+			stale = append(stale, f, v)
 			continue
 		}
 		out = append(out, e)
@@ -136,19 +145,26 @@ func (o *overrides) List(ctx context.Context) ([]override.Entry, error) {
 	if len(stale) > 1 {
 		// Housekeeping: the list is right without it, and the next read
 		// tries again.
-		_ = deleteOverrides.Run(ctx, o.client, []string{o.hash, o.version}, stale...).Err()
+		_ = dropStaleOverrides.Run(ctx, o.client, []string{o.hash, o.version}, stale...).Err()
 	}
 	override.Sort(out)
 	return out, nil
 }
 
 func (o *overrides) Version(ctx context.Context) (uint64, error) {
-	v, err := o.client.Get(ctx, o.version).Uint64()
+	s, err := o.client.Get(ctx, o.version).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: overrides version: %w", err)
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		// Not one of ours: whatever it holds, a change of it is a change.
+		h := fnv.New64a()
+		h.Write([]byte(s))
+		return h.Sum64(), nil
 	}
 	return v, nil
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/override"
 )
@@ -17,9 +19,10 @@ func overrideEntry(key string, expires time.Time) override.Entry {
 }
 
 // TestOverridesStore: entries put by one store are listed by another on
-// the same Redis with their version moved on; a field someone else wrote
-// that does not decode is skipped and left alone; an entry expired more
-// than a minute ago is deleted as the list is read.
+// the same Redis with their version moved on; a field that does not
+// decode, or holds an entry under another field's name, and an entry
+// expired more than a minute ago, are skipped and deleted as the list is
+// read.
 func TestOverridesStore(t *testing.T) {
 	c := standalone(t)
 	ctx := context.Background()
@@ -51,8 +54,8 @@ func TestOverridesStore(t *testing.T) {
 	if len(list) != 1 || list[0].Key != "user:42" || list[0].Limits[0] != floodgate.PerMinute(5) || list[0].By != "alice" {
 		t.Fatalf("List = %+v, want the one live entry", list)
 	}
-	if n, _ := c.HLen(ctx, "fg:{overrides}").Result(); n != 3 {
-		t.Fatalf("%d fields left, want 3: the expired one deleted, the foreign ones left alone", n)
+	if n, _ := c.HLen(ctx, "fg:{overrides}").Result(); n != 1 {
+		t.Fatalf("%d fields left, want 1: the expired one and those that do not decode deleted", n)
 	}
 	if ok, err := b.Delete(ctx, live.ID()); err != nil || !ok {
 		t.Fatalf("Delete = %v, %v", ok, err)
@@ -116,5 +119,69 @@ func TestOverridesVersionAfterDataLoss(t *testing.T) {
 	}
 	if es := table.Entries(); len(es) != 1 || es[0].Key != "after" {
 		t.Fatalf("entries after the data loss: %+v, want the one put since", es)
+	}
+}
+
+// TestOverridesHousekeepingKeepsAFreshPut: an expired entry that another
+// instance replaces between the listing's read and its clean-up stays:
+// the clean-up deletes only what still holds the value it read.
+func TestOverridesHousekeepingKeepsAFreshPut(t *testing.T) {
+	c := standalone(t)
+	ctx := context.Background()
+	s, _ := NewOverrides(c, "")
+	other, _ := NewOverrides(newClient(t, c.Options().Addr), "")
+	if err := s.Put(ctx, overrideEntry("user:42", time.Now().Add(-2*time.Minute))); err != nil {
+		t.Fatal(err)
+	}
+	c.AddHook(afterHGetAll{func() {
+		if err := other.Put(ctx, overrideEntry("user:42", time.Now().Add(time.Hour))); err != nil {
+			t.Error(err)
+		}
+	}})
+	if _, err := s.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	list, err := other.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || time.Until(list[0].Expires) < 59*time.Minute {
+		t.Fatalf("after the clean-up: %+v, want the fresh entry", list)
+	}
+}
+
+// afterHGetAll runs f once, right after the client's first HGETALL.
+type afterHGetAll struct{ f func() }
+
+func (h afterHGetAll) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h afterHGetAll) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h afterHGetAll) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	done := false
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if cmd.Name() == "hgetall" && !done {
+			done = true
+			h.f()
+		}
+		return err
+	}
+}
+
+// TestOverridesForeignVersion: a version key that holds no number still
+// tells a change.
+func TestOverridesForeignVersion(t *testing.T) {
+	c := standalone(t)
+	ctx := context.Background()
+	s, _ := NewOverrides(c, "")
+	c.Set(ctx, "{overrides}:version", "not a number", 0)
+	v1, err := s.Version(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Set(ctx, "{overrides}:version", "something else", 0)
+	if v2, err := s.Version(ctx); err != nil || v2 == v1 {
+		t.Fatalf("Version = %d, %v after the key changed (was %d)", v2, err, v1)
 	}
 }
