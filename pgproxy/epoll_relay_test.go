@@ -28,19 +28,6 @@ func startEpollRelay(b *testing.B, upstream string) string {
 	// safe beside epoll_wait); peers is shared with the loop.
 	var mu sync.Mutex
 	peers := map[int32]int32{}
-	rawFD := func(c net.Conn) (int32, error) {
-		f, err := c.(*net.TCPConn).File() // a duplicate, outside the netpoller once c is closed
-		c.Close()
-		if err != nil {
-			return 0, err
-		}
-		fd, err := syscall.Dup(int(f.Fd()))
-		f.Close()
-		if err != nil {
-			return 0, err
-		}
-		return int32(fd), syscall.SetNonblock(fd, true)
-	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	b.Cleanup(func() {
@@ -115,6 +102,22 @@ func startEpollRelay(b *testing.B, upstream string) string {
 		}
 	})
 	return ln.Addr().String()
+}
+
+// rawFD takes c's socket out of the runtime's netpoller: it closes c and
+// returns a non-blocking duplicate of its descriptor.
+func rawFD(c net.Conn) (int32, error) {
+	f, err := c.(*net.TCPConn).File() // a duplicate, outside the netpoller once c is closed
+	c.Close()
+	if err != nil {
+		return 0, err
+	}
+	fd, err := syscall.Dup(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		return 0, err
+	}
+	return int32(fd), syscall.SetNonblock(fd, true)
 }
 
 // writeAll writes b to a non-blocking socket; when the socket is full

@@ -41,7 +41,9 @@ import (
 //     mode, how a user who needs pooling runs it;
 //   - relay: a Go TCP relay, io.Copy each way (the net.Conn yardstick);
 //   - epoll-relay: a Go relay on one epoll loop over raw sockets, without
-//     the runtime's netpoller (the floor of a Go hop, bytes only).
+//     the runtime's netpoller (the floor of a Go hop, bytes only);
+//   - uring-relay: the same on io_uring, one submission per round for all
+//     connections, completions instead of epoll_wait and reads.
 //
 // for each query mode and client count. Runs are interleaved: every round
 // runs every target once per mode and client count, in the opposite order
@@ -139,6 +141,7 @@ func BenchmarkPgbench(b *testing.B) {
 		{"floodgate+pgbouncer-tx", proxyTo(bouncerTx.Addr), []int{self, bouncerTx.Pid()}, false, ""},
 		{"relay", startRelay(b, pg.Addr), []int{self}, true, ""},
 		{"epoll-relay", startEpollRelay(b, pg.Addr), []int{self}, true, ""},
+		{"uring-relay", startUringRelay(b, pg.Addr), []int{self}, true, ""},
 	}
 	if only := envList("PGBENCH_TARGETS", ""); len(only) > 0 {
 		targets = slices.DeleteFunc(targets, func(tg target) bool { return !slices.Contains(only, tg.name) })
