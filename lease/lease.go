@@ -658,14 +658,18 @@ func (s *Store) Reset(ctx context.Context, set *algo.Set, key string) error {
 	return err
 }
 
-// dropBlocks drops e's blocks unrefunded and makes a lease in flight be
-// dropped when it lands, whose end it returns (nil: none in flight).
+// dropBlocks drops e's blocks unrefunded, makes a lease in flight be
+// dropped when it lands, whose end it returns (nil: none in flight), and
+// forgets e's demand: a key that was reset is leased as a key seen for
+// the first time, so its first request after the reset is decided by the
+// remote store alone, without a block taken beside it.
 func (s *Store) dropBlocks(e *entry) <-chan struct{} {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s.held.Add(-e.left())
 	e.blocks = nil
 	e.gen++
+	e.since, e.units, e.rate = 0, 0, 0
 	return e.refillDone
 }
 

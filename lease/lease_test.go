@@ -164,6 +164,16 @@ func TestResetDropsBlocks(t *testing.T) {
 	if v.Remaining != 99 {
 		t.Fatalf("remaining %d after Reset and one request; want 99", v.Remaining)
 	}
+	// A reset key is as a key seen for the first time: its first request
+	// takes no block beside it (one was taken in the background, racing
+	// the request to the remote store, when the key's demand outlived
+	// the reset).
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := peek(t, mem, set, "k").Remaining; got != 99 {
+		t.Fatalf("remote remaining %d once the store closed; want 99: a block was leased after the reset", got)
+	}
 }
 
 func TestSlidingLogNeverLeased(t *testing.T) {
