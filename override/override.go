@@ -14,9 +14,10 @@
 // the file's override for the key (Policy.Overrides), a runtime entry for
 // the key's tier, the file's tier (Policy.Tiers), the policy's limits. A
 // multiplier multiplies what the key would get from the rest of that list.
-// Runtime limits keep their state apart from the file's (a raised limit
-// starts full; when it ends the key meets its old state again, refilled by
-// the time that passed): see floodgate.PolicyLimiter.Derive.
+// Every setting of an entry keeps its state apart from the file's and from
+// earlier settings (a raised limit starts full; when it ends the key meets
+// its old state again, refilled by the time that passed): see
+// floodgate.PolicyLimiter.Derive.
 package override
 
 import (
