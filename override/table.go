@@ -3,8 +3,8 @@ package override
 import (
 	"context"
 	"hash/fnv"
-	"strconv"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
