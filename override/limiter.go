@@ -91,8 +91,11 @@ func (l *limiter) entryFor(s *snapshot, key string) (e, under *Entry) {
 func (l *limiter) pick(key string) *floodgate.PolicyLimiter {
 	s := l.t.cur.Load()
 	e, under := l.entryFor(s, key)
+	if e == nil {
+		return l.base
+	}
 	now := l.t.now()
-	if e == nil || e.Expires.UnixNano() <= now {
+	if e.Expires.UnixNano() <= now {
 		return l.base
 	}
 	var ck any = e
