@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 	ulule "github.com/ulule/limiter/v3"
 	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
@@ -26,6 +29,8 @@ const redisCallers = 64
 // same server. Every client gets PoolSize redisCallers, one connection per
 // caller, so that no library waits for a connection (go-redis's default is
 // 10 per core, 20 here, which would queue the one-request-per-call peers).
+// rueidis-gcra opens a rueidis client of its own to the same address and
+// leaves the go-redis client unused.
 var redisImpls = []struct {
 	name string
 	new  func(tb testing.TB, client *redis.Client, q quota) engine
@@ -34,6 +39,7 @@ var redisImpls = []struct {
 	{"floodgate-leased", newFloodgateLeased},
 	{"redis_rate", newRedisRate},
 	{"ulule", newUluleRedis},
+	{"rueidis-gcra", newRueidisGCRA},
 }
 
 func newRedisClient(addr string) *redis.Client {
@@ -131,6 +137,59 @@ func newUluleRedis(tb testing.TB, client *redis.Client, q quota) engine {
 	return &ululeEngine{l: ulule.New(store, ulule.Rate{Period: q.period, Limit: q.rate})}
 }
 
+// --- redis/rueidis, one GCRA script per decision -----------------------------
+
+// gcraScript is a minimal GCRA: KEYS[1] holds the theoretical arrival time
+// (TAT) in microseconds of the server's clock; ARGV[1] is the emission
+// interval and ARGV[2] the burst tolerance, both in microseconds. A request
+// is allowed when the TAT it would leave is at most the tolerance ahead of
+// now; the key expires when that TAT is reached. It returns 1 (allowed) or
+// 0 (denied, nothing stored).
+var gcraScript = rueidis.NewLuaScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval = tonumber(ARGV[1])
+local tolerance = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local new = tat + interval
+if new - now > tolerance then return 0 end
+redis.call('SET', KEYS[1], string.format('%.0f', new), 'PX', math.ceil((new - now) / 1000))
+return 1
+`)
+
+// rueidisGCRA sends one script call (EVALSHA) per decision through a rueidis
+// client, whose automatic pipelining writes the calls of concurrent callers
+// to one connection together: one script run per decision on the server,
+// but no round trip of its own for each.
+type rueidisGCRA struct {
+	client rueidis.Client
+	args   []string // interval, tolerance
+}
+
+func newRueidisGCRA(tb testing.TB, client *redis.Client, q quota) engine {
+	tb.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:  []string{client.Options().Addr},
+		DisableCache: true,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	interval := q.period.Microseconds() / q.rate
+	return &rueidisGCRA{client: c, args: []string{
+		strconv.FormatInt(interval, 10),
+		strconv.FormatInt(interval*q.rate, 10), // a burst of q.rate
+	}}
+}
+
+func (e *rueidisGCRA) allow(key string) (bool, error) {
+	n, err := gcraScript.Exec(bg, e.client, []string{"gcra:" + key}, e.args).AsInt64()
+	return n == 1, err
+}
+
+func (e *rueidisGCRA) close() { e.client.Close() }
+
 // runCallers times b.N decisions made by callers goroutines, each deciding
 // one key after another as fast as its answers come (a closed loop), and
 // reports throughput and the latency each caller saw.
@@ -210,7 +269,8 @@ func BenchmarkRedis(b *testing.B) {
 // BenchmarkRedisHotKey is BenchmarkRedis on one key, the workload leases
 // are for: 64 callers deciding one client's requests, under a quota that
 // admits them all (a million a second: one unit a microsecond, the Redis
-// engine's clock tick).
+// engine's clock tick). redis-cpu-us/op is the redis-server process's CPU
+// time (INFO cpu) over the timed decisions, per decision.
 func BenchmarkRedisHotKey(b *testing.B) {
 	srv := testkit.Redis(b)
 	keys := ipKeys(1)
@@ -223,9 +283,38 @@ func BenchmarkRedisHotKey(b *testing.B) {
 			if _, err := e.allow(keys[0]); err != nil {
 				b.Fatal(err)
 			}
+			before := redisCPU(b, client)
 			runCallers(b, e, keys, redisCallers)
+			cpu := redisCPU(b, client) - before
+			b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(b.N), "redis-cpu-us/op")
 		})
 	}
+}
+
+// redisCPU is the CPU time (user and system) the redis-server process has
+// used so far, from INFO cpu.
+func redisCPU(tb testing.TB, client *redis.Client) time.Duration {
+	tb.Helper()
+	info, err := client.Info(bg, "cpu").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var sum time.Duration
+	for line := range strings.Lines(info) {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "used_cpu_sys" && name != "used_cpu_user") {
+			continue
+		}
+		s, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			tb.Fatalf("INFO cpu: %s: %v", line, err)
+		}
+		sum += time.Duration(s * float64(time.Second))
+	}
+	if sum == 0 {
+		tb.Fatalf("INFO cpu: no used_cpu_sys or used_cpu_user in %q", info)
+	}
+	return sum
 }
 
 // TestRedisEnginesLimit checks that every Redis adapter really limits: a key
