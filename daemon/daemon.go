@@ -151,6 +151,9 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		d.engine.close()
 		return nil, errAt(cfg, "storage", err)
 	}
+	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metrics.Namespace, Name: "runtime_overrides",
+		Help: "Runtime overrides in force (set through /v1/overrides, on this instance or another sharing its Redis)."},
+		func() float64 { return float64(len(d.overrides.table.Entries())) }))
 	if d.conc, err = newConcLimits(d.engine, cfg.Storage); err != nil {
 		d.engine.close()
 		return nil, errAt(cfg, "storage", err)

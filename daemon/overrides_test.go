@@ -173,6 +173,9 @@ func TestRuntimeOverridesTwoDaemonsOneRedis(t *testing.T) {
 			t.Fatalf("the status page does not list the override: %s", body)
 		}
 	}
+	if code, body := adminCall(t, b, "GET", "/metrics", ""); code != 200 || !strings.Contains(body, "\nfloodgate_runtime_overrides 1\n") {
+		t.Fatalf("b's /metrics does not count the override: %d", code)
+	}
 	if log := logA.String(); !strings.Contains(log, `"msg":"runtime override set"`) || !strings.Contains(log, `"by":"alice"`) || !strings.Contains(log, `"reason":"INC-4411"`) {
 		t.Fatalf("the change is not logged with who and why:\n%s", log)
 	}
